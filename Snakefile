@@ -1,0 +1,39 @@
+# paravg: Kaldi-style parallel DNN training (NG-SGD + parameter averaging) as a DAG.
+# This file is a table of contents: configuration, validation, the stage rule files, `all`.
+import resource
+import sys
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+# Long iteration chains recurse deeply while the DAG is built (2,500 iterations x 12 jobs
+# is a real Kaldi scale): raise Python's recursion limit and the C stack that backs it.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 200000))
+_soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+if _soft != resource.RLIM_INFINITY and (_hard == resource.RLIM_INFINITY or _hard > _soft):
+    resource.setrlimit(resource.RLIMIT_STACK, (_hard, _hard))
+sys.path.insert(0, workflow.basedir)
+
+from paravg.config import validate_config  # noqa: E402
+
+
+configfile: "config/config.yaml"
+
+
+validate_config(config)
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/features.smk"
+include: "rules/ivector.smk"
+include: "rules/egs.smk"
+include: "rules/train.smk"
+include: "rules/final.smk"
+
+
+rule all:
+    input:
+        get_final_targets(),
+    default_target: True

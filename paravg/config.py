@@ -1,0 +1,124 @@
+"""Configuration: schema validation with defaults, and per-experiment resolution.
+
+``config/config.schema.yaml`` is a JSON Schema with ``default`` values and
+``additionalProperties: false`` everywhere. :func:`validate_config` fills the defaults
+in place and raises :class:`ConfigError` naming the offending key. Experiments are
+overrides of ``model``/``trainer``/``sync`` (and ``ivector.enabled``) deep-merged over the
+top-level sections; each merged section is validated against the same sub-schema, so an
+experiment cannot introduce a key the top level would reject.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "config.schema.yaml"
+EXPERIMENT_SECTIONS = ("model", "trainer", "sync")
+
+
+class ConfigError(ValueError):
+    """A configuration value that the schema or a cross-key rule rejects."""
+
+
+def _with_defaults(validator_class):
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "$ref" in sub and "default" not in sub:
+                    sub = validator._resolver.lookup(sub["$ref"]).contents
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DefaultFillingValidator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
+    """Load the YAML schema."""
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def _validate(instance: Any, schema: dict, where: str) -> None:
+    validator = _DefaultFillingValidator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for err in errors:
+            key = ".".join(str(p) for p in err.absolute_path) or "<top level>"
+            lines.append(f"  {where}{'.' if where and key else ''}{key}: {err.message}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Return ``base`` with ``override`` merged in recursively (dicts merge, rest replaces)."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """Validate ``config`` in place (filling defaults) and check cross-key rules.
+
+    Returns the same dict for convenience. Raises :class:`ConfigError` with every
+    problem found, each naming its key.
+    """
+    schema = load_schema(schema_path)
+    _validate(config, schema, "")
+    for name in config["experiments"]:
+        experiment_config(config, name, schema)
+    missing = [s for s in config["eval_sets"] if config["data"]["sets"] and s not in config["data"]["sets"]]
+    if missing:
+        raise ConfigError(f"eval_sets names sets not in data.sets: {missing}")
+    return config
+
+
+def experiment_config(config: dict, name: str, schema: dict | None = None) -> dict:
+    """The effective ``model``/``trainer``/``sync``/``ivector_enabled`` of one experiment."""
+    if name not in config["experiments"]:
+        raise ConfigError(f"unknown experiment {name!r}; defined: {sorted(config['experiments'])}")
+    schema = schema or load_schema()
+    overrides = config["experiments"][name] or {}
+    out: dict[str, Any] = {}
+    for section in EXPERIMENT_SECTIONS:
+        merged = deep_merge(config[section], overrides.get(section, {}))
+        sub = dict(schema["$defs"][section])
+        sub["$defs"] = schema["$defs"]
+        _validate(merged, sub, f"experiments.{name}.{section}")
+        out[section] = merged
+    out["ivector_enabled"] = bool(
+        config["ivector"]["enabled"] and overrides.get("ivector", {}).get("enabled", True)
+    )
+    _check_experiment(name, out)
+    return out
+
+
+def _check_experiment(name: str, exp: dict) -> None:
+    trainer, sync = exp["trainer"], exp["sync"]
+    if trainer["num_jobs_final"] < trainer["num_jobs_initial"]:
+        raise ConfigError(
+            f"experiments.{name}.trainer: num_jobs_final ({trainer['num_jobs_final']}) must be "
+            f">= num_jobs_initial ({trainer['num_jobs_initial']})"
+        )
+    if sync["method"] in ("ring", "random-ring", "delay-by-one") and (
+        trainer["num_jobs_initial"] != trainer["num_jobs_final"]
+    ):
+        raise ConfigError(
+            f"experiments.{name}: sync.method {sync['method']!r} needs a fixed number of jobs; "
+            f"set trainer.num_jobs_initial = trainer.num_jobs_final (now "
+            f"{trainer['num_jobs_initial']} -> {trainer['num_jobs_final']})"
+        )

@@ -1,0 +1,64 @@
+"""Atomic file writing and small JSON/model helpers shared by every stage.
+
+Every output is written to a temporary name in the same directory and renamed into
+place, so a killed job never leaves a half-written file under the final name, and a
+model that exists is a model that was finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it to ``path`` on success.
+
+    The temporary keeps ``suffix`` (e.g. ``.npy``) for writers that insist on one.
+    On an exception the temporary is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON (stable bytes for reruns)."""
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file, naming the file in the error if it is not valid JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def save_torch_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """``torch.save`` to a temporary name, then rename."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)

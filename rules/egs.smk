@@ -1,0 +1,1 @@
+# egs stage rules

@@ -1,0 +1,1 @@
+# ivector stage rules
