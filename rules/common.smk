@@ -72,5 +72,137 @@ def egs_info():
 
 # ---------------------------------------------------------------- targets
 def get_final_targets():
-    targets = [f"{RESULTS}/results.md"]
-    return targets
+    return [f"{RESULTS}/results.md"]
+
+
+# ---------------------------------------------------------------- training schedule
+def egs_prefix(a):
+    """Prefix of egs archive ``a`` (0-based); its fields are ``<prefix>.<field>.npy``."""
+    return f"{RESULTS}/egs/egs.{a}"
+
+
+def egs_subset_prefix(name):
+    """Prefix of the ``valid_diag``, ``train_diag`` or ``combine`` egs."""
+    return f"{RESULTS}/egs/{name}"
+
+
+def exp_schedule(exp):
+    """The Kaldi schedule of experiment ``exp`` (needs the egs checkpoint)."""
+    from paravg.schedule import Schedule
+
+    info = egs_info()
+    return Schedule.from_config(
+        EXPERIMENTS[exp]["trainer"],
+        info.num_archives,
+        info.frames_per_eg,
+        config["combine"]["max_models_combine"],
+    )
+
+
+def exp_dir(exp):
+    return f"{RESULTS}/exp/{exp}"
+
+
+def lda_archives():
+    """Kaldi accumulates LDA stats (and priors) over at most 10 archives."""
+    return range(min(egs_info().num_archives, 10))
+
+
+def get_lda_egs(wildcards):
+    return [f for a in lda_archives() for f in egs_archive_files(a)]
+
+
+def get_job_egs(wildcards):
+    """The archive read by the job that writes ``<t>/job<j>.pt`` (iteration t − 1)."""
+    archive, _ = exp_schedule(wildcards.exp).archive_and_frame(int(wildcards.t) - 1, int(wildcards.j))
+    return egs_archive_files(archive)
+
+
+def get_job_params(wildcards):
+    """Only what changes this job's result goes into params (rerun triggers)."""
+    exp = EXPERIMENTS[wildcards.exp]
+    trainer = exp["trainer"]
+    sched = exp_schedule(wildcards.exp)
+    t, j = int(wildcards.t) - 1, int(wildcards.j)
+    archive, frame = sched.archive_and_frame(t, j)
+    straggler = config["simulate"]["straggler"]
+    return {
+        "iteration": t,
+        "job": j,
+        "learning_rate": sched.learning_rate(t),
+        "minibatch_size": trainer["minibatch_size"],
+        "max_param_change": trainer["max_param_change"],
+        "frame": frame,
+        "archive": egs_prefix(archive),
+        "shuffle_buffer_size": trainer["shuffle_buffer_size"],
+        "srand": trainer["srand"],
+        "ngsgd": trainer["ngsgd"],
+        "device": trainer["device"],
+        "straggler_factor": straggler["factor"] if straggler["job"] == j else 1.0,
+    }
+
+
+def get_average_inputs(wildcards):
+    """All job outputs of iteration t − 1 (the fan-in)."""
+    n = exp_schedule(wildcards.exp).num_jobs(int(wildcards.t) - 1)
+    d = f"{exp_dir(wildcards.exp)}/{wildcards.t}"
+    return {
+        "models": [f"{d}/job{j}.pt" for j in range(n)],
+        "stats": [f"{d}/job{j}.json" for j in range(n)],
+    }
+
+
+def job_output(path):
+    """Per-job models are temporary, as Kaldi deletes them, unless kept by config."""
+    return path if config["trainer"]["keep_job_models"] else temp(path)
+
+
+def gpu_for_training(wildcards):
+    """1 when the experiment trains on a GPU of this host (``resources: gpu``), else 0."""
+    device = EXPERIMENTS[wildcards.exp]["trainer"]["device"]
+    if device == "cuda":
+        return 1
+    if device == "auto":
+        return int(Path("/dev/nvidia0").exists())
+    return 0
+
+
+def get_diag_inputs(wildcards):
+    t = int(wildcards.t)
+    inputs = {
+        "model": f"{exp_dir(wildcards.exp)}/{t}.pt",
+        "egs": egs_subset_files("valid_diag") + egs_subset_files("train_diag"),
+    }
+    if t > 0:
+        inputs["prev"] = f"{exp_dir(wildcards.exp)}/{t - 1}.pt"
+    return inputs
+
+
+def all_diagnostics(exp):
+    """diag/<t>.json of every model of ``exp``: off the critical path, read by the report."""
+    n = exp_schedule(exp).num_iters
+    return [f"{exp_dir(exp)}/diag/{t}.json" for t in range(n + 1)]
+
+
+def get_combine_models(wildcards):
+    return [f"{exp_dir(wildcards.exp)}/{m}.pt" for m in exp_schedule(wildcards.exp).models_to_combine()]
+
+
+def get_eval_inputs(wildcards):
+    inputs = {
+        "model": f"{exp_dir(wildcards.exp)}/final.pt",
+        "feats": f"{RESULTS}/feats/{wildcards.set}/feats.scp",
+        "targets": f"{RESULTS}/data/{wildcards.set}/targets.scp",
+    }
+    if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
+        inputs["ivectors"] = f"{RESULTS}/ivector/{wildcards.set}/ivector_online.scp"
+        inputs["period"] = f"{RESULTS}/ivector/{wildcards.set}/ivector_period"
+    return inputs
+
+
+def get_results_inputs(wildcards):
+    return [
+        f"{exp_dir(exp)}/eval/{s}.json" for exp in EXPERIMENTS for s in config["eval_sets"]
+    ] + [f"{exp_dir(exp)}/final.json" for exp in EXPERIMENTS] + [
+        f for exp in EXPERIMENTS for f in all_diagnostics(exp)
+    ]

@@ -1,0 +1,57 @@
+"""Per-iteration diagnostics, off the critical path (``nnet3-compute-prob``, ``nnet3-show-progress``).
+
+For the model ``<t>.pt``: average log-probability per frame and frame accuracy on the
+``train_diag`` and ``valid_diag`` egs (all frames of each eg), and, against ``<t−1>.pt``,
+the parameter change of every updatable component: ‖θ_t − θ_{t−1}‖_F and its ratio to
+‖θ_{t−1}‖_F (Kaldi's show-progress prints the same per component).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from paravg.egs import EgsArchive, all_frame_minibatches
+from paravg.io import write_json_atomic
+from paravg.nnet.objective import evaluate_minibatches
+from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
+
+
+def subset_stats(model: TdnnModel, prefix: str | Path, minibatch_size: int = 512) -> dict:
+    archive = EgsArchive(prefix)
+    batches = all_frame_minibatches(archive, model.left_context, model.right_context, minibatch_size)
+    return evaluate_minibatches(model, batches, torch.device("cpu")).as_dict()
+
+
+def parameter_progress(model: TdnnModel, prev: TdnnModel) -> dict:
+    """Per component: absolute and relative Frobenius change of weights + bias."""
+    out = {}
+    for name, cur, old in zip(model.component_names(), model.components(), prev.components(), strict=True):
+        diff = torch.sqrt(((cur.weight - old.weight) ** 2).sum() + ((cur.bias - old.bias) ** 2).sum())
+        norm = torch.sqrt((old.weight**2).sum() + (old.bias**2).sum())
+        out[name] = {"change": float(diff), "relative_change": float(diff / norm) if norm > 0 else None}
+    return out
+
+
+def compute_diagnostics(
+    model_path: str | Path,
+    prev_path: str | Path | None,
+    valid_prefix: str | Path,
+    train_prefix: str | Path,
+    out_path: str | Path,
+    iteration: int,
+) -> dict:
+    """Write ``diag/<t>.json`` for one model."""
+    torch.set_grad_enabled(False)
+    model = build_model(load_model_file(model_path))
+    result = {
+        "iteration": iteration,
+        "valid": subset_stats(model, valid_prefix),
+        "train": subset_stats(model, train_prefix),
+    }
+    if prev_path is not None:
+        prev = build_model(load_model_file(prev_path))
+        result["progress"] = parameter_progress(model, prev)
+    write_json_atomic(out_path, result)
+    return result

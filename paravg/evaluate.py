@@ -1,0 +1,93 @@
+"""Evaluation of a model on a whole data set (frame accuracy and cross-entropy).
+
+Every utterance is run through the model in one window: the features are padded by
+repeating the first and last frames by the model's left/right context (as the egs are),
+and frame t gets the online i-vector row ⌊t / period⌋ (the estimate a decoder would
+have at that point). Targets may differ from the feature length by at most
+``tolerance`` frames (Kaldi's ``targets_length_tolerance``); the shorter length is used.
+Cross-entropy is −(1/N) Σ_t log p(label_t | x), in nats per frame.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import torch
+
+from paravg.io import write_json_atomic
+from paravg.nnet.objective import ObjectiveStats
+from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
+
+log = logging.getLogger(__name__)
+
+
+def frame_ivectors(rows: np.ndarray, period: int, num_frames: int, left: int, right: int) -> np.ndarray:
+    """Per padded frame, the online i-vector row in force at that frame."""
+    t = np.clip(np.arange(-left, num_frames + right), 0, num_frames - 1)
+    return rows[np.minimum(t // period, len(rows) - 1)]
+
+
+def utterance_logprobs(model: TdnnModel, feats: np.ndarray, ivectors: np.ndarray | None) -> torch.Tensor:
+    """(T, C) log-probabilities of one utterance, edges padded by repetition."""
+    left, right = model.left_context, model.right_context
+    idx = np.clip(np.arange(-left, feats.shape[0] + right), 0, feats.shape[0] - 1)
+    x = torch.from_numpy(np.ascontiguousarray(feats[idx], dtype=np.float32))[None]
+    iv = None if ivectors is None else torch.from_numpy(ivectors.astype(np.float32))[None]
+    return model(x, iv)[0]
+
+
+def evaluate_set(
+    model_path: str | Path,
+    feats_scp: str | Path,
+    targets_scp: str | Path,
+    out_path: str | Path,
+    ivectors_scp: str | Path | None = None,
+    period_path: str | Path | None = None,
+    tolerance: int = 2,
+) -> dict:
+    """Write ``eval/<set>.json`` with frame accuracy, cross-entropy and counts."""
+    torch.set_grad_enabled(False)
+    model = build_model(load_model_file(model_path)).eval()
+    feats = kaldiio.load_scp(str(feats_scp))
+    targets = kaldiio.load_scp(str(targets_scp))
+    ivecs = kaldiio.load_scp(str(ivectors_scp)) if (ivectors_scp and model.ivector_dim) else None
+    period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
+    stats = ObjectiveStats()
+    skipped = []
+    for utt in sorted(feats.keys()):
+        if utt not in targets:
+            skipped.append(utt)
+            continue
+        x = feats[utt]
+        y = np.asarray(targets[utt])
+        if abs(len(y) - len(x)) > tolerance:
+            raise ValueError(
+                f"{targets_scp}: utterance {utt} has {len(y)} targets but {len(x)} feature "
+                f"frames (tolerance {tolerance})"
+            )
+        n = min(len(y), len(x))
+        iv = None
+        if ivecs is not None:
+            if utt not in ivecs:
+                raise ValueError(f"{ivectors_scp}: no i-vectors for utterance {utt}")
+            iv = frame_ivectors(ivecs[utt], period, len(x), model.left_context, model.right_context)
+        logp = utterance_logprobs(model, x, iv)[:n]
+        labels = torch.from_numpy(y[:n].astype(np.int64))
+        stats.add(logp, labels, torch.ones(n))
+    if stats.weight == 0:
+        raise ValueError(f"{feats_scp}: no utterance with targets to evaluate")
+    result = {
+        "frame_accuracy": stats.accuracy,
+        "cross_entropy": -stats.logprob,
+        "frames": int(stats.weight),
+        "utterances": len(feats) - len(skipped),
+        "skipped_without_targets": skipped,
+        "model": str(model_path),
+    }
+    write_json_atomic(out_path, result)
+    log.info("%s: accuracy %.4f, cross-entropy %.4f over %d frames", out_path,
+             result["frame_accuracy"], result["cross_entropy"], result["frames"])
+    return result

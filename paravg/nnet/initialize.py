@@ -1,0 +1,93 @@
+"""The initial model ``0.pt`` (``train_dnn.py`` stages −3 and −1).
+
+LDA statistics of the model's input vectors (spliced features and the i-vector) are
+accumulated over all frames of at most 10 egs archives with rand-prune, the LDA-like
+transform is estimated (:mod:`paravg.nnet.lda`) and fixed as the model's first layer,
+and the trainable layers get Kaldi's seeded initialisation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from paravg.egs import EgsArchive, EgsInfo, all_frame_minibatches
+from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.lda import LdaStats, estimate_transform
+from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+
+log = logging.getLogger(__name__)
+
+
+def accumulate_lda_stats(
+    model: TdnnModel, archives: Sequence[str | Path], rand_prune: float, seed: int
+) -> LdaStats:
+    """LDA statistics of ``model.lda_input`` over every labelled frame of ``archives``."""
+    stats = LdaStats(model.lda_dim, model.num_targets)
+    rng = np.random.default_rng(seed)
+    left, right = -min(model.input_splice), max(model.input_splice)
+    for prefix in archives:
+        archive = EgsArchive(prefix)
+        for mb in all_frame_minibatches(archive, left, right, minibatch_size=512):
+            ivec = mb.ivectors if model.ivector_dim else None
+            with torch.no_grad():
+                x = model.lda_input(mb.feats, ivec)  # (B, F, lda_dim)
+            labels = mb.labels.reshape(-1).numpy()
+            if labels.max(initial=0) >= model.num_targets:
+                raise ValueError(
+                    f"{prefix}: target {labels.max()} >= num_targets {model.num_targets}"
+                )
+            stats.accumulate(
+                x.reshape(-1, model.lda_dim).numpy(), labels, mb.weights.reshape(-1).numpy(),
+                rand_prune, rng,
+            )
+    return stats
+
+
+def init_model(
+    info_path: str | Path,
+    archives: Sequence[str | Path],
+    model_cfg: dict,
+    use_ivector: bool,
+    srand: int,
+    num_targets: int,
+    model_out: str | Path,
+    stats_out: str | Path,
+) -> dict:
+    """Estimate the LDA-like transform, initialise the network, write ``0.pt``."""
+    info = EgsInfo.load(info_path)
+    num_targets = num_targets or info.num_targets
+    ivector_dim = info.ivector_dim if use_ivector else 0
+    model = TdnnModel(model_cfg, info.feat_dim, ivector_dim, num_targets)
+    left, right = model.left_context, model.right_context
+    if left > info.left_context or right > info.right_context:
+        raise ValueError(
+            f"model context ({left}, {right}) exceeds the egs context "
+            f"({info.left_context}, {info.right_context}): regenerate the egs"
+        )
+    stats = accumulate_lda_stats(model, archives, model_cfg["lda_rand_prune"], seed=srand)
+    transform, offset = estimate_transform(
+        stats, model_cfg["lda_within_class_factor"], model_cfg["lda_max_singular_value"]
+    )
+    with torch.no_grad():
+        model.lda_weight.copy_(torch.from_numpy(transform).float())
+        model.lda_bias.copy_(torch.from_numpy(offset).float())
+    model.init_parameters(seed=srand)
+    save_torch_atomic(model_out, model_to_file_dict(model, {"iteration": 0}))
+    summary = {
+        "lda_dim": model.lda_dim,
+        "lda_frames": float(stats.count.sum()),
+        "classes_seen": int((stats.count > 0).sum()),
+        "num_targets": num_targets,
+        "ivector_dim": ivector_dim,
+        "context": [left, right],
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "lda_max_singular_value": float(np.linalg.svd(transform, compute_uv=False).max()),
+    }
+    write_json_atomic(stats_out, summary)
+    log.info("initial model: %s", summary)
+    return summary

@@ -1,0 +1,192 @@
+"""One training job: ``nnet3-train`` on one archive and one frame index.
+
+Mirrors ``steps/libs/nnet3/train/frame_level_objf/common.py: train_new_models`` and
+``src/nnet3/nnet-training.cc`` / ``nnet-utils.cc: UpdateNnetWithMaxChange``:
+
+* read the job's archive keeping only output frame k of every eg, buffer-shuffle with a
+  seed from (srand, iteration, job), merge into minibatches of B (B/2 at iteration 0),
+  dropping the final partial minibatch;
+* per minibatch, F = Σ w log p(label) (summed, never averaged); every updatable component
+  c proposes a step Δ_c (lr included; natural-gradient preconditioned for NG layers);
+* per-component max-change: s_c = min(1, max_change_c / ‖Δ_c‖) (Frobenius over weights
+  and bias together), then the global max-param-change on the clipped total
+  ‖(s_c Δ_c)_c‖: g = min(1, max_param_change / total) (max_param_change / √2 at iteration 0);
+* a non-finite total skips the update (Kaldi only catches ∞; NaN is skipped here too);
+* θ_c += g s_c Δ_c.
+
+The job writes ``<t+1>/job<j>.pt`` and a JSON of its statistics beside it; natural-
+gradient state is never saved (every job starts it afresh, as Kaldi).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from paravg.egs import EgsArchive, frame_minibatches
+from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.objective import ObjectiveStats, weighted_logprob
+from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file, model_to_file_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JobSpec:
+    """Everything one job needs beyond the model and the archive (all from the schedule)."""
+
+    iteration: int
+    job: int
+    learning_rate: float
+    minibatch_size: int
+    max_param_change: float
+    frame: int
+    shuffle_buffer_size: int
+    srand: int = 0
+    straggler_factor: float = 1.0
+
+    @property
+    def seed(self) -> int:
+        """Seed of every random choice of this job, from (srand, iteration, job)."""
+        return job_seed(self.srand, self.iteration, self.job)
+
+    def effective_minibatch(self) -> int:
+        """Kaldi halves the minibatch on iteration 0 (model changes fastest there)."""
+        return max(1, self.minibatch_size // 2) if self.iteration == 0 else self.minibatch_size
+
+    def effective_max_param_change(self) -> float:
+        return self.max_param_change / math.sqrt(2) if self.iteration == 0 else self.max_param_change
+
+
+def job_seed(srand: int, iteration: int, job: int) -> int:
+    """A 63-bit seed from (srand, iteration, job), stable across runs and machines."""
+    return (srand * 1_000_003 + iteration) * 1_000_033 + job & ((1 << 63) - 1)
+
+
+@dataclass
+class StepStats:
+    """Max-change bookkeeping over a job."""
+
+    num_minibatches: int = 0
+    skipped: int = 0
+    global_limited: int = 0
+
+    def __post_init__(self) -> None:
+        self.per_component: list[int] = []
+
+
+def apply_max_change(
+    model: TdnnModel, deltas: list[list[torch.Tensor]], max_param_change: float, stats: StepStats
+) -> bool:
+    """Scale and add the steps as ``UpdateNnetWithMaxChange``; return False if skipped."""
+    comps = model.components()
+    if not stats.per_component:
+        stats.per_component = [0] * len(comps)
+    norms = torch.stack([torch.sqrt(sum((d.double() ** 2).sum() for d in ds)) for ds in deltas])
+    scales = []
+    for i, (comp, n) in enumerate(zip(comps, norms.tolist(), strict=True)):
+        s = 1.0
+        if comp.max_change > 0 and n > comp.max_change:
+            s = comp.max_change / n
+            stats.per_component[i] += 1
+        scales.append(s)
+    total = math.sqrt(sum((s * n) ** 2 for s, n in zip(scales, norms.tolist(), strict=True)))
+    if not math.isfinite(total):
+        stats.skipped += 1
+        return False
+    g = 1.0
+    if max_param_change > 0 and total > max_param_change:
+        g = max_param_change / total
+        stats.global_limited += 1
+    with torch.no_grad():
+        for comp, s, ds in zip(comps, scales, deltas, strict=True):
+            comp.weight.add_(ds[0], alpha=g * s)
+            comp.bias.add_(ds[1], alpha=g * s)
+    return True
+
+
+def train_one_job(
+    model: TdnnModel, archive: EgsArchive, spec: JobSpec, device: torch.device
+) -> dict:
+    """Train ``model`` in place on one archive/frame; return the job statistics."""
+    started = time.perf_counter()
+    model.to(device).train()
+    for comp in model.components():
+        comp.reset_state()
+    objective = ObjectiveStats()
+    steps = StepStats()
+    mpc = spec.effective_max_param_change()
+    for mb in frame_minibatches(
+        archive,
+        frame=spec.frame,
+        left_context=model.left_context,
+        right_context=model.right_context,
+        minibatch_size=spec.effective_minibatch(),
+        buffer_size=spec.shuffle_buffer_size,
+        seed=spec.seed,
+    ):
+        feats = mb.feats.to(device)
+        ivec = mb.ivectors.to(device) if (mb.ivectors is not None and model.ivector_dim) else None
+        labels, weights = mb.labels.to(device), mb.weights.to(device)
+        for p in model.parameters():
+            p.grad = None
+        logp = model(feats, ivec)[:, 0]
+        objf = weighted_logprob(logp, labels, weights)
+        (-objf).backward()
+        objective.add(logp.detach(), labels, weights)
+        deltas = [comp.delta(spec.learning_rate) for comp in model.components()]
+        apply_max_change(model, deltas, mpc, steps)
+        steps.num_minibatches += 1
+    elapsed = time.perf_counter() - started
+    log.info("trained %d minibatches in %.2f s", steps.num_minibatches, elapsed)
+    if spec.straggler_factor > 1.0:  # benchmarking aid (simulate.straggler)
+        time.sleep((spec.straggler_factor - 1.0) * elapsed)
+    n = max(steps.num_minibatches, 1)
+    return {
+        "iteration": spec.iteration,
+        "job": spec.job,
+        "objf": objective.logprob if objective.weight > 0 else -100000.0,
+        "accuracy": objective.accuracy,
+        "frames": objective.weight,
+        "lr": spec.learning_rate,
+        "minibatch_size": spec.effective_minibatch(),
+        "frame": spec.frame,
+        "num_minibatches": steps.num_minibatches,
+        "max_change_per_component": dict(
+            zip(model.component_names(), [c / n for c in steps.per_component] or [0.0] * len(model.components()), strict=True)
+        ),
+        "max_change_global": steps.global_limited / n,
+        "skipped_updates": steps.skipped,
+    }
+
+
+def run_train_job(
+    model_in: str | Path,
+    archive_prefix: str | Path,
+    model_out: str | Path,
+    stats_out: str | Path,
+    spec: JobSpec,
+    ngsgd: dict,
+    device: torch.device,
+) -> dict:
+    """Load, train, write ``model_out`` and ``stats_out`` atomically. Returns the stats."""
+    from paravg.optim.ngsgd import make_affine_factory
+
+    torch.manual_seed(spec.seed)
+    file_dict = load_model_file(model_in)
+    model = build_model(file_dict, make_affine_factory(ngsgd))
+    archive = EgsArchive(archive_prefix)
+    stats = train_one_job(model, archive, spec, device)
+    stats["model_in"] = str(model_in)
+    stats["archive"] = str(archive_prefix)
+    model.to("cpu")
+    if not math.isfinite(stats["objf"]):
+        log.warning("job %d of iteration %d: non-finite objective", spec.job, spec.iteration)
+    save_torch_atomic(model_out, model_to_file_dict(model, {"iteration": spec.iteration + 1, "job": spec.job}))
+    write_json_atomic(stats_out, stats)
+    return stats

@@ -1,0 +1,16 @@
+"""Rule init_model: LDA-like transform from the egs, Kaldi initialisation -> 0.pt."""
+
+from paravg.logs import setup_logging
+from paravg.nnet.initialize import init_model
+
+setup_logging(snakemake.log[0])
+init_model(
+    info_path=snakemake.input.info,
+    archives=snakemake.params.archives,
+    model_cfg=snakemake.params.model,
+    use_ivector=snakemake.params.use_ivector,
+    srand=snakemake.params.srand,
+    num_targets=snakemake.params.num_targets,
+    model_out=snakemake.output.model,
+    stats_out=snakemake.output.stats,
+)
