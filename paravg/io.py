@@ -57,8 +57,16 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def save_torch_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """``torch.save`` to a temporary name, then rename."""
+    """``torch.save`` to a temporary name, then rename.
+
+    Serialised through memory: ``torch.save`` to a path names the zip records after the
+    file, and the temporary name is random, so the bytes would differ between reruns.
+    """
+    import io
+
     import torch
 
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        tmp.write_bytes(buffer.getvalue())

@@ -1,0 +1,83 @@
+"""Kaldi's model averaging: selection, mean, robustness to broken jobs."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from paravg.io import save_torch_atomic
+from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.sync.average import NoAcceptableJobError, average_jobs, average_state_dicts, select_jobs
+
+CFG = {"input_splice": [-1, 0, 1], "hidden": [{"dim": 8, "splice": [0]}],
+       "max_change_hidden": 0.75, "max_change_output": 1.5}
+
+
+def model(seed):
+    m = TdnnModel(CFG, 4, 0, 5)
+    m.init_parameters(seed)
+    return m
+
+
+def test_selection_threshold_and_iteration_zero():
+    objfs = [-2.0, -1.5, -2.6, -2.4]
+    assert select_jobs(objfs, 0) == [1]
+    assert select_jobs(objfs, 3, threshold=1.0) == [0, 1, 3]
+    assert select_jobs(objfs, 3, threshold=0.1) == [1]
+    assert select_jobs([-1.0, math.nan, None, -1.2], 2) == [0, 3]
+    assert select_jobs([math.inf * -1, math.nan], 2) == []
+
+
+def test_identical_models_average_to_themselves_and_order_is_irrelevant():
+    sd = model(0).state_dict()
+    avg = average_state_dicts([sd, sd, sd])
+    assert all(torch.equal(avg[k], sd[k]) for k in sd)
+    sds = [model(s).state_dict() for s in range(4)]
+    a, b = average_state_dicts(sds), average_state_dicts(sds[::-1])
+    assert all(torch.allclose(a[k], b[k], atol=1e-7) for k in a)
+    mean = (sds[0]["hidden.0.weight"] + sds[1]["hidden.0.weight"] + sds[2]["hidden.0.weight"]
+            + sds[3]["hidden.0.weight"]) / 4
+    assert torch.allclose(a["hidden.0.weight"], mean, atol=1e-6)
+
+
+def write_jobs(tmp_path, objfs):
+    paths, stats = [], []
+    for j, o in enumerate(objfs):
+        p, s = tmp_path / f"job{j}.pt", tmp_path / f"job{j}.json"
+        save_torch_atomic(p, model_to_file_dict(model(j)))
+        s.write_text(json.dumps({"objf": o}))
+        paths.append(p)
+        stats.append(s)
+    return paths, stats
+
+
+def test_average_jobs_rejects_outliers(tmp_path):
+    paths, stats = write_jobs(tmp_path, [-1.0, -1.2, -3.0])
+    synced, summary = average_jobs(paths, stats, iteration=5)
+    assert summary["accepted"] == [0, 1] and summary["rejected"] == [2]
+    expected = (model(0).hidden[0].weight + model(1).hidden[0].weight) / 2
+    assert torch.allclose(synced["state_dict"]["hidden.0.weight"], expected, atol=1e-6)
+
+
+def test_iteration_zero_takes_best_job(tmp_path):
+    paths, stats = write_jobs(tmp_path, [-1.5, -1.0, -1.2])
+    synced, summary = average_jobs(paths, stats, iteration=0)
+    assert summary["accepted"] == [1]
+    assert torch.equal(synced["state_dict"]["hidden.0.weight"], model(1).hidden[0].weight)
+
+
+def test_diverged_and_truncated_jobs_are_excluded(tmp_path):
+    paths, stats = write_jobs(tmp_path, [-1.0, float("nan"), -1.1])
+    data = paths[2].read_bytes()
+    paths[2].write_bytes(data[:100])
+    synced, summary = average_jobs(paths, stats, iteration=3)
+    assert summary["accepted"] == [0]
+    assert any("job 1" in p for p in summary["problems"])
+    assert any("job 2" in p and "job2.pt" in p for p in summary["problems"])
+
+
+def test_all_diverged_names_iteration_and_jobs(tmp_path):
+    paths, stats = write_jobs(tmp_path, [float("nan"), float("-inf")])
+    with pytest.raises(NoAcceptableJobError, match=r"iteration 7.*job 0.*job 1"):
+        average_jobs(paths, stats, iteration=7)
