@@ -18,7 +18,8 @@ sys.path.insert(0, workflow.basedir)
 from paravg.config import validate_config  # noqa: E402
 
 
-configfile: "config/config.yaml"
+# Relative to the Snakefile, so `--directory elsewhere` works; --configfile files override it.
+configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 validate_config(config)
