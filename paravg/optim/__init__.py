@@ -1,0 +1,17 @@
+"""Optimisation: Kaldi's natural-gradient SGD (``paravg.optim.ngsgd``)."""
+
+from paravg.optim.ngsgd import (
+    NaturalGradientAffine,
+    NgsgdConfigError,
+    NgsgdOptions,
+    OnlineNaturalGradient,
+    make_affine_factory,
+)
+
+__all__ = [
+    "NaturalGradientAffine",
+    "NgsgdConfigError",
+    "NgsgdOptions",
+    "OnlineNaturalGradient",
+    "make_affine_factory",
+]
