@@ -1,1 +1,64 @@
 # data stage rules
+
+
+# ---------------------------------------------------------------- demo_corpus (corpus helper)
+# Synthesize the labelled demo corpus (paravg.corpus): TTS voices x variants = speakers,
+# train/test split by source voice, per-frame phone targets from the engines' timing.
+# Used when data.sets is empty. Also writes wav/, targets.{ark,scp}, text, phone_ctm.
+rule demo_corpus:
+    output:
+        train=f"{DEMO_DIR}/train/wav.scp",
+        test=f"{DEMO_DIR}/test/wav.scp",
+        done=f"{DEMO_DIR}/done",
+    params:
+        minutes=config["demo"]["minutes"],
+        test_fraction=config["demo"]["test_fraction"],
+        variants=config["demo"]["variants"],
+        use_espeak=config["demo"]["use_espeak"],
+        seed=config["demo"]["seed"],
+    log:
+        "logs/demo_corpus/demo.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/demo_corpus/demo.tsv"
+    conda:
+        "../envs/paravg.yaml"
+    # One TTS process per worker; 20 minutes of audio take ~30 s on 2 cores.
+    threads: 2
+    # ~350 MB peak (all targets and segments of the corpus in memory; ~10 MB per minute
+    # of audio at most); runtime in minutes, generous for a 60-minute corpus.
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    script:
+        "../scripts/demo_corpus.py"
+
+
+# ---------------------------------------------------------------- prepare_data (features helper)
+# Validate a Kaldi data dir (tables, targets, audio headers) and write the normalised copy
+# every later stage reads. Pipes in wav.scp are run by the feature stage, not here.
+rule prepare_data:
+    input:
+        source=get_source_inputs,
+    output:
+        wav_scp=f"{RESULTS}/data/{{set}}/wav.scp",
+        utt2spk=f"{RESULTS}/data/{{set}}/utt2spk",
+        spk2utt=f"{RESULTS}/data/{{set}}/spk2utt",
+        targets_ark=f"{RESULTS}/data/{{set}}/targets.ark",
+        targets_scp=f"{RESULTS}/data/{{set}}/targets.scp",
+        report=f"{RESULTS}/data/{{set}}/report.json",
+    params:
+        src=get_source_dir,
+        sample_rate=config["data"]["sample_rate"],
+        max_missing_fraction=config["data"]["max_missing_targets_fraction"],
+    log:
+        "logs/prepare_data/{set}.log",
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    # Text tables and all targets of one set are held in memory (~100 bytes per frame of
+    # targets in the worst case); audio is only header-checked. Minutes even for 1000 h.
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../scripts/prepare_data.py"

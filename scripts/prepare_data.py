@@ -1,0 +1,14 @@
+"""Rule prepare_data: validate a Kaldi data dir and write the prepared copy."""
+
+from pathlib import Path
+
+from paravg.data import prepare_data_dir
+from paravg.logs import setup_logging
+
+setup_logging(snakemake.log[0])
+prepare_data_dir(
+    src=snakemake.params.src,
+    dst=Path(snakemake.output.wav_scp).parent,
+    sample_rate=snakemake.params.sample_rate,
+    max_missing_fraction=snakemake.params.max_missing_fraction,
+)
