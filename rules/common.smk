@@ -49,10 +49,12 @@ def get_source_dir(wildcards):
 
 
 def get_source_inputs(wildcards):
-    """The demo corpus is produced by a rule; a user's data dir is just read."""
+    """The demo corpus is produced by a rule; a user's data dir is read (and its edits
+    rerun the preparation: its wav.scp and utt2spk are inputs)."""
     if uses_demo():
         return [f"{DEMO_DIR}/{wildcards.set}/wav.scp", f"{DEMO_DIR}/done"]
-    return []
+    src = get_source_dir(wildcards)
+    return [f"{src}/wav.scp", f"{src}/utt2spk"]
 
 
 # ---------------------------------------------------------------- egs geometry
@@ -68,6 +70,58 @@ def egs_info():
 
     info_path = checkpoints.egs.get().output.info
     return EgsInfo.load(info_path)
+
+
+def egs_source_files():
+    """Inputs of the egs stage (the file contract); i-vectors only when enabled."""
+    train = config["data"]["train_set"]
+    files = {
+        "feats_scp": f"{RESULTS}/feats/{train}/feats.scp",
+        "utt2num_frames": f"{RESULTS}/feats/{train}/utt2num_frames",
+        "targets_scp": f"{RESULTS}/data/{train}/targets.scp",
+        "utt2spk": f"{RESULTS}/data/{train}/utt2spk",
+    }
+    if IVECTORS:
+        files["ivector_scp"] = f"{RESULTS}/ivector/{train}/ivector_online.scp"
+        files["ivector_period"] = f"{RESULTS}/ivector/{train}/ivector_period"
+    return files
+
+
+def egs_fields(prefix):
+    """Field -> file of the egs archive ``prefix`` (paravg.egs.archive.archive_files)."""
+    from paravg.egs.archive import archive_files
+
+    return archive_files(prefix, IVECTORS)
+
+
+def egs_archive_files(a):
+    """Files of training archive ``a`` (0-based, see egs_prefix)."""
+    return list(egs_fields(egs_prefix(a)).values())
+
+
+def egs_subset_files(name):
+    """Files of the ``valid_diag``, ``train_diag`` or ``combine`` egs."""
+    return list(egs_fields(egs_subset_prefix(name)).values())
+
+
+def egs_split_prefix(j):
+    """Prefix of the (temporary) egs of split job ``j`` (0-based)."""
+    return f"{RESULTS}/egs/split/job.{j}"
+
+
+def egs_split_files(j):
+    """Field -> file of split job ``j``: an archive plus each eg's archive index."""
+    from paravg.egs.split import assignment_path
+
+    prefix = egs_split_prefix(j)
+    return {**egs_fields(prefix), "assignment": assignment_path(prefix)}
+
+
+def egs_all_files():
+    """Every archive and subset file (needs the egs checkpoint)."""
+    archives = [f for a in range(egs_info().num_archives) for f in egs_archive_files(a)]
+    subsets = [f for name in ("valid_diag", "train_diag", "combine") for f in egs_subset_files(name)]
+    return archives + subsets
 
 
 # ---------------------------------------------------------------- targets
@@ -206,3 +260,65 @@ def get_results_inputs(wildcards):
     ] + [f"{exp_dir(exp)}/final.json" for exp in EXPERIMENTS] + [
         f for exp in EXPERIMENTS for f in all_diagnostics(exp)
     ]
+
+
+# ---------------------------------------------------------------- i-vectors
+# The i-vector models are trained on data.train_set; jobs are numbered 1..ivector.nj.
+IVECTOR_DIR = f"{RESULTS}/ivector"
+
+
+def ivector_jobs():
+    return range(1, config["ivector"]["nj"] + 1)
+
+
+def ivector_train_data():
+    """Features and speakers of the set the PCA, UBM and extractor are trained on."""
+    train = config["data"]["train_set"]
+    return {
+        "feats": f"{RESULTS}/feats/{train}/feats.scp",
+        "spk2utt": f"{RESULTS}/data/{train}/spk2utt",
+    }
+
+
+def final_ubm():
+    return f"{IVECTOR_DIR}/ubm.{config['ivector']['ubm_num_iters']}.npz"
+
+
+def final_extractor():
+    return f"{IVECTOR_DIR}/extractor.{config['ivector']['extractor_num_iters']}.npz"
+
+
+def get_ubm_est_inputs(wildcards):
+    """The UBM of iteration it − 1 and its per-job accumulators (the fan-in)."""
+    prev = int(wildcards.it) - 1
+    return {
+        "ubm": f"{IVECTOR_DIR}/ubm.{prev}.npz",
+        "accs": [f"{IVECTOR_DIR}/ubm_acc.{prev}.{j}.npz" for j in ivector_jobs()],
+    }
+
+
+def get_extractor_est_inputs(wildcards):
+    """The extractor of iteration it − 1 and its per-job accumulators (the fan-in)."""
+    prev = int(wildcards.it) - 1
+    return {
+        "extractor": f"{IVECTOR_DIR}/extractor.{prev}.npz",
+        "accs": [f"{IVECTOR_DIR}/extractor_acc.{prev}.{j}.npz" for j in ivector_jobs()],
+    }
+
+
+def get_ivector_set_inputs(wildcards):
+    return {
+        "feats": f"{RESULTS}/feats/{wildcards.set}/feats.scp",
+        "spk2utt": f"{RESULTS}/data/{wildcards.set}/spk2utt",
+    }
+
+
+def ivector_utts_per_spk_max(wildcards):
+    """Training data: pseudo-speakers of at most utts_per_spk_max utterances; else 0 (real)."""
+    if wildcards.set == config["data"]["train_set"]:
+        return config["ivector"]["utts_per_spk_max"]
+    return 0
+
+
+def get_ivector_pieces(wildcards):
+    return [f"{IVECTOR_DIR}/{wildcards.set}/ivector_online.{j}.scp" for j in ivector_jobs()]
