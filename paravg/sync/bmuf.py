@@ -1,0 +1,182 @@
+"""Blockwise model-update filtering (BMUF; Chen & Huo, ICASSP 2016), one block per iteration.
+
+Our convention (DESIGN.md, "Sync strategies"; CNTK's defaults). With g the global model
+before iteration t's jobs, a the Kaldi average of their end models (the same job
+selection as ``average``: jobs within ``objf_threshold`` of the best, the best job alone at
+iteration 0), block momentum bm and block learning rate η_b:
+
+    Δ ← bm · Δ + η_b · (a − g)          (Δ = 0 before the first block)
+    g ← g + Δ
+    start model of the next iteration:  g + bm · Δ   (Nesterov, the default)
+                                        g            (classic block momentum)
+
+Defaults bm = 1 − 1/N (N = the number of jobs of the iteration being synced) and η_b = 1.
+With bm = 0 and η_b = 1, Δ = a − g and g = a: exactly ``average``.
+
+**Per-job learning rate.** Kaldi gives each job lr = N · ε (ε the schedule's effective
+learning rate) because averaging N models, each moved by lr on its own data, moves the
+average like one SGD with lr/N over all N jobs' data. Block momentum amplifies a steady
+block displacement d = a − g: Δ → η_b · d / (1 − bm), i.e. η_b / (1 − bm) times what
+averaging alone would do (N times with the defaults). To keep ε the effective rate we
+give each job
+
+    lr_bmuf = N · ε · (1 − bm) / η_b    (= ε with the defaults; Kaldi's N · ε at bm = 0, η_b = 1)
+
+i.e. Kaldi's per-job rate times :func:`job_learning_rate_scale`. Scaling by N as for plain
+averaging and then applying bm = 1 − 1/N would make the steady step N times too large.
+(Jobs keep no SGD momentum and start natural-gradient statistics afresh, so CNTK's
+"reset SGD momentum after aggregation" holds by construction.)
+
+State. The rule writes the start model ``<t>.pt`` and, beside it, ``bmuf/<t>.pt``: a
+valid model file whose ``state_dict`` is the global model g (float32, what diagnostics,
+the EMA and the final combination read) plus ``bmuf = {global, delta}`` in float64 (what
+the next block reads, so bm = 0 reproduces ``average`` bit for bit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.tdnn import load_model_file
+from paravg.sync.average import average_jobs
+from paravg.sync.tensors import cast_like, file_header, to_float64, weighted_sum, zeros_like
+
+log = logging.getLogger(__name__)
+
+
+def default_block_momentum(num_jobs: int) -> float:
+    """CNTK's default bm = 1 − 1/N."""
+    if num_jobs < 1:
+        raise ValueError(f"BMUF needs at least one job, got {num_jobs}")
+    return 1.0 - 1.0 / num_jobs
+
+
+@dataclass(frozen=True)
+class BmufParams:
+    """Block momentum bm ∈ [0, 1), block learning rate η_b > 0, Nesterov or classic."""
+
+    block_momentum: float
+    block_lr: float = 1.0
+    nesterov: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.block_momentum < 1.0:
+            raise ValueError(
+                f"sync.bmuf.block_momentum must be in [0, 1), got {self.block_momentum}"
+            )
+        if not self.block_lr > 0.0:
+            raise ValueError(f"sync.bmuf.block_lr must be > 0, got {self.block_lr}")
+
+    @classmethod
+    def from_config(cls, bmuf_cfg: dict, num_jobs: int) -> BmufParams:
+        """From ``sync.bmuf`` (``block_momentum: null`` → 1 − 1/N)."""
+        bm = bmuf_cfg.get("block_momentum")
+        return cls(
+            block_momentum=default_block_momentum(num_jobs) if bm is None else float(bm),
+            block_lr=float(bmuf_cfg.get("block_lr", 1.0)),
+            nesterov=bool(bmuf_cfg.get("nesterov", True)),
+        )
+
+
+def job_learning_rate_scale(params: BmufParams) -> float:
+    """Factor on Kaldi's per-job lr (N · ε) under BMUF: (1 − bm) / η_b."""
+    return (1.0 - params.block_momentum) / params.block_lr
+
+
+def bmuf_update(
+    global_sd: dict, delta_sd: dict, averaged_sd: dict, params: BmufParams
+) -> tuple[dict, dict]:
+    """One block: Δ' = bm · Δ + η_b · (a − g), g' = g + Δ' (float64 in, float64 out)."""
+    bm, lr = params.block_momentum, params.block_lr
+    delta = weighted_sum([delta_sd, averaged_sd, global_sd], [bm, lr, -lr], dtype=torch.float64)
+    new_global = weighted_sum([global_sd, delta], [1.0, 1.0], dtype=torch.float64)
+    return new_global, delta
+
+
+def bmuf_start(global_sd: dict, delta_sd: dict, params: BmufParams) -> dict:
+    """The model the next iteration's jobs start from: g + bm · Δ (Nesterov) or g."""
+    if not params.nesterov:
+        return {k: v.clone() for k, v in global_sd.items()}
+    return weighted_sum([global_sd, delta_sd], [1.0, params.block_momentum], dtype=torch.float64)
+
+
+def read_bmuf_state(file_dict: dict) -> tuple[dict, dict]:
+    """(g, Δ) in float64 from ``bmuf/<t>.pt``, or (the model, 0) from the initial ``0.pt``."""
+    if "bmuf" in file_dict:
+        return file_dict["bmuf"]["global"], file_dict["bmuf"]["delta"]
+    g = to_float64(file_dict["state_dict"])
+    return g, zeros_like(g)
+
+
+def _norm(sd: dict) -> float:
+    return float(
+        sum((v.to(torch.float64) ** 2).sum() for v in sd.values() if v.is_floating_point()) ** 0.5
+    )
+
+
+def bmuf_sync(
+    model_paths: Sequence[str | Path],
+    stats_paths: Sequence[str | Path],
+    state_in: str | Path,
+    iteration: int,
+    threshold: float,
+    bmuf_cfg: dict,
+    model_out: str | Path,
+    state_out: str | Path,
+    summary_out: str | Path,
+) -> dict:
+    """Sync iteration ``iteration``'s jobs by BMUF; write ``<t+1>.pt``, ``bmuf/<t+1>.pt``, JSON.
+
+    ``state_in`` is ``bmuf/<t>.pt`` (``0.pt`` for the first block). Returns the summary.
+    """
+    params = BmufParams.from_config(bmuf_cfg, num_jobs=len(model_paths))
+    prev = load_model_file(state_in)  # before the N job models: a bad state fails fast
+    averaged, summary = average_jobs(model_paths, stats_paths, iteration, threshold)
+    g, delta = read_bmuf_state(prev)
+    like = averaged["state_dict"]
+    a64 = to_float64(like)
+    new_g, new_delta = bmuf_update(g, delta, a64, params)
+    start = bmuf_start(new_g, new_delta, params)
+    header = file_header(averaged)
+    meta = {"iteration": iteration + 1, "sync": "bmuf"}
+    save_torch_atomic(model_out, {**header, "state_dict": cast_like(start, like), "meta": meta})
+    state = {
+        **header,
+        "state_dict": cast_like(new_g, like),
+        "meta": {**meta, "role": "bmuf global model g"},
+        "bmuf": {
+            "global": new_g,
+            "delta": new_delta,
+            "block_momentum": params.block_momentum,
+            "block_lr": params.block_lr,
+            "nesterov": params.nesterov,
+        },
+    }
+    save_torch_atomic(state_out, state)
+    summary = {
+        **summary,
+        "selection": summary.pop("method"),
+        "method": "bmuf",
+        "block_momentum": params.block_momentum,
+        "block_lr": params.block_lr,
+        "nesterov": params.nesterov,
+        "block_step_norm": _norm(weighted_sum([a64, g], [1.0, -1.0])),  # ‖a − g‖
+        "delta_norm": _norm(new_delta),
+    }
+    log.info(
+        "iteration %d: BMUF bm=%.4f lr=%.3f nesterov=%s |a-g|=%.4g |delta|=%.4g",
+        iteration,
+        params.block_momentum,
+        params.block_lr,
+        params.nesterov,
+        summary["block_step_norm"],
+        summary["delta_norm"],
+    )
+    write_json_atomic(summary_out, summary)
+    return summary

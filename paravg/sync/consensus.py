@@ -1,0 +1,59 @@
+"""The consensus model of the decentralized methods: the mean of all jobs' end models.
+
+Decentralized methods (``ring``, ``random-ring``, ``delay-by-one``) have no synced model on
+the critical path. For diagnostics, the EMA and the final combination we compute, off the
+critical path (no train job reads it),
+
+    c^{t+1} = (1/|A|) Σ_{j∈A} w_j^t      → ``consensus/<t+1>.pt``
+
+over the usable jobs A of iteration t: readable, finite, and with objf_j ≥ max objf − θ
+(Kaldi's rule, so one diverged job cannot spoil the model we report). Unlike ``average``
+there is no "best job at iteration 0" rule: the consensus is a diagnostic of where the
+learners are, not a start model. On a ring the mixing preserves the mean, so c^{t+1} is
+also the mean of the next iteration's start models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.sync.average import NoAcceptableJobError, load_job_results, select_jobs
+from paravg.sync.tensors import file_header, weighted_sum
+
+
+def consensus_model(
+    model_paths: Sequence[str | Path],
+    stats_paths: Sequence[str | Path],
+    iteration: int,
+    threshold: float,
+    model_out: str | Path,
+    summary_out: str | Path,
+) -> dict:
+    """Write the consensus of iteration ``iteration``'s jobs and a summary; return the summary."""
+    models, objfs, problems = load_job_results(model_paths, stats_paths, iteration)
+    # iteration ≥ 1 disables the "best job at iteration 0" rule of ``average``
+    accepted = select_jobs(objfs, iteration=max(iteration, 1), threshold=threshold)
+    if not accepted:
+        raise NoAcceptableJobError(
+            f"iteration {iteration}: no usable job for the consensus among {len(model_paths)}: "
+            + "; ".join(problems or ["all objectives non-finite"])
+        )
+    sds = [models[j]["state_dict"] for j in accepted]
+    out = {
+        **file_header(models[accepted[0]]),
+        "state_dict": weighted_sum(sds, [1.0 / len(sds)] * len(sds)),
+        "meta": {"iteration": iteration + 1, "consensus_of": accepted},
+    }
+    save_torch_atomic(model_out, out)
+    summary = {
+        "iteration": iteration,
+        "method": "consensus",
+        "objfs": objfs,
+        "accepted": accepted,
+        "rejected": [j for j in range(len(objfs)) if j not in accepted],
+        "problems": problems,
+    }
+    write_json_atomic(summary_out, summary)
+    return summary

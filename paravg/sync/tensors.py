@@ -1,0 +1,79 @@
+"""Element-wise arithmetic on state dicts, in float64, shared by every sync method.
+
+A state dict here is a ``{name: tensor}`` mapping as in ``model_to_file_dict(...)["state_dict"]``.
+Floating tensors are combined in float64 and cast back to the dtype of the first operand
+(so a float32 model stays float32); integer tensors (counters, never trained) must agree
+across operands and are copied from the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def _check_same_keys(state_dicts: Sequence[dict]) -> None:
+    keys = list(state_dicts[0])
+    for i, sd in enumerate(state_dicts[1:], start=1):
+        if list(sd) != keys:
+            missing = sorted(set(keys) ^ set(sd))
+            raise ValueError(
+                f"state dict {i} has different parameters from state dict 0: {missing}"
+            )
+
+
+def weighted_sum(state_dicts: Sequence[dict], weights: Sequence[float], dtype=None) -> dict:
+    """Σ_k c_k · sd_k per tensor (float64 accumulation, cast to ``dtype`` or the first's dtype)."""
+    if not state_dicts:
+        raise ValueError("no state dicts to combine")
+    if len(weights) != len(state_dicts):
+        raise ValueError(f"{len(weights)} weights for {len(state_dicts)} state dicts")
+    _check_same_keys(state_dicts)
+    out = {}
+    for name, first in state_dicts[0].items():
+        if not first.is_floating_point():
+            out[name] = first.clone()
+            continue
+        acc = torch.zeros_like(first, dtype=torch.float64)
+        for c, sd in zip(weights, state_dicts, strict=True):
+            if c != 0.0:
+                acc += float(c) * sd[name].to(torch.float64)
+        out[name] = acc.to(dtype or first.dtype)
+    return out
+
+
+def to_float64(sd: dict) -> dict:
+    """A float64 copy of the floating tensors (integer tensors copied unchanged)."""
+    return {k: v.to(torch.float64) if v.is_floating_point() else v.clone() for k, v in sd.items()}
+
+
+def cast_like(sd: dict, like: dict) -> dict:
+    """``sd`` with every tensor cast to the dtype of the same tensor in ``like``."""
+    return {k: v.to(like[k].dtype) for k, v in sd.items()}
+
+
+def zeros_like(sd: dict, dtype=torch.float64) -> dict:
+    """Zeros shaped as ``sd`` (floating tensors in ``dtype``, integer tensors copied)."""
+    return {
+        k: torch.zeros_like(v, dtype=dtype) if v.is_floating_point() else v.clone()
+        for k, v in sd.items()
+    }
+
+
+def max_abs_difference(a: dict, b: dict) -> float:
+    """max_k max |a_k − b_k| over floating tensors (0 for identical state dicts)."""
+    worst = 0.0
+    for k, v in a.items():
+        if v.is_floating_point():
+            worst = max(worst, float((v.to(torch.float64) - b[k].to(torch.float64)).abs().max()))
+    return worst
+
+
+SYNC_STATE_KEYS = ("state_dict", "meta", "bmuf")
+
+
+def file_header(file_dict: dict) -> dict:
+    """The header of a model file dict (what rebuilds the network), without parameters,
+    metadata or a sync method's state, to build a new model file around new parameters."""
+    return {k: v for k, v in file_dict.items() if k not in SYNC_STATE_KEYS}

@@ -1,0 +1,142 @@
+"""BMUF: reduces to averaging at bm = 0, η_b = 1; classic and Nesterov blocks by hand."""
+
+import json
+
+import pytest
+import torch
+
+from paravg.io import save_torch_atomic
+from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
+from paravg.sync.average import average_jobs
+from paravg.sync.bmuf import (
+    BmufParams,
+    bmuf_start,
+    bmuf_sync,
+    bmuf_update,
+    default_block_momentum,
+    job_learning_rate_scale,
+)
+
+CFG = {
+    "input_splice": [-1, 0, 1],
+    "hidden": [{"dim": 8, "splice": [0]}],
+    "max_change_hidden": 0.75,
+    "max_change_output": 1.5,
+}
+
+
+def model(seed):
+    m = TdnnModel(CFG, 4, 0, 5)
+    m.init_parameters(seed)
+    return m
+
+
+def write_iteration(d, seeds, objfs):
+    d.mkdir(parents=True, exist_ok=True)
+    paths, stats = [], []
+    for j, (s, o) in enumerate(zip(seeds, objfs, strict=True)):
+        p, q = d / f"job{j}.pt", d / f"job{j}.json"
+        save_torch_atomic(p, model_to_file_dict(model(s)))
+        q.write_text(json.dumps({"objf": o}))
+        paths.append(p)
+        stats.append(q)
+    return paths, stats
+
+
+def sd(x):
+    return {"w": torch.tensor(x, dtype=torch.float64)}
+
+
+def test_defaults_and_learning_rate_scale():
+    assert default_block_momentum(4) == pytest.approx(0.75)
+    assert default_block_momentum(1) == 0.0
+    p = BmufParams.from_config({"block_momentum": None, "block_lr": 1.0, "nesterov": True}, 4)
+    assert p.block_momentum == pytest.approx(0.75)
+    # default: Kaldi's N·ε times 1/N -> the per-job rate is the effective rate ε
+    assert job_learning_rate_scale(p) == pytest.approx(1 / 4)
+    assert job_learning_rate_scale(BmufParams(0.0, 1.0)) == 1.0  # plain averaging: Kaldi's N·ε
+    assert job_learning_rate_scale(BmufParams(0.5, 2.0)) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="block_momentum"):
+        BmufParams(1.0)
+    with pytest.raises(ValueError, match="block_lr"):
+        BmufParams(0.5, 0.0)
+
+
+def test_two_blocks_classic_and_nesterov_by_hand():
+    """g0 = 1, a1 = 3, a2 = 2, bm = 0.5, η_b = 2 (scalars, hand-computed)."""
+    p = BmufParams(0.5, 2.0, nesterov=False)
+    g, delta = sd([1.0]), sd([0.0])
+    # block 1: Δ = 0.5·0 + 2·(3 − 1) = 4, g = 5
+    g, delta = bmuf_update(g, delta, sd([3.0]), p)
+    assert delta["w"].item() == 4.0 and g["w"].item() == 5.0
+    assert bmuf_start(g, delta, p)["w"].item() == 5.0  # classic: start from g
+    assert bmuf_start(g, delta, BmufParams(0.5, 2.0, True))["w"].item() == 7.0  # g + bm·Δ
+    # block 2 (classic: the jobs started from g = 5): Δ = 0.5·4 + 2·(2 − 5) = −4, g = 1
+    g2, d2 = bmuf_update(g, delta, sd([2.0]), p)
+    assert d2["w"].item() == -4.0 and g2["w"].item() == 1.0
+    # Nesterov block 2, the same a: g and Δ evolve alike; only the start model differs
+    pn = BmufParams(0.5, 2.0, nesterov=True)
+    g2n, d2n = bmuf_update(g, delta, sd([2.0]), pn)
+    assert d2n["w"].item() == -4.0 and g2n["w"].item() == 1.0
+    assert bmuf_start(g2n, d2n, pn)["w"].item() == -1.0  # 1 + 0.5·(−4)
+
+
+def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
+    state = tmp_path / "0.pt"
+    save_torch_atomic(state, model_to_file_dict(model(99)))
+    cfg = {"block_momentum": 0.0, "block_lr": 1.0, "nesterov": True}
+    for it, (seeds, objfs) in enumerate(
+        [
+            ([1, 2, 3], [-2.0, -1.0, -1.5]),
+            ([4, 5, 6], [-1.0, -1.2, -3.0]),
+            ([7, 8, 9], [-1.1, -1.0, -1.05]),
+        ]
+    ):
+        paths, stats = write_iteration(tmp_path / str(it + 1), seeds, objfs)
+        out, new_state = tmp_path / f"{it + 1}.pt", tmp_path / "bmuf" / f"{it + 1}.pt"
+        summary = bmuf_sync(
+            paths, stats, state, it, 1.0, cfg, out, new_state, tmp_path / "sync" / f"{it + 1}.json"
+        )
+        expected, avg_summary = average_jobs(paths, stats, it, 1.0)
+        got = load_model_file(out)["state_dict"]
+        for k, v in expected["state_dict"].items():
+            assert torch.equal(got[k], v), (it, k)
+            assert got[k].dtype == v.dtype
+        assert summary["accepted"] == avg_summary["accepted"]
+        assert summary["selection"] == ("best" if it == 0 else "average")
+        g = load_model_file(new_state)
+        assert all(torch.equal(g["state_dict"][k], v) for k, v in expected["state_dict"].items())
+        state = new_state
+
+
+def test_bmuf_sync_state_files_carry_g_and_delta(tmp_path):
+    init = model_to_file_dict(model(0))
+    save_torch_atomic(tmp_path / "0.pt", init)
+    paths, stats = write_iteration(tmp_path / "1", [1, 2], [-1.0, -1.1])
+    cfg = {"block_momentum": None, "block_lr": 1.0, "nesterov": True}
+    bmuf_sync(
+        paths,
+        stats,
+        tmp_path / "0.pt",
+        3,
+        1.0,
+        cfg,
+        tmp_path / "1.pt",
+        tmp_path / "bmuf/1.pt",
+        tmp_path / "sync/1.json",
+    )
+    state = load_model_file(tmp_path / "bmuf/1.pt")
+    start = load_model_file(tmp_path / "1.pt")["state_dict"]
+    a = (
+        model(1).state_dict()["hidden.0.weight"].double()
+        + model(2).state_dict()["hidden.0.weight"].double()
+    ) / 2
+    g0 = init["state_dict"]["hidden.0.weight"].double()
+    bm = 0.5  # 1 − 1/2
+    delta = a - g0
+    assert torch.allclose(state["bmuf"]["delta"]["hidden.0.weight"], delta, atol=1e-6)
+    assert torch.allclose(state["bmuf"]["global"]["hidden.0.weight"], a, atol=1e-6)
+    assert torch.allclose(start["hidden.0.weight"].double(), a + bm * delta, atol=1e-6)
+    assert start["hidden.0.weight"].dtype == torch.float32
+    summary = json.loads((tmp_path / "sync/1.json").read_text())
+    assert summary["method"] == "bmuf" and summary["block_momentum"] == 0.5
