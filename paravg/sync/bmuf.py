@@ -27,10 +27,11 @@ averaging and then applying bm = 1 − 1/N would make the steady step N times to
 (Jobs keep no SGD momentum and start natural-gradient statistics afresh, so CNTK's
 "reset SGD momentum after aggregation" holds by construction.)
 
-State. The rule writes the start model ``<t>.pt`` and, beside it, ``bmuf/<t>.pt``: a
-valid model file whose ``state_dict`` is the global model g (float32, what diagnostics,
-the EMA and the final combination read) plus ``bmuf = {global, delta}`` in float64 (what
-the next block reads, so bm = 0 reproduces ``average`` bit for bit).
+State. The rule writes the start model ``<t>.pt`` and, beside it, the block state as two
+plain model files: ``bmuf/<t>.pt`` = the global model g (what diagnostics, the EMA and the
+final combination read: for Nesterov it differs from the start model) and
+``bmuf/<t>.delta.pt`` = Δ. Arithmetic is in float64; the files are float32 like every
+model (at bm = 0, η_b = 1 this is still bit for bit ``average``: g = a is a float32 value).
 """
 
 from __future__ import annotations
@@ -106,12 +107,12 @@ def bmuf_start(global_sd: dict, delta_sd: dict, params: BmufParams) -> dict:
     return weighted_sum([global_sd, delta_sd], [1.0, params.block_momentum], dtype=torch.float64)
 
 
-def read_bmuf_state(file_dict: dict) -> tuple[dict, dict]:
-    """(g, Δ) in float64 from ``bmuf/<t>.pt``, or (the model, 0) from the initial ``0.pt``."""
-    if "bmuf" in file_dict:
-        return file_dict["bmuf"]["global"], file_dict["bmuf"]["delta"]
-    g = to_float64(file_dict["state_dict"])
-    return g, zeros_like(g)
+def read_bmuf_state(global_in: str | Path, delta_in: str | Path | None) -> tuple[dict, dict]:
+    """(g, Δ) in float64 from ``bmuf/<t>.pt`` + ``.delta.pt``; (``0.pt``, 0) before block 1."""
+    g = to_float64(load_model_file(global_in)["state_dict"])
+    if delta_in is None:
+        return g, zeros_like(g)
+    return g, to_float64(load_model_file(delta_in)["state_dict"])
 
 
 def _norm(sd: dict) -> float:
@@ -123,42 +124,39 @@ def _norm(sd: dict) -> float:
 def bmuf_sync(
     model_paths: Sequence[str | Path],
     stats_paths: Sequence[str | Path],
-    state_in: str | Path,
+    global_in: str | Path,
+    delta_in: str | Path | None,
     iteration: int,
     threshold: float,
     bmuf_cfg: dict,
     model_out: str | Path,
-    state_out: str | Path,
+    global_out: str | Path,
+    delta_out: str | Path,
     summary_out: str | Path,
 ) -> dict:
-    """Sync iteration ``iteration``'s jobs by BMUF; write ``<t+1>.pt``, ``bmuf/<t+1>.pt``, JSON.
+    """Sync iteration ``iteration``'s jobs by BMUF into the start model ``<t+1>.pt``.
 
-    ``state_in`` is ``bmuf/<t>.pt`` (``0.pt`` for the first block). Returns the summary.
+    Reads g from ``global_in`` (``bmuf/<t>.pt``, or ``0.pt`` for the first block) and Δ
+    from ``delta_in`` (``bmuf/<t>.delta.pt``; ``None`` = 0 for the first block); writes
+    ``model_out``, ``global_out``, ``delta_out`` and the JSON summary, which it returns.
     """
     params = BmufParams.from_config(bmuf_cfg, num_jobs=len(model_paths))
-    prev = load_model_file(state_in)  # before the N job models: a bad state fails fast
+    g, delta = read_bmuf_state(global_in, delta_in)  # first: a bad state fails fast
     averaged, summary = average_jobs(model_paths, stats_paths, iteration, threshold)
-    g, delta = read_bmuf_state(prev)
     like = averaged["state_dict"]
     a64 = to_float64(like)
     new_g, new_delta = bmuf_update(g, delta, a64, params)
     start = bmuf_start(new_g, new_delta, params)
     header = file_header(averaged)
     meta = {"iteration": iteration + 1, "sync": "bmuf"}
-    save_torch_atomic(model_out, {**header, "state_dict": cast_like(start, like), "meta": meta})
-    state = {
-        **header,
-        "state_dict": cast_like(new_g, like),
-        "meta": {**meta, "role": "bmuf global model g"},
-        "bmuf": {
-            "global": new_g,
-            "delta": new_delta,
-            "block_momentum": params.block_momentum,
-            "block_lr": params.block_lr,
-            "nesterov": params.nesterov,
-        },
-    }
-    save_torch_atomic(state_out, state)
+    for path, sd, role in (
+        (model_out, start, "start model"),
+        (global_out, new_g, "global model g"),
+        (delta_out, new_delta, "block update delta"),
+    ):
+        save_torch_atomic(
+            path, {**header, "state_dict": cast_like(sd, like), "meta": {**meta, "role": role}}
+        )
     summary = {
         **summary,
         "selection": summary.pop("method"),

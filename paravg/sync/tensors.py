@@ -70,10 +70,10 @@ def max_abs_difference(a: dict, b: dict) -> float:
     return worst
 
 
-SYNC_STATE_KEYS = ("state_dict", "meta", "bmuf")
+PARAMETER_KEYS = ("state_dict", "meta")
 
 
 def file_header(file_dict: dict) -> dict:
-    """The header of a model file dict (what rebuilds the network), without parameters,
-    metadata or a sync method's state, to build a new model file around new parameters."""
-    return {k: v for k, v in file_dict.items() if k not in SYNC_STATE_KEYS}
+    """The header of a model file dict (what rebuilds the network) without parameters and
+    metadata, to build a new model file around new parameters."""
+    return {k: v for k, v in file_dict.items() if k not in PARAMETER_KEYS}

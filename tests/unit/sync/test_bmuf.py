@@ -82,8 +82,8 @@ def test_two_blocks_classic_and_nesterov_by_hand():
 
 
 def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
-    state = tmp_path / "0.pt"
-    save_torch_atomic(state, model_to_file_dict(model(99)))
+    g_in, delta_in = tmp_path / "0.pt", None
+    save_torch_atomic(g_in, model_to_file_dict(model(99)))
     cfg = {"block_momentum": 0.0, "block_lr": 1.0, "nesterov": True}
     for it, (seeds, objfs) in enumerate(
         [
@@ -93,9 +93,20 @@ def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
         ]
     ):
         paths, stats = write_iteration(tmp_path / str(it + 1), seeds, objfs)
-        out, new_state = tmp_path / f"{it + 1}.pt", tmp_path / "bmuf" / f"{it + 1}.pt"
+        out, new_g = tmp_path / f"{it + 1}.pt", tmp_path / "bmuf" / f"{it + 1}.pt"
+        new_delta = tmp_path / "bmuf" / f"{it + 1}.delta.pt"
         summary = bmuf_sync(
-            paths, stats, state, it, 1.0, cfg, out, new_state, tmp_path / "sync" / f"{it + 1}.json"
+            paths,
+            stats,
+            g_in,
+            delta_in,
+            it,
+            1.0,
+            cfg,
+            out,
+            new_g,
+            new_delta,
+            tmp_path / "sync" / f"{it + 1}.json",
         )
         expected, avg_summary = average_jobs(paths, stats, it, 1.0)
         got = load_model_file(out)["state_dict"]
@@ -104,9 +115,9 @@ def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
             assert got[k].dtype == v.dtype
         assert summary["accepted"] == avg_summary["accepted"]
         assert summary["selection"] == ("best" if it == 0 else "average")
-        g = load_model_file(new_state)
+        g = load_model_file(new_g)
         assert all(torch.equal(g["state_dict"][k], v) for k, v in expected["state_dict"].items())
-        state = new_state
+        g_in, delta_in = new_g, new_delta
 
 
 def test_bmuf_sync_state_files_carry_g_and_delta(tmp_path):
@@ -118,14 +129,17 @@ def test_bmuf_sync_state_files_carry_g_and_delta(tmp_path):
         paths,
         stats,
         tmp_path / "0.pt",
+        None,
         3,
         1.0,
         cfg,
         tmp_path / "1.pt",
         tmp_path / "bmuf/1.pt",
+        tmp_path / "bmuf/1.delta.pt",
         tmp_path / "sync/1.json",
     )
-    state = load_model_file(tmp_path / "bmuf/1.pt")
+    g1 = load_model_file(tmp_path / "bmuf/1.pt")["state_dict"]
+    d1 = load_model_file(tmp_path / "bmuf/1.delta.pt")["state_dict"]
     start = load_model_file(tmp_path / "1.pt")["state_dict"]
     a = (
         model(1).state_dict()["hidden.0.weight"].double()
@@ -134,9 +148,34 @@ def test_bmuf_sync_state_files_carry_g_and_delta(tmp_path):
     g0 = init["state_dict"]["hidden.0.weight"].double()
     bm = 0.5  # 1 − 1/2
     delta = a - g0
-    assert torch.allclose(state["bmuf"]["delta"]["hidden.0.weight"], delta, atol=1e-6)
-    assert torch.allclose(state["bmuf"]["global"]["hidden.0.weight"], a, atol=1e-6)
+    assert torch.allclose(d1["hidden.0.weight"].double(), delta, atol=1e-6)
+    assert torch.allclose(g1["hidden.0.weight"].double(), a, atol=1e-6)
     assert torch.allclose(start["hidden.0.weight"].double(), a + bm * delta, atol=1e-6)
     assert start["hidden.0.weight"].dtype == torch.float32
     summary = json.loads((tmp_path / "sync/1.json").read_text())
     assert summary["method"] == "bmuf" and summary["block_momentum"] == 0.5
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_two_blocks_through_files_carry_g_and_delta(tmp_path, nesterov):
+    save_torch_atomic(tmp_path / "0.pt", model_to_file_dict(model(0)))
+    cfg = {"block_momentum": 0.6, "block_lr": 1.5, "nesterov": nesterov}
+    k = "hidden.0.weight"
+    g = model(0).state_dict()[k].double()
+    delta = torch.zeros_like(g)
+    g_in, d_in = tmp_path / "0.pt", None
+    for it, seeds in enumerate([(1, 2), (3, 4)]):
+        paths, stats = write_iteration(tmp_path / f"{it + 1}", seeds, [-1.0, -1.0])
+        outs = [tmp_path / f"{it + 1}.pt", tmp_path / f"bmuf/{it + 1}.pt"]
+        outs.append(tmp_path / f"bmuf/{it + 1}.delta.pt")
+        bmuf_sync(paths, stats, g_in, d_in, it, 1.0, cfg, *outs, tmp_path / f"s{it}.json")
+        # iteration 0 takes the best job (tie: the first), as average does
+        a = model(seeds[0]).state_dict()[k].double()
+        if it > 0:
+            a = (a + model(seeds[1]).state_dict()[k].double()) / 2
+        delta = 0.6 * delta + 1.5 * (a - g)
+        g = g + delta
+        start = g + 0.6 * delta if nesterov else g
+        got = load_model_file(outs[0])["state_dict"][k].double()
+        assert torch.allclose(got, start, atol=1e-5), it
+        g_in, d_in = outs[1], outs[2]
