@@ -122,18 +122,27 @@ install_packages() {
 }
 
 # --------------------------------------------------------------------------- helpers
+# A process that exited but was not reaped yet (a zombie; some container inits reap late)
+# counts as stopped.
+proc_running() { # pid
+    [[ -r "/proc/$1/status" ]] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
 pid_alive() { # pidfile
     local pid
     [[ -s "$1" ]] || return 1
     pid="$(cat "$1" 2>/dev/null)" || return 1
-    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+    [[ "$pid" =~ ^[0-9]+$ ]] && proc_running "$pid"
 }
 
-wait_for() { # description, command...
-    local what="$1" t=0
-    shift
-    until "$@" >/dev/null 2>&1; do
-        ((t++ >= WAIT * 5)) && die "timed out after ${WAIT}s waiting for $what"
+wait_for() { # description, pidfile of the daemon that must stay up ("" for none), command...
+    local what="$1" pidfile="$2" t=0 out
+    shift 2
+    until out="$("$@" 2>&1)"; do
+        ((t++ >= WAIT * 5)) && die "timed out after ${WAIT}s waiting for $what: '$*' said: $out"
+        if [[ -n "$pidfile" ]] && ((t > 10)) && ! pid_alive "$pidfile"; then
+            die "$what exited (see its log below)"
+        fi
         sleep 0.2
     done
 }
@@ -144,7 +153,7 @@ stop_pidfile() { # name, pidfile
     pid="$(cat "$pidfile")"
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do
+    while proc_running "$pid"; do
         if ((t++ >= 150)); then
             log "$name did not stop in 30 s; KILL"
             kill -KILL "$pid" 2>/dev/null || true
@@ -191,7 +200,9 @@ render_slurm_conf() { # node
     if [[ "$ACCOUNTING" == 1 ]]; then
         acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$node
-AccountingStoragePort=6819"
+AccountingStoragePort=6819
+AccountingStorageTRES=gres/gpu
+AccountingStoreFlags=job_comment"
     else
         acct="AccountingStorageType=accounting_storage/none"
     fi
@@ -222,8 +233,6 @@ GresTypes=gpu
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 $acct
-AccountingStorageTRES=gres/gpu
-AccountingStoreFlags=job_comment
 JobCompType=jobcomp/none
 # squeue status mode of the snakemake plugin needs MinJobAge >= 3 x its poll interval.
 MinJobAge=300
@@ -310,7 +319,7 @@ start_munge() {
         runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid ||
             die "munged did not start"
     fi
-    wait_for "munge credentials" bash -c 'munge -n | unmunge'
+    wait_for "munged" /run/munge/munged.pid bash -c 'munge -n | unmunge'
 }
 
 start_mariadb() {
@@ -331,7 +340,7 @@ skip-networking" 644 root:root >/dev/null
         setsid -f /usr/sbin/mariadbd --user=mysql --pid-file=/run/mysqld/mysqld.pid \
             --log-error="$DB_LOG" </dev/null >/dev/null 2>&1
     fi
-    wait_for "mariadb" mariadb-admin --no-defaults --protocol=socket \
+    wait_for "mariadbd" /run/mysqld/mysqld.pid mariadb-admin --no-defaults --protocol=socket \
         --socket=/run/mysqld/mysqld.sock ping
     mariadb --protocol=socket -u root <<EOF || die "cannot create the slurm database user"
 CREATE DATABASE IF NOT EXISTS slurm_acct_db;
@@ -346,7 +355,7 @@ start_slurmdbd() {
         log "starting slurmdbd"
         slurmdbd || die "slurmdbd did not start"
     fi
-    wait_for "slurmdbd" sacctmgr -n list cluster
+    wait_for "slurmdbd" /run/slurmdbd.pid sacctmgr -n list cluster
     if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
         log "adding cluster $CLUSTER to the accounting database"
         sacctmgr -i add cluster "$CLUSTER" >/dev/null || die "sacctmgr add cluster failed"
@@ -358,7 +367,7 @@ start_slurm() {
         log "starting slurmctld"
         slurmctld || die "slurmctld did not start"
     fi
-    wait_for "slurmctld" scontrol ping
+    wait_for "slurmctld" /run/slurmctld.pid scontrol ping
     if ! pid_alive /run/slurmd.pid; then
         log "starting slurmd"
         slurmd || die "slurmd did not start"
