@@ -32,6 +32,7 @@ include: "rules/ivector.smk"
 include: "rules/egs.smk"
 include: "rules/train.smk"
 include: "rules/final.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -126,7 +126,7 @@ def egs_all_files():
 
 # ---------------------------------------------------------------- targets
 def get_final_targets():
-    return [f"{RESULTS}/results.md"]
+    return [f"{RESULTS}/results.md"] + report_targets()
 
 
 # ---------------------------------------------------------------- training schedule
@@ -260,6 +260,70 @@ def get_results_inputs(wildcards):
     ] + [f"{exp_dir(exp)}/final.json" for exp in EXPERIMENTS] + [
         f for exp in EXPERIMENTS for f in all_diagnostics(exp)
     ]
+
+
+# ---------------------------------------------------------------- report (rules/report.smk)
+def report_targets():
+    """Figures and config of every experiment, and the comparison (`snakemake --report`)."""
+    from paravg.plots import FIGURES
+
+    per_exp = [f"{exp_dir(e)}/report/{n}.png" for e in EXPERIMENTS for n in FIGURES]
+    per_exp += [f"{exp_dir(e)}/report/config.html" for e in EXPERIMENTS]
+    return per_exp + [f"{RESULTS}/report/comparison.png", f"{RESULTS}/report/results.html"]
+
+
+def report_figure(name, subcategory, label):
+    """Output ``report/<name>.png`` of an experiment, flagged for ``snakemake --report``."""
+    return report(
+        f"{RESULTS}/exp/{{exp}}/report/{name}.png",
+        caption=f"../report/{name}.rst",
+        category="{exp}",
+        subcategory=subcategory,
+        labels={"figure": label},
+    )
+
+
+def schedule_params(exp):
+    """The fields of ``exp``'s Schedule (plain values: a rule param, a rerun trigger)."""
+    import dataclasses
+
+    return dataclasses.asdict(exp_schedule(exp))
+
+
+def sync_summaries(exp):
+    """Per-iteration sync summaries: ``sync/<t>.json`` of the fan-in (average, bmuf), or
+    ``consensus/<t>.json`` of the decentralized methods, which have no fan-in."""
+    sched = exp_schedule(exp)
+    decentralized = EXPERIMENTS[exp]["sync"]["method"] in ("ring", "random-ring", "delay-by-one")
+    sub = "consensus" if decentralized else "sync"
+    return [f"{exp_dir(exp)}/{sub}/{t}.json" for t in range(1, sched.num_iters + 1)]
+
+
+def get_report_figure_inputs(wildcards):
+    """Every per-iteration JSON of one experiment: jobs, syncs, diagnostics, combination."""
+    exp = wildcards.exp
+    sched = exp_schedule(exp)
+    jobs = [
+        f"{exp_dir(exp)}/{t + 1}/job{j}.json"
+        for t in range(sched.num_iters)
+        for j in range(sched.num_jobs(t))
+    ]
+    return {
+        "jobs": jobs,
+        "syncs": sync_summaries(exp),
+        "diags": all_diagnostics(exp),
+        "combine": f"{exp_dir(exp)}/combine.json",
+    }
+
+
+def get_report_comparison_inputs(wildcards):
+    """What the comparison reads of every experiment: diagnostics, syncs, results."""
+    files = []
+    for exp in EXPERIMENTS:
+        files += all_diagnostics(exp) + sync_summaries(exp)
+        files += [f"{exp_dir(exp)}/{n}.json" for n in ("combine", "final")]
+        files += [f"{exp_dir(exp)}/eval/{s}.json" for s in config["eval_sets"]]
+    return files
 
 
 # ---------------------------------------------------------------- i-vectors

@@ -1,0 +1,156 @@
+"""Read one experiment directory (``results/exp/<exp>/``) into memory, finished or not.
+
+The file contract (Kaldi numbering: ``<t>.pt`` is the model at the start of iteration t):
+
+* ``<t>/job<j>.json``: job j of iteration t − 1 (objective, accuracy, lr, max-change rates);
+* ``sync/<t>.json``: the fan-in of iteration t − 1 that produced ``<t>.pt`` (objectives seen,
+  accepted and rejected jobs, method), or ``consensus/<t>.json`` for methods without one;
+* ``diag/<t>.json``: train/valid log-prob and accuracy of ``<t>.pt`` and its parameter
+  change against ``<t−1>.pt`` (Kaldi's ``nnet3-compute-prob`` and ``nnet3-show-progress``);
+* ``init.json``, ``combine.json``, ``final.json``, ``eval/<set>.json``.
+
+Iterations are keyed by the file name, never by a field inside the file, so a run is read
+the same way whatever sync method wrote it. Every file may be missing (training still
+running, or a stage that an experiment does not have); unknown keys are kept as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paravg.io import read_json
+
+log = logging.getLogger(__name__)
+
+_JOB_RE = re.compile(r"^job(\d+)\.json$")
+_NUM_RE = re.compile(r"^(\d+)\.json$")
+
+#: Where the per-iteration sync summaries live, in order of preference: the fan-in
+#: (``average``, ``bmuf``) writes ``sync/<t>.json``; decentralized methods have no fan-in
+#: and their off-critical-path consensus writes ``consensus/<t>.json`` (same keys).
+SYNC_SUMMARY_DIRS = ("sync", "consensus")
+
+
+@dataclass
+class ExperimentRun:
+    """Everything the JSON files of one experiment say, keyed by iteration.
+
+    ``jobs[t][j]`` and ``syncs[t]`` belong to iteration t (they are stored under ``t + 1``);
+    ``diags[t]`` describes the model ``<t>.pt`` (after t iterations).
+    """
+
+    name: str
+    path: Path
+    jobs: dict[int, dict[int, dict]] = field(default_factory=dict)
+    syncs: dict[int, dict] = field(default_factory=dict)
+    diags: dict[int, dict] = field(default_factory=dict)
+    init: dict | None = None
+    combine: dict | None = None
+    final: dict | None = None
+    evals: dict[str, dict] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def iterations(self) -> list[int]:
+        """Every iteration with at least one finished job or a finished sync, ascending."""
+        return sorted(set(self.jobs) | set(self.syncs))
+
+    @property
+    def completed_iterations(self) -> list[int]:
+        """Iterations whose sync (fan-in) has finished, ascending."""
+        return sorted(self.syncs)
+
+    def num_jobs(self, t: int) -> int:
+        """Jobs of iteration t: from the sync when it ran, else the highest job seen + 1."""
+        sync = self.syncs.get(t)
+        if sync is not None and isinstance(sync.get("objfs"), list):
+            return len(sync["objfs"])
+        jobs = self.jobs.get(t, {})
+        return max(jobs) + 1 if jobs else 0
+
+    @property
+    def finished(self) -> bool:
+        """True once ``final.json`` exists (training, combination and priors are done)."""
+        return self.final is not None
+
+
+def _read(path: Path, run: ExperimentRun, strict: bool) -> Any | None:
+    try:
+        data = read_json(path)
+    except (OSError, ValueError) as exc:
+        if strict:
+            raise ValueError(f"{path}: cannot read ({exc})") from exc
+        run.problems.append(f"{path}: {exc}")
+        log.warning("skipping %s: %s", path, exc)
+        return None
+    if not isinstance(data, dict):
+        msg = f"{path}: expected a JSON object, found {type(data).__name__}"
+        if strict:
+            raise ValueError(msg)
+        run.problems.append(msg)
+        log.warning("skipping %s", msg)
+        return None
+    return data
+
+
+def _numbered(directory: Path, pattern: re.Pattern) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        return []
+    out = []
+    for p in directory.iterdir():
+        m = pattern.match(p.name)
+        if m and p.is_file():
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def load_run(path: str | Path, name: str | None = None, strict: bool = False) -> ExperimentRun:
+    """Read ``path`` (an experiment directory) into an :class:`ExperimentRun`.
+
+    ``strict=False`` (the live progress view) skips unreadable files and records them in
+    ``run.problems``; ``strict=True`` (the report rule, whose inputs must be complete)
+    raises ``ValueError`` naming the file. A missing directory is an empty run unless
+    strict.
+    """
+    path = Path(path)
+    run = ExperimentRun(name=name or path.name, path=path)
+    if not path.is_dir():
+        if strict:
+            raise ValueError(f"{path}: experiment directory does not exist")
+        return run
+    for entry in sorted(path.iterdir()):
+        if not (entry.is_dir() and entry.name.isdigit()):
+            continue
+        t = int(entry.name) - 1
+        for j, job_path in _numbered(entry, _JOB_RE):
+            data = _read(job_path, run, strict)
+            if data is not None:
+                run.jobs.setdefault(t, {})[j] = data
+    for sub in SYNC_SUMMARY_DIRS:  # the fan-in's summary first; a consensus fills gaps
+        for n, p in _numbered(path / sub, _NUM_RE):
+            if n - 1 in run.syncs:
+                continue
+            data = _read(p, run, strict)
+            if data is not None:
+                run.syncs[n - 1] = data
+    for n, p in _numbered(path / "diag", _NUM_RE):
+        data = _read(p, run, strict)
+        if data is not None:
+            run.diags[n] = data
+    for attr in ("init", "combine", "final"):
+        p = path / f"{attr}.json"
+        if p.is_file():
+            setattr(run, attr, _read(p, run, strict))
+    eval_dir = path / "eval"
+    if eval_dir.is_dir():
+        for p in sorted(eval_dir.glob("*.json")):
+            if p.name.startswith("."):
+                continue
+            data = _read(p, run, strict)
+            if data is not None:
+                run.evals[p.stem] = data
+    return run
