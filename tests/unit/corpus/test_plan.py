@@ -1,0 +1,68 @@
+"""Speakers, split and budgets (paravg.corpus.plan)."""
+
+import pytest
+
+from paravg.corpus.engines import ALL_VOICES, ESPEAK_VOICES, FESTIVAL_VOICES, FLITE_VOICES
+from paravg.corpus.plan import held_out_sources, plan_speakers, variants_per_voice
+from paravg.corpus.text import kaldi_transcript
+
+NO_ESPEAK = FLITE_VOICES + FESTIVAL_VOICES
+
+
+@pytest.mark.parametrize(("voices", "speakers"), [(ALL_VOICES, 60), (NO_ESPEAK, 60)])
+def test_default_config_gives_at_least_40_speakers(voices, speakers):
+    plans = plan_speakers(voices, 20, 0.2, 5, 0)
+    assert len(plans) == len({p.speaker for p in plans}) == speakers >= 40
+    assert [p.speaker for p in plans] == sorted(p.speaker for p in plans)
+
+
+def test_variants_scale_when_voices_are_missing():
+    assert variants_per_voice(5, 12) == 5
+    assert variants_per_voice(5, 6) == 10
+    assert variants_per_voice(3, 3) == 12
+
+
+@pytest.mark.parametrize("voices", [ALL_VOICES, NO_ESPEAK])
+@pytest.mark.parametrize("fraction", [0.1, 0.2, 0.5])
+def test_split_by_source_voice(voices, fraction):
+    plans = plan_speakers(voices, 10, fraction, 5, 0)
+    sources = {s: {p.voice.source for p in plans if p.subset == s} for s in ("train", "test")}
+    assert sources["train"] and sources["test"]
+    assert not sources["train"] & sources["test"]
+    # flite slt and festival slt HTS are the same human: one side only
+    slt_sides = {p.subset for p in plans if p.voice.source == "slt"}
+    assert len(slt_sides) == 1
+    # every variant of a voice is on its voice's side
+    for voice in voices:
+        assert len({p.subset for p in plans if p.voice == voice}) == 1
+
+
+def test_budgets_add_up_to_minutes():
+    plans = plan_speakers(ALL_VOICES, 20, 0.2, 5, 0)
+    total = {s: sum(p.budget_seconds for p in plans if p.subset == s) for s in ("train", "test")}
+    assert total["train"] == pytest.approx(960.0)
+    assert total["test"] == pytest.approx(240.0)
+
+
+def test_test_sentences_never_in_train():
+    plans = plan_speakers(ALL_VOICES, 5, 0.2, 5, 0)
+    train = {kaldi_transcript(s) for p in plans if p.subset == "train" for s in p.sentences}
+    test = {kaldi_transcript(s) for p in plans if p.subset == "test" for s in p.sentences}
+    assert train and test and not train & test
+
+
+def test_plans_are_seeded():
+    a = plan_speakers(ALL_VOICES, 5, 0.2, 5, 7)
+    assert a == plan_speakers(ALL_VOICES, 5, 0.2, 5, 7)
+    assert a != plan_speakers(ALL_VOICES, 5, 0.2, 5, 8)
+    espeak = [p for p in a if p.voice in ESPEAK_VOICES]
+    assert all(35 <= p.pitch <= 65 and 0.9 <= p.tempo <= 1.12 for p in espeak)
+
+
+def test_bad_arguments_are_errors():
+    with pytest.raises(ValueError, match="minutes"):
+        plan_speakers(ALL_VOICES, 0, 0.2, 5, 0)
+    with pytest.raises(ValueError, match="test_fraction"):
+        plan_speakers(ALL_VOICES, 1, 1.0, 5, 0)
+    with pytest.raises(ValueError, match="source"):
+        held_out_sources(FLITE_VOICES[2:], 0.2)
