@@ -1,1 +1,283 @@
-# ivector stage rules
+# i-vector stage (Kaldi steps/online/nnet2): PCA -> diagonal UBM EM -> extractor EM ->
+# online i-vectors per set. Both EM loops have the shape of training: per iteration `it`,
+# ivector.nj accumulation jobs (fan-out, temp accumulators) and one estimation job
+# (fan-in) that writes model it+1. Jobs are numbered 1..nj; model files follow Kaldi's
+# numbering (<name>.<it>: the model at the start of iteration it).
+
+if IVECTORS:
+
+    IV = config["ivector"]
+
+    rule ivector_pca:
+        input:
+            feats=ivector_train_data()["feats"],
+            cmvn=f"{RESULTS}/feats/{config['data']['train_set']}/cmvn.scp",
+        output:
+            pca=f"{IVECTOR_DIR}/pca.npz",
+        params:
+            dim=IV["pca_dim"],
+            context=IV["splice"],
+            max_utts=IV["pca_max_utts"],
+            subsample=IV["pca_subsample"],
+        log:
+            "logs/ivector_pca/pca.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # Reads each utterance once; holds one (2c+1)D x (2c+1)D scatter matrix.
+        resources:
+            mem_mb=2000,
+            runtime=30,
+        script:
+            "../scripts/ivector_pca.py"
+
+    rule ubm_init:
+        input:
+            unpack(ivector_train_data),
+            pca=rules.ivector_pca.output.pca,
+        output:
+            ubm=f"{IVECTOR_DIR}/ubm.0.npz",
+            info=f"{IVECTOR_DIR}/ubm.0.json",
+        params:
+            num_gauss=IV["num_gauss"],
+            num_iters_init=IV["ubm_num_iters_init"],
+            num_frames=IV["ubm_num_frames"],
+            subsample=IV["subsample"],
+            srand=IV["srand"],
+        log:
+            "logs/ubm_init/ubm.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ubm_init/ubm.tsv"
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # Holds ubm_num_frames x pca_dim doubles (500k x 40 = 160 MB) plus a frames x
+        # Gaussians posterior matrix per EM pass (500k x 512 = 2 GB at Kaldi's size).
+        resources:
+            mem_mb=4000,
+            runtime=120,
+        script:
+            "../scripts/ubm_init.py"
+
+    rule ubm_gselect:
+        input:
+            unpack(ivector_train_data),
+            pca=rules.ivector_pca.output.pca,
+            ubm=rules.ubm_init.output.ubm,
+        output:
+            gselect=temp(f"{IVECTOR_DIR}/ubm_gselect.{{j}}.npz"),
+        params:
+            job=lambda wc: int(wc.j) - 1,
+            nj=IV["nj"],
+            num_gselect=IV["num_gselect"],
+            subsample=IV["subsample"],
+        log:
+            "logs/ubm_gselect/{j}.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # One utterance at a time; the index table is frames x num_gselect int32.
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/ubm_gselect.py"
+
+    rule ubm_acc:
+        input:
+            unpack(ivector_train_data),
+            pca=rules.ivector_pca.output.pca,
+            ubm=f"{IVECTOR_DIR}/ubm.{{it}}.npz",
+            gselect=f"{IVECTOR_DIR}/ubm_gselect.{{j}}.npz",
+        output:
+            acc=temp(f"{IVECTOR_DIR}/ubm_acc.{{it}}.{{j}}.npz"),
+        params:
+            job=lambda wc: int(wc.j) - 1,
+            nj=IV["nj"],
+            subsample=IV["subsample"],
+        log:
+            "logs/ubm_acc/{it}.{j}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ubm_acc/{{it}}.{{j}}.tsv"
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # One utterance at a time plus the gselect table of the job.
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/ubm_acc.py"
+
+    rule ubm_est:
+        input:
+            unpack(get_ubm_est_inputs),
+        output:
+            ubm=f"{IVECTOR_DIR}/ubm.{{it}}.npz",
+            info=f"{IVECTOR_DIR}/ubm.{{it}}.json",
+        wildcard_constraints:
+            it=r"[1-9]\d*",
+        params:
+            # Gaussians are removed on the last pass only, so gselect indices stay valid.
+            remove_low_count=lambda wc: int(wc.it) == IV["ubm_num_iters"],
+        log:
+            "logs/ubm_est/{it}.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # nj accumulators of Gaussians x dim doubles.
+        resources:
+            mem_mb=1000,
+            runtime=10,
+        script:
+            "../scripts/ubm_est.py"
+
+    rule extractor_init:
+        input:
+            ubm=final_ubm(),
+        output:
+            extractor=f"{IVECTOR_DIR}/extractor.0.npz",
+        params:
+            dim=IV["dim"],
+            srand=IV["srand"],
+        log:
+            "logs/extractor_init/extractor.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # Gaussians x (dim x ivector_dim + dim x dim) doubles (512 x 5600 x 8 B = 23 MB).
+        resources:
+            mem_mb=1000,
+            runtime=10,
+        script:
+            "../scripts/extractor_init.py"
+
+    rule extractor_post:
+        input:
+            unpack(ivector_train_data),
+            pca=rules.ivector_pca.output.pca,
+            ubm=final_ubm(),
+        output:
+            post=temp(f"{IVECTOR_DIR}/extractor_post.{{j}}.npz"),
+        params:
+            job=lambda wc: int(wc.j) - 1,
+            nj=IV["nj"],
+            subsample=IV["subsample"],
+            num_gselect=IV["num_gselect_post"],
+            min_post=IV["min_post"],
+            posterior_scale=IV["posterior_scale"],
+        log:
+            "logs/extractor_post/{j}.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # Posteriors are computed once (Kaldi too) and kept for every EM iteration.
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/extractor_post.py"
+
+    rule extractor_acc:
+        input:
+            unpack(ivector_train_data),
+            pca=rules.ivector_pca.output.pca,
+            extractor=f"{IVECTOR_DIR}/extractor.{{it}}.npz",
+            post=f"{IVECTOR_DIR}/extractor_post.{{j}}.npz",
+        output:
+            acc=temp(f"{IVECTOR_DIR}/extractor_acc.{{it}}.{{j}}.npz"),
+        params:
+            job=lambda wc: int(wc.j) - 1,
+            nj=IV["nj"],
+            subsample=IV["subsample"],
+        log:
+            "logs/extractor_acc/{it}.{j}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/extractor_acc/{{it}}.{{j}}.tsv"
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # Stats: Gaussians x (dim x ivector_dim + ivector_dim^2 + dim^2) doubles
+        # (Kaldi's 512 x 100 x 40 extractor: about 70 MB).
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/extractor_acc.py"
+
+    rule extractor_est:
+        input:
+            unpack(get_extractor_est_inputs),
+        output:
+            extractor=f"{IVECTOR_DIR}/extractor.{{it}}.npz",
+            info=f"{IVECTOR_DIR}/extractor.{{it}}.json",
+        wildcard_constraints:
+            it=r"[1-9]\d*",
+        params:
+            gaussian_min_count=IV["gaussian_min_count"],
+        log:
+            "logs/extractor_est/{it}.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # nj accumulators in memory at once (see extractor_acc).
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        script:
+            "../scripts/extractor_est.py"
+
+    rule extract_ivectors:
+        input:
+            unpack(get_ivector_set_inputs),
+            pca=rules.ivector_pca.output.pca,
+            ubm=final_ubm(),
+            extractor=final_extractor(),
+        output:
+            ark=f"{IVECTOR_DIR}/{{set}}/ivector_online.{{j}}.ark",
+            scp=temp(f"{IVECTOR_DIR}/{{set}}/ivector_online.{{j}}.scp"),
+        params:
+            job=lambda wc: int(wc.j) - 1,
+            nj=IV["nj"],
+            utts_per_spk_max=ivector_utts_per_spk_max,
+            online={
+                "period": IV["period"],
+                "num_cg_iters": IV["num_cg_iters"],
+                "num_gselect": IV["num_gselect_post"],
+                "min_post": IV["min_post"],
+                "posterior_scale": IV["posterior_scale"],
+                "max_remembered_frames": IV["max_remembered_frames"],
+            },
+        log:
+            "logs/extract_ivectors/{set}.{j}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/extract_ivectors/{{set}}.{{j}}.tsv"
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # One utterance at a time; the model is small.
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/extract_ivectors.py"
+
+    rule merge_ivectors:
+        input:
+            scps=get_ivector_pieces,
+        output:
+            scp=f"{IVECTOR_DIR}/{{set}}/ivector_online.scp",
+            period=f"{IVECTOR_DIR}/{{set}}/ivector_period",
+        params:
+            period=IV["period"],
+        log:
+            "logs/merge_ivectors/{set}.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # Concatenates small text files.
+        resources:
+            mem_mb=500,
+            runtime=5,
+        script:
+            "../scripts/merge_ivectors.py"
