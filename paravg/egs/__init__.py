@@ -1,0 +1,20 @@
+"""Training examples (egs): Kaldi's ``steps/nnet3/get_egs.sh`` and the readers of its archives.
+
+Modules, in pipeline order:
+
+* :mod:`~paravg.egs.info`: ``EgsInfo`` (``{RESULTS}/egs/info.json``);
+* :mod:`~paravg.egs.inputs`: reading feats / targets / i-vectors with Kaldi's length checks;
+* :mod:`~paravg.egs.plan`: held-out utterances, split jobs, number of archives;
+* :mod:`~paravg.egs.chunking`: ``UtteranceSplitter`` (chunks, gaps, overlaps, weights);
+* :mod:`~paravg.egs.make`: the egs of an utterance (padding, labels, i-vector rule);
+* :mod:`~paravg.egs.archive`: the ``.npy``-per-field archive format and its writer;
+* :mod:`~paravg.egs.split`: one split job (egs of its utterances + random archive per eg);
+* :mod:`~paravg.egs.shuffle`: archive merge + full shuffle, buffer shuffle, reservoir;
+* :mod:`~paravg.egs.subsets`: ``valid_diag``, ``train_diag``, ``combine``;
+* :mod:`~paravg.egs.loader`: ``EgsArchive``, ``frame_minibatches``, ``all_frame_minibatches``.
+"""
+
+from paravg.egs.info import EgsInfo
+from paravg.egs.loader import EgsArchive, Minibatch, all_frame_minibatches, frame_minibatches
+
+__all__ = ["EgsArchive", "EgsInfo", "Minibatch", "all_frame_minibatches", "frame_minibatches"]

@@ -1,0 +1,214 @@
+"""The egs archive format: one ``.npy`` file per field, memory-mappable.
+
+An archive with prefix ``P`` (e.g. ``results/egs/egs.3``) is the files
+
+    P.feats.npy     (n_eg, lc + F + rc, D)  float16 if egs.compress else float32
+    P.labels.npy    (n_eg, F)               int32   pdf id of each labelled frame
+    P.weights.npy   (n_eg, F)               float32 output weight (1/#chunks covering it;
+                                                    0 where the targets were missing)
+    P.ivectors.npy  (n_eg, ivector_dim)     float32 (only when ivector_dim > 0)
+    P.keys.txt      one ``<utt>-<first_frame>`` per eg
+    P.meta.json     num_egs, frames_per_eg, left_context, right_context, feat_dim, ...
+
+This stores the fields of Kaldi's ``NnetExample`` (``src/nnet3bin/nnet3-get-egs.cc``):
+the ``input`` rows t = −lc … F−1+rc relative to the chunk's first frame, padded by
+repeating the first / last frame of the utterance (``ExtractRowRangeWithPadding``); the
+``ivector`` row; the ``output`` one-hot labels times the output weights. Kaldi's lossy
+8-bit ``CompressedMatrix`` is replaced by float16. ``meta.json`` is written last, so an
+archive with a meta file is complete.
+
+How the fields are computed from an utterance: :mod:`paravg.egs.make`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from paravg.io import atomic_path, read_json, write_json_atomic, write_text_atomic
+
+ARRAY_FIELDS = ("feats", "labels", "weights", "ivectors")
+
+
+def archive_files(prefix: str | os.PathLike, with_ivectors: bool) -> dict[str, str]:
+    """Field name -> file of the archive ``prefix`` (``meta`` last: the completion mark)."""
+    prefix = str(prefix)
+    files = {"feats": f"{prefix}.feats.npy", "labels": f"{prefix}.labels.npy"}
+    files["weights"] = f"{prefix}.weights.npy"
+    if with_ivectors:
+        files["ivectors"] = f"{prefix}.ivectors.npy"
+    files["key_list"] = f"{prefix}.keys.txt"
+    files["meta"] = f"{prefix}.meta.json"
+    return files
+
+
+@dataclass(frozen=True)
+class ArchiveMeta:
+    """Shape information of one archive (``<prefix>.meta.json``)."""
+
+    num_egs: int
+    frames_per_eg: int
+    left_context: int
+    right_context: int
+    feat_dim: int
+    ivector_dim: int
+    feats_dtype: str  # "float16" or "float32"
+
+    @property
+    def window(self) -> int:
+        return self.left_context + self.frames_per_eg + self.right_context
+
+    def with_num_egs(self, num_egs: int) -> ArchiveMeta:
+        return ArchiveMeta(**{**asdict(self), "num_egs": num_egs})
+
+    def shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Field -> (shape, dtype) of the arrays of this archive."""
+        n, F = self.num_egs, self.frames_per_eg
+        out = {
+            "feats": ((n, self.window, self.feat_dim), self.feats_dtype),
+            "labels": ((n, F), "int32"),
+            "weights": ((n, F), "float32"),
+        }
+        if self.ivector_dim:
+            out["ivectors"] = ((n, self.ivector_dim), "float32")
+        return out
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ArchiveMeta:
+        return cls(**read_json(path))
+
+
+@dataclass
+class EgsBatch:
+    """Egs held in memory, field by field (the rows of an archive)."""
+
+    feats: np.ndarray
+    labels: np.ndarray
+    weights: np.ndarray
+    ivectors: np.ndarray | None
+    keys: list[str]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def take(self, index: np.ndarray) -> EgsBatch:
+        index = np.asarray(index, dtype=np.int64)
+        return EgsBatch(
+            self.feats[index],
+            self.labels[index],
+            self.weights[index],
+            None if self.ivectors is None else self.ivectors[index],
+            [self.keys[i] for i in index],
+        )
+
+    @classmethod
+    def concatenate(cls, batches: list[EgsBatch], meta: ArchiveMeta) -> EgsBatch:
+        """Concatenate ``batches`` (an empty list gives an empty batch of ``meta``'s shape)."""
+        if not batches:
+            empty = {k: np.zeros(s, d) for k, (s, d) in meta.with_num_egs(0).shapes().items()}
+            return cls(empty["feats"], empty["labels"], empty["weights"], empty.get("ivectors"), [])
+        return cls(
+            np.concatenate([b.feats for b in batches]),
+            np.concatenate([b.labels for b in batches]),
+            np.concatenate([b.weights for b in batches]),
+            None if batches[0].ivectors is None else np.concatenate([b.ivectors for b in batches]),
+            [k for b in batches for k in b.keys],
+        )
+
+
+class ArchiveWriter:
+    """Write an archive of a known number of egs, batch by batch, into preallocated memmaps.
+
+    Every file is written under a temporary name and renamed on :meth:`close`; the meta
+    file last. Use as a context manager: on an exception nothing is renamed.
+    """
+
+    def __init__(self, prefix: str | os.PathLike, meta: ArchiveMeta) -> None:
+        self.prefix = str(prefix)
+        self.meta = meta
+        self.files = archive_files(prefix, meta.ivector_dim > 0)
+        self._stack = contextlib.ExitStack()
+        self._arrays: dict[str, np.ndarray] = {}
+        self._keys: list[str] = []
+        self._pos = 0
+        for name, (shape, dtype) in meta.shapes().items():
+            tmp = self._stack.enter_context(atomic_path(self.files[name], suffix=".npy"))
+            self._arrays[name] = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The preallocated output arrays (memmaps) for direct filling."""
+        return self._arrays
+
+    def append(self, batch: EgsBatch) -> None:
+        n = len(batch)
+        end = self._pos + n
+        if end > self.meta.num_egs:
+            raise ValueError(f"{self.prefix}: more egs than the {self.meta.num_egs} planned")
+        for name, array in self._arrays.items():
+            array[self._pos : end] = getattr(batch, name)
+        self._keys.extend(batch.keys)
+        self._pos = end
+
+    def set_keys(self, keys: list[str]) -> None:
+        """Keys of all egs, when the arrays were filled directly through :attr:`arrays`."""
+        self._keys = list(keys)
+        self._pos = len(keys)
+
+    def close(self) -> None:
+        if self._pos != self.meta.num_egs or len(self._keys) != self.meta.num_egs:
+            raise ValueError(
+                f"{self.prefix}: wrote {self._pos} egs ({len(self._keys)} keys), "
+                f"planned {self.meta.num_egs}"
+            )
+        for array in self._arrays.values():
+            array.flush()
+        self._arrays.clear()
+        self._stack.close()  # renames the .npy files into place
+        write_text_atomic(self.files["key_list"], "".join(k + "\n" for k in self._keys))
+        write_json_atomic(self.files["meta"], asdict(self.meta))
+
+    def __enter__(self) -> ArchiveWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._arrays.clear()
+            self._stack.__exit__(exc_type, exc, tb)
+
+
+def write_archive(prefix: str | os.PathLike, batch: EgsBatch, meta: ArchiveMeta) -> None:
+    """Write an in-memory batch as an archive."""
+    with ArchiveWriter(prefix, meta.with_num_egs(len(batch))) as writer:
+        writer.append(batch)
+
+
+def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
+    """``np.save`` to a temporary name, then rename."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array)
+
+
+def open_arrays(prefix: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Memory-map the array fields of an archive (read-only), checking them against meta."""
+    meta = ArchiveMeta.load(f"{prefix}.meta.json")
+    files = archive_files(prefix, meta.ivector_dim > 0)
+    arrays = {}
+    for name, (shape, dtype) in meta.shapes().items():
+        array = np.load(files[name], mmap_mode="r")
+        if array.shape != shape or array.dtype != np.dtype(dtype):
+            raise ValueError(
+                f"{files[name]}: shape {array.shape} {array.dtype}, meta says {shape} {dtype}"
+            )
+        arrays[name] = array
+    return arrays
+
+
+def read_keys(prefix: str | os.PathLike) -> list[str]:
+    return Path(f"{prefix}.keys.txt").read_text().split("\n")[:-1]

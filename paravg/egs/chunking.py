@@ -1,0 +1,204 @@
+"""Cutting an utterance into fixed-size chunks: Kaldi's ``UtteranceSplitter``.
+
+Mirrors ``src/nnet3/nnet-example-utils.cc`` (``UtteranceSplitter``) for a single
+``--num-frames=F`` (the DNN case: no alternative chunk sizes, no
+``--num-frames-overlap``, frame subsampling factor 1).
+
+Choosing the number of chunks. A split is n chunks of F frames, nominal duration d = n·F.
+For an utterance of u frames its cost is
+
+    c(d, u) = d − u        if d > u   (frames counted twice: overlap)
+            = 2·(u − d)    if d ≤ u   (frames thrown away: gap, penalised double)
+            = ∞            if u < F   (the chunk does not fit)
+
+Costs are tabulated for u ≤ U = 3·F (Kaldi's ``MaxUtteranceLength`` = 2·max + primary)
+over splits with d ≤ U + F. For every tabulated u the allowed splits are those with
+c < min_c + 1.9999; one is drawn uniformly. A longer utterance first has F subtracted
+(and one extra chunk added) until u ≤ U. Utterances shorter than F give no chunks.
+The chunk sizes are then reversed with probability ½ (a no-op with a single size; the
+draw is kept so the random stream matches Kaldi's sequence of draws).
+
+Placing the chunks. Let g = u − Σ sizes.
+* g ≥ 0 (gap): g is spread as evenly as possible over n + 1 slots (before each chunk and
+  at the end): ⌊g/(n+1)⌋ each, one more for g mod (n+1) of them, slots in random order.
+* g < 0 (overlap): −g is spread over the n − 1 boundaries between chunks, proportionally
+  to the smaller of the two adjacent chunks, largest remainder first, ties to the earlier
+  boundary (Kaldi's ``DistributeRandomly``; with one chunk size every boundary gets
+  ⌊−g/(n−1)⌋ and the first (−g mod (n−1)) get one more, exactly as Kaldi). No overlap at
+  the utterance start or end.
+
+Output weights. Frame t of the utterance gets weight 1 / (number of chunks covering t)
+in every chunk that covers it (``SetOutputWeights``), so an overlapped frame counts ½ in
+each of its two egs and every frame of the utterance sums to 1 (or 0 if in a gap).
+
+Randomness. Kaldi draws from one generator per process, in utterance order. Here every
+utterance has its own generator seeded from (srand, a hash of the utterance id), so an
+utterance is cut the same way whichever job, list order or subset it appears in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+COST_THRESHOLD = 1.9999
+
+
+def utterance_rng(srand: int, utt: str) -> np.random.Generator:
+    """The generator of one utterance: seeded from ``srand`` and a stable hash of ``utt``."""
+    digest = hashlib.blake2b(utt.encode("utf-8"), digest_size=8).digest()
+    return np.random.default_rng([srand, int.from_bytes(digest, "little")])
+
+
+def split_cost(duration: float, length: int, max_chunk: int) -> float:
+    """Kaldi's cost of a split of nominal ``duration`` for an utterance of ``length``."""
+    if length < max_chunk:
+        return float("inf")
+    if duration > length:
+        return duration - length
+    return 2.0 * (length - duration)
+
+
+def distribute_uniform(n: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Split ``n`` >= 0 into ``size`` near-equal integers in random order (sum = n)."""
+    out = np.full(size, n // size, dtype=np.int64)
+    out[: n % size] += 1
+    return out[rng.permutation(size)]
+
+
+def distribute_proportional(n: int, magnitudes: np.ndarray) -> np.ndarray:
+    """Split ``n`` >= 0 proportionally to ``magnitudes``: floors, then largest remainders.
+
+    Ties go to the earlier position (stable sort), which for equal magnitudes is Kaldi's
+    result: the first ``n mod len`` entries get one more.
+    """
+    magnitudes = np.asarray(magnitudes, dtype=np.float64)
+    share = n * magnitudes / magnitudes.sum()
+    out = np.floor(share).astype(np.int64)
+    missing = n - int(out.sum())
+    order = np.argsort(-(share - out), kind="stable")
+    out[order[:missing]] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class UtteranceChunks:
+    """The chunks of one utterance.
+
+    ``first_frames`` (n,): first labelled frame of each chunk; ``weights`` (n, F): output
+    weight of each labelled frame; ``ivector_frames`` (n,): the frame r drawn for the
+    i-vector rule (see :func:`paravg.egs.archive.ivector_rows`).
+    """
+
+    length: int
+    first_frames: np.ndarray
+    weights: np.ndarray
+    ivector_frames: np.ndarray
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self.first_frames)
+
+
+@dataclass(frozen=True)
+class UtteranceSplitter:
+    """Kaldi's ``UtteranceSplitter`` for one chunk size ``frames_per_eg``."""
+
+    frames_per_eg: int
+
+    def __post_init__(self) -> None:
+        if self.frames_per_eg < 1:
+            raise ValueError(f"frames_per_eg must be >= 1, got {self.frames_per_eg}")
+
+    @property
+    def max_tabulated_length(self) -> int:
+        """Kaldi's ``MaxUtteranceLength()`` = 2·F + F."""
+        return 3 * self.frames_per_eg
+
+    @cached_property
+    def splits_for_length(self) -> tuple[tuple[int, ...], ...]:
+        """For u = 0 .. 3F: the allowed numbers of chunks (empty: utterance too short)."""
+        F = self.frames_per_eg
+        ceiling = self.max_tabulated_length + F
+        candidates = list(range(1, ceiling // F + 1))  # n chunks with n·F <= ceiling
+        table = []
+        for u in range(self.max_tabulated_length + 1):
+            costs = [split_cost(n * F, u, F) for n in candidates]
+            best = min(costs)
+            if best == float("inf"):
+                table.append(())
+                continue
+            table.append(
+                tuple(
+                    n for n, c in zip(candidates, costs, strict=True) if c < best + COST_THRESHOLD
+                )
+            )
+        return tuple(table)
+
+    def chunk_sizes(self, length: int, rng: np.random.Generator) -> list[int]:
+        """Draw the chunk sizes of an utterance (``GetChunkSizesForUtterance``)."""
+        if length < 0:
+            raise ValueError(f"utterance length must be >= 0, got {length}")
+        F = self.frames_per_eg
+        repeats = 0
+        u = length
+        while u > self.max_tabulated_length:
+            u -= F
+            repeats += 1
+        possible = self.splits_for_length[u]
+        if not possible:
+            return []
+        n = possible[int(rng.integers(0, len(possible)))] + repeats
+        sizes = [F] * n
+        if int(rng.integers(0, 2)) == 0:
+            sizes.reverse()
+        return sizes
+
+    def gap_sizes(self, length: int, sizes: list[int], rng: np.random.Generator) -> np.ndarray:
+        """Signed gap before each chunk (negative: overlap with the previous chunk)."""
+        n = len(sizes)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        total_gap = length - sum(sizes)
+        if total_gap >= 0:
+            return distribute_uniform(total_gap, n + 1, rng)[:n]
+        if n == 1:
+            raise ValueError(f"chunk of {sizes[0]} frames exceeds utterance length {length}")
+        magnitudes = np.minimum(sizes[:-1], sizes[1:])
+        overlaps = distribute_proportional(-total_gap, magnitudes)
+        gaps = np.zeros(n, dtype=np.int64)
+        gaps[1:] = -overlaps
+        return gaps
+
+    def split(
+        self, length: int, rng: np.random.Generator, left_context: int = 0
+    ) -> UtteranceChunks:
+        """Cut an utterance of ``length`` frames; also draw each chunk's i-vector frame.
+
+        The i-vector frame of a chunk is r ~ UniformInt[s, s + length − 1] with
+        s = first_frame − left_context (Kaldi's ``nnet3-get-egs``), drawn after the chunking.
+        """
+        F = self.frames_per_eg
+        sizes = self.chunk_sizes(length, rng)
+        gaps = self.gap_sizes(length, sizes, rng)
+        n = len(sizes)
+        first = np.zeros(n, dtype=np.int64)
+        t = 0
+        for i in range(n):
+            t += int(gaps[i])
+            first[i] = t
+            t += sizes[i]
+        if n and (first[0] < 0 or t > length):
+            raise AssertionError(f"chunking of length {length} left the utterance: {first}")
+        frames = first[:, None] + np.arange(F)[None, :]
+        count = np.zeros(length, dtype=np.int64)
+        np.add.at(count, frames.ravel(), 1)
+        weights = (1.0 / count[frames]).astype(np.float32) if n else np.zeros((0, F), np.float32)
+        start = first - left_context
+        ivector_frames = (
+            rng.integers(start, start + length) if n else np.zeros(0, dtype=np.int64)
+        ).astype(np.int64)
+        return UtteranceChunks(length, first, weights, ivector_frames)

@@ -1,0 +1,211 @@
+"""Reading egs archives for training, diagnostics, combination and priors.
+
+:func:`frame_minibatches` is Kaldi's per-job pipeline (kaldi-recipe.md §3.7)
+
+    nnet3-copy-egs --frame=k ark:egs.A.ark ark:- |
+    nnet3-shuffle-egs --buffer-size=B --srand=seed ark:- ark:- |
+    nnet3-merge-egs --minibatch-size=M ark:- ark:-
+
+keep only output frame k of every eg (the model's input window [k − lc, k + rc] is cut
+out of the stored, possibly wider, window), buffer-shuffle
+(:func:`paravg.egs.shuffle.buffer_shuffle_order`), merge into minibatches of M egs and
+discard the final partial minibatch. :func:`all_frame_minibatches` reads every frame of
+every eg in file order with the last minibatch kept (``nnet3-compute-prob`` /
+``nnet3-combine`` / priors with ``--minibatch-size=1:M``).
+
+Speed: the emission order depends only on (seed, n_eg), so it is computed once; every
+minibatch is then one vectorised gather of the selected window rows from the memory-map
+(a contiguous block of each eg's row), one dtype conversion, and slices of the labels
+and weights of frame k that were read once per pass.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from paravg.egs.archive import ArchiveMeta, open_arrays, read_keys
+from paravg.egs.shuffle import buffer_shuffle_order
+
+
+@dataclass
+class Minibatch:
+    """A merged minibatch.
+
+    ``feats`` (B, T_in, D) float32; ``ivectors`` (B, ivector_dim) float32 or None;
+    ``labels`` int64 and ``weights`` float32: (B,) for one frame per eg, (B, F) for all.
+    """
+
+    feats: torch.Tensor
+    ivectors: torch.Tensor | None
+    labels: torch.Tensor
+    weights: torch.Tensor
+
+    @property
+    def size(self) -> int:
+        return self.feats.shape[0]
+
+
+class EgsArchive:
+    """A memory-mapped archive (``<prefix>.feats.npy`` etc., see :mod:`paravg.egs.archive`)."""
+
+    def __init__(self, prefix: str | os.PathLike) -> None:
+        self.prefix = str(prefix)
+        self.meta = ArchiveMeta.load(f"{self.prefix}.meta.json")
+        arrays = open_arrays(self.prefix)
+        self.feats: np.ndarray = arrays["feats"]
+        self.labels: np.ndarray = arrays["labels"]
+        self.weights: np.ndarray = arrays["weights"]
+        self.ivectors: np.ndarray | None = arrays.get("ivectors")
+
+    @property
+    def num_egs(self) -> int:
+        return self.meta.num_egs
+
+    @property
+    def frames_per_eg(self) -> int:
+        return self.meta.frames_per_eg
+
+    @property
+    def left_context(self) -> int:
+        return self.meta.left_context
+
+    @property
+    def right_context(self) -> int:
+        return self.meta.right_context
+
+    @property
+    def feat_dim(self) -> int:
+        return self.meta.feat_dim
+
+    @property
+    def ivector_dim(self) -> int:
+        return self.meta.ivector_dim
+
+    def read_keys(self) -> list[str]:
+        """The eg keys (``<utt>-<first_frame>``), read from ``<prefix>.keys.txt``."""
+        return read_keys(self.prefix)
+
+    def __len__(self) -> int:
+        return self.num_egs
+
+    def __repr__(self) -> str:
+        return (
+            f"EgsArchive({self.prefix!r}, num_egs={self.num_egs}, "
+            f"context=({self.left_context}, {self.right_context}), F={self.frames_per_eg})"
+        )
+
+
+def _check_context(archive: EgsArchive, left_context: int, right_context: int) -> None:
+    if not (
+        0 <= left_context <= archive.left_context and 0 <= right_context <= archive.right_context
+    ):
+        raise ValueError(
+            f"{archive.prefix}: model context ({left_context}, {right_context}) exceeds the "
+            f"stored context ({archive.left_context}, {archive.right_context}); remake the egs"
+        )
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing a (read-only) memory-mapped array; the loader never writes to it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(np.asarray(array))
+
+
+def _window_view(archive: EgsArchive, start: int, width: int) -> torch.Tensor:
+    """(n_eg, width * D) view of stored rows start .. start + width - 1 of every eg."""
+    D = archive.feat_dim
+    flat = _tensor(archive.feats).reshape(archive.num_egs, -1)
+    return flat.narrow(1, start * D, width * D)
+
+
+def frame_minibatches(
+    archive: EgsArchive,
+    frame: int,
+    left_context: int,
+    right_context: int,
+    minibatch_size: int,
+    buffer_size: int,
+    seed: int,
+) -> Iterator[Minibatch]:
+    """Minibatches of output frame ``frame`` of every eg, buffer-shuffled (see module doc).
+
+    Yields ``num_egs // minibatch_size`` minibatches with feats (B, lc + 1 + rc, D) and
+    labels / weights (B,).
+    """
+    F = archive.frames_per_eg
+    if not 0 <= frame < F:
+        raise ValueError(f"frame {frame} out of range 0..{F - 1} for {archive.prefix}")
+    if minibatch_size < 1:
+        raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+    _check_context(archive, left_context, right_context)
+    n, D, B = archive.num_egs, archive.feat_dim, minibatch_size
+    num_batches = n // B
+    if num_batches == 0:
+        return
+    order = torch.from_numpy(buffer_shuffle_order(n, buffer_size, seed)[: num_batches * B])
+    width = left_context + 1 + right_context
+    window = _window_view(archive, archive.left_context + frame - left_context, width)
+    labels = torch.from_numpy(np.array(archive.labels[:, frame], dtype=np.int64))
+    weights = torch.from_numpy(np.array(archive.weights[:, frame], dtype=np.float32))
+    ivectors = None if archive.ivectors is None else _tensor(archive.ivectors)
+    for b in range(num_batches):
+        index = order[b * B : (b + 1) * B]
+        yield Minibatch(
+            feats=window.index_select(0, index).view(B, width, D).to(torch.float32),
+            ivectors=None if ivectors is None else ivectors.index_select(0, index),
+            labels=labels.index_select(0, index),
+            weights=weights.index_select(0, index),
+        )
+
+
+def all_frame_minibatches(
+    archive: EgsArchive,
+    left_context: int,
+    right_context: int,
+    minibatch_size: int,
+    indices: np.ndarray | None = None,
+) -> Iterator[Minibatch]:
+    """Every frame of every eg (or of ``indices``), in order, last partial minibatch kept.
+
+    feats (B, lc + F + rc, D); labels / weights (B, F).
+    """
+    if minibatch_size < 1:
+        raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+    _check_context(archive, left_context, right_context)
+    D, F = archive.feat_dim, archive.frames_per_eg
+    width = left_context + F + right_context
+    window = _window_view(archive, archive.left_context - left_context, width)
+    labels, weights = _tensor(archive.labels), _tensor(archive.weights)
+    ivectors = None if archive.ivectors is None else _tensor(archive.ivectors)
+    if indices is None:
+        index_all = None
+        total = archive.num_egs
+    else:
+        index_all = torch.from_numpy(np.asarray(indices, dtype=np.int64))
+        total = len(index_all)
+    for b in range(0, total, minibatch_size):
+        size = min(minibatch_size, total - b)
+        if index_all is None:  # contiguous rows: slices, no gather
+
+            def take(t: torch.Tensor, b: int = b, size: int = size) -> torch.Tensor:
+                return t.narrow(0, b, size)
+
+        else:
+            index = index_all[b : b + size]
+
+            def take(t: torch.Tensor, index: torch.Tensor = index) -> torch.Tensor:
+                return t.index_select(0, index)
+
+        yield Minibatch(
+            feats=take(window).reshape(size, width, D).to(torch.float32, copy=True),
+            ivectors=None if ivectors is None else take(ivectors).clone(),
+            labels=take(labels).to(torch.int64, copy=True),
+            weights=take(weights).clone(),
+        )

@@ -1,0 +1,106 @@
+"""Building the egs of utterances (``src/nnet3bin/nnet3-get-egs.cc``, ``ProcessFile``).
+
+For each chunk (first labelled frame f, F frames) of an utterance of T frames:
+
+* input: rows f − lc … f + F − 1 + rc of the features; rows before 0 repeat row 0 and
+  rows after T − 1 repeat row T − 1 (``ExtractRowRangeWithPadding``);
+* labels: the targets of frames f … f + F − 1; weights: the chunk's output weights
+  (:mod:`paravg.egs.chunking`), times 0 where a target was missing (length tolerance);
+* i-vector (Kaldi's current rule, replicated): r ~ UniformInt[s, s + T − 1] with
+  s = f − lc and T the *whole utterance* length, row = clamp(⌊r / period⌋, 0, rows − 1).
+  Kaldi's comment says "a random frame in the chunk"; the draw in fact reaches past the
+  chunk (clamped), which favours later, better-converged online i-vectors. r is drawn by
+  :meth:`paravg.egs.chunking.UtteranceSplitter.split` from the utterance's generator;
+* key: ``<utt>-<f>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from paravg.egs.archive import ArchiveMeta, EgsBatch
+from paravg.egs.chunking import UtteranceChunks, UtteranceSplitter, utterance_rng
+from paravg.egs.info import EgsInfo
+from paravg.egs.inputs import EgsSources, Utterance
+
+
+def meta_for(info: EgsInfo, num_egs: int) -> ArchiveMeta:
+    """The archive geometry of ``info`` with ``num_egs`` egs."""
+    return ArchiveMeta(
+        num_egs=num_egs,
+        frames_per_eg=info.frames_per_eg,
+        left_context=info.left_context,
+        right_context=info.right_context,
+        feat_dim=info.feat_dim,
+        ivector_dim=info.ivector_dim,
+        feats_dtype="float16" if info.compress else "float32",
+    )
+
+
+def padded_windows(feats: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """Rows ``start .. start + width - 1`` of ``feats`` per start, edge rows repeated.
+
+    Frames before 0 take row 0 and frames after T − 1 take row T − 1
+    (Kaldi's ``ExtractRowRangeWithPadding``). Returns (len(starts), width, D).
+    """
+    rows = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(width)[None, :]
+    np.clip(rows, 0, feats.shape[0] - 1, out=rows)
+    return feats[rows]
+
+
+def ivector_rows(ivector_frames: np.ndarray, period: int, num_rows: int) -> np.ndarray:
+    """Row of the online i-vector matrix for each drawn frame r: clamp(⌊r/period⌋)."""
+    rows = np.floor_divide(np.asarray(ivector_frames, dtype=np.int64), period)
+    return np.clip(rows, 0, num_rows - 1)
+
+
+def utterance_egs(
+    utt: Utterance,
+    chunks: UtteranceChunks,
+    meta: ArchiveMeta,
+    ivector_period: int = 0,
+) -> EgsBatch:
+    """Build the egs of one utterance from its chunks (``nnet3-get-egs`` ``ProcessFile``)."""
+    F = meta.frames_per_eg
+    if utt.feats.shape[1] != meta.feat_dim:
+        raise ValueError(
+            f"utterance {utt.utt}: feature dim {utt.feats.shape[1]}, expected {meta.feat_dim}"
+        )
+    first = chunks.first_frames
+    feats = padded_windows(utt.feats, first - meta.left_context, meta.window)
+    frames = first[:, None] + np.arange(F)[None, :]
+    labels = utt.labels[frames].astype(np.int32)
+    weights = (chunks.weights * utt.label_mask[frames]).astype(np.float32)
+    ivectors = None
+    if meta.ivector_dim:
+        if utt.ivectors is None or utt.ivectors.shape[1] != meta.ivector_dim:
+            got = None if utt.ivectors is None else utt.ivectors.shape[1]
+            raise ValueError(
+                f"utterance {utt.utt}: i-vector dim {got}, expected {meta.ivector_dim}"
+            )
+        rows = ivector_rows(chunks.ivector_frames, ivector_period, utt.ivectors.shape[0])
+        ivectors = utt.ivectors[rows].astype(np.float32)
+    keys = [f"{utt.utt}-{int(f)}" for f in first]
+    return EgsBatch(feats.astype(meta.feats_dtype), labels, weights, ivectors, keys)
+
+
+def chunk_utterances(utts: list[tuple[str, int]], info: EgsInfo) -> list[UtteranceChunks]:
+    """Chunks of every ``(utt, num_frames)``, each from its own seeded generator."""
+    splitter = UtteranceSplitter(info.frames_per_eg)
+    return [splitter.split(T, utterance_rng(info.srand, u), info.left_context) for u, T in utts]
+
+
+def iter_egs(
+    utts: list[tuple[str, int]],
+    chunks: list[UtteranceChunks],
+    sources: EgsSources,
+    info: EgsInfo,
+) -> Iterator[EgsBatch]:
+    """The egs of each utterance with at least one chunk, in list order."""
+    meta = meta_for(info, 0)
+    for (utt, T), ch in zip(utts, chunks, strict=True):
+        if ch.num_chunks == 0:
+            continue
+        yield utterance_egs(sources.load(utt, expected_frames=T), ch, meta, info.ivector_period)

@@ -1,0 +1,311 @@
+"""The egs plan: held-out utterances, split jobs and the number of archives.
+
+Mirrors the first stages of Kaldi's ``steps/nnet3/get_egs.sh``:
+
+* ``num_archives = num_frames // (frames_per_eg · samples_per_iter) + 1`` and
+  ``egs_per_archive = num_frames // (frames_per_eg · num_archives)`` (≤ samples_per_iter),
+  with num_frames the total frames of the data (``get_num_frames.sh``). Kaldi's rounding
+  to a multiple of ``archives_multiple`` (a file-handle limit) is not needed here.
+* ``valid``: ``n`` random utterances, expanded over ``utt2uniq`` to every perturbed copy
+  of the same source utterance; they are excluded from the training archives.
+  ``train_subset``: ``n`` random utterances of the rest, not excluded (training-set
+  diagnostics and the final combination).
+* Subset size. Kaldi aborts unless the data has more than 4·n utterances. Here the size
+  is reduced instead: n = min(egs.num_utts_subset, (N − 1) // 4) for N usable utterances,
+  the largest size Kaldi would accept, so at most a quarter of the data is held out. The
+  reduction is logged and recorded in ``info.notes``; fewer than 5 usable utterances is
+  an error.
+* Usable utterances are those of ``feats.scp`` with targets (and i-vectors when used)
+  and at least ``frames_per_eg`` frames; others give no egs (Kaldi skips them with a
+  warning) and are counted in ``info``. Held-out utterances are drawn among usable ones.
+* Split jobs: the training utterances are split into ``egs.nj`` jobs by speaker, keeping
+  each speaker in one job (``split_data.sh``), contiguous in sorted speaker order.
+
+All draws are seeded from ``egs.srand``. The plan reads every target vector and i-vector
+matrix once to check lengths before any eg is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+
+from paravg.egs.chunking import UtteranceSplitter, utterance_rng
+from paravg.egs.info import EgsInfo
+from paravg.egs.inputs import (
+    EgsInputError,
+    check_ivector_rows,
+    read_int_table,
+    read_ivector_period,
+    read_scp_keys,
+    read_table,
+)
+from paravg.io import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EgsOptions:
+    """The ``egs`` config section plus the context and the number of targets."""
+
+    frames_per_eg: int = 8
+    left_context: int = 4
+    right_context: int = 4
+    samples_per_iter: int = 400000
+    num_utts_subset: int = 300
+    num_frames_diagnostic: int = 10000
+    num_train_frames_combine: int = 60000
+    targets_length_tolerance: int = 2
+    compress: bool = True
+    nj: int = 1
+    srand: int = 0
+    num_targets: int = 0  # 0 = 1 + the largest target seen
+
+    @classmethod
+    def from_config(
+        cls, egs: dict, left_context: int, right_context: int, num_targets: int = 0
+    ) -> EgsOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        egs = {k: v for k, v in egs.items() if k in known}
+        return cls(
+            left_context=left_context, right_context=right_context, num_targets=num_targets, **egs
+        )
+
+
+def num_archives_for(num_frames: int, frames_per_eg: int, samples_per_iter: int) -> int:
+    """Kaldi: ``num_frames // (frames_per_eg · samples_per_iter) + 1``."""
+    return num_frames // (frames_per_eg * samples_per_iter) + 1
+
+
+def egs_per_archive_for(num_frames: int, frames_per_eg: int, num_archives: int) -> int:
+    """Kaldi: ``num_frames // (frames_per_eg · num_archives)``."""
+    return num_frames // (frames_per_eg * num_archives)
+
+
+def effective_subset_size(num_utts: int, requested: int) -> int:
+    """min(requested, (N − 1) // 4): Kaldi requires N > 4·n; error below 5 utterances."""
+    n = min(requested, (num_utts - 1) // 4)
+    if n < 1:
+        raise EgsInputError(
+            f"only {num_utts} usable utterances for egs: need at least 5 (Kaldi needs more "
+            f"than 4 x egs.num_utts_subset to hold out validation utterances)"
+        )
+    return n
+
+
+def choose_heldout(
+    utts: list[str], n: int, srand: int, utt2uniq: dict[str, str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(valid, train_subset), both sorted. valid is expanded over ``utt2uniq`` copies."""
+    rng = np.random.default_rng([srand, 101])
+    pool = sorted(utts)
+    valid = {pool[i] for i in rng.permutation(len(pool))[:n]}
+    if utt2uniq:
+        sources = {utt2uniq.get(u, u) for u in valid}
+        valid = {u for u in pool if utt2uniq.get(u, u) in sources}
+    rest = [u for u in pool if u not in valid]
+    subset = [rest[i] for i in rng.permutation(len(rest))[:n]]
+    return sorted(valid), sorted(subset)
+
+
+def split_by_speaker(utts: Iterable[str], utt2spk: dict[str, str], nj: int) -> list[list[str]]:
+    """Split utterances into ``nj`` lists, each speaker in one list, balanced by count."""
+    by_spk: dict[str, list[str]] = {}
+    for u in sorted(utts):
+        by_spk.setdefault(utt2spk[u], []).append(u)
+    total = sum(len(v) for v in by_spk.values())
+    jobs: list[list[str]] = [[] for _ in range(nj)]
+    done = 0
+    for spk in sorted(by_spk):
+        j = min(nj - 1, done * nj // max(total, 1))
+        jobs[j].extend(by_spk[spk])
+        done += len(by_spk[spk])
+    return [sorted(j) for j in jobs]
+
+
+def write_uttlist(path: str | os.PathLike, utts: list[str], lengths: dict[str, int]) -> None:
+    """``<utt> <num_frames>`` per line (a subset of ``utt2num_frames``)."""
+    write_text_atomic(path, "".join(f"{u} {lengths[u]}\n" for u in utts))
+
+
+def read_uttlist(path: str | os.PathLike) -> list[tuple[str, int]]:
+    return list(read_int_table(path).items())
+
+
+def count_egs(utts: list[tuple[str, int]], frames_per_eg: int, srand: int) -> int:
+    """Number of egs the chunker gives these utterances (same draws as the writer)."""
+    splitter = UtteranceSplitter(frames_per_eg)
+    return sum(len(splitter.chunk_sizes(T, utterance_rng(srand, u))) for u, T in utts)
+
+
+def _scan_targets(targets_scp: str, wanted: dict[str, int]) -> tuple[dict[str, int], int]:
+    """Lengths of the wanted target vectors and the largest target id among them."""
+    lengths: dict[str, int] = {}
+    largest = -1
+    for utt, vec in kaldiio.load_scp_sequential(targets_scp):
+        if utt not in wanted:
+            continue
+        vec = np.asarray(vec)
+        if vec.ndim != 1:
+            raise EgsInputError(f"{targets_scp}: utterance {utt}: expected an int vector")
+        if len(vec) and vec.min() < 0:
+            raise EgsInputError(f"{targets_scp}: utterance {utt}: negative target {vec.min()}")
+        lengths[utt] = len(vec)
+        if len(vec):
+            largest = max(largest, int(vec.max()))
+    return lengths, largest
+
+
+def plan_egs(
+    feats_scp: str | os.PathLike,
+    utt2num_frames: str | os.PathLike,
+    targets_scp: str | os.PathLike,
+    utt2spk: str | os.PathLike,
+    info_out: str | os.PathLike,
+    lists_dir: str | os.PathLike,
+    options: EgsOptions,
+    ivector_scp: str | os.PathLike | None = None,
+    ivector_period_file: str | os.PathLike | None = None,
+    utt2uniq: str | os.PathLike | None = None,
+) -> EgsInfo:
+    """Check the inputs, choose held-out utterances and jobs, write lists and ``info``.
+
+    Writes ``lists_dir/valid``, ``lists_dir/train_subset``, ``lists_dir/job.<j>``
+    (j = 0 .. nj − 1; ``<utt> <num_frames>`` lines) and then ``info_out``.
+    """
+    o = options
+    F = o.frames_per_eg
+    lengths = read_int_table(utt2num_frames)
+    utts = read_scp_keys(feats_scp)
+    missing = [u for u in utts if u not in lengths]
+    if missing:
+        raise EgsInputError(f"{utt2num_frames}: no entry for utterance {missing[0]} of {feats_scp}")
+    spk = read_table(utt2spk)
+    no_spk = [u for u in utts if u not in spk]
+    if no_spk:
+        raise EgsInputError(f"{utt2spk}: no speaker for utterance {no_spk[0]} of {feats_scp}")
+    num_frames = sum(lengths[u] for u in utts)
+    wanted = {u: lengths[u] for u in utts}
+
+    target_lengths, largest = _scan_targets(str(targets_scp), wanted)
+    for u, n in target_lengths.items():
+        if abs(n - wanted[u]) > o.targets_length_tolerance:
+            raise EgsInputError(
+                f"{targets_scp}: utterance {u}: {n} targets but {wanted[u]} feature frames "
+                f"(tolerance {o.targets_length_tolerance} frames, egs.targets_length_tolerance)"
+            )
+    num_targets = o.num_targets or largest + 1
+    if largest >= num_targets:
+        raise EgsInputError(
+            f"{targets_scp}: target id {largest} >= data.num_targets ({num_targets})"
+        )
+    have = set(target_lengths)
+
+    ivector_dim = period = 0
+    if ivector_scp:
+        if not ivector_period_file:
+            raise ValueError("ivector_scp given without ivector_period_file")
+        period = read_ivector_period(ivector_period_file)
+        ivec_have = set()
+        for u, mat in kaldiio.load_scp_sequential(str(ivector_scp)):
+            if u not in wanted:
+                continue
+            mat = np.asarray(mat)
+            check_ivector_rows(u, mat.shape[0], wanted[u], period, str(ivector_scp))
+            if ivector_dim and mat.shape[1] != ivector_dim:
+                raise EgsInputError(
+                    f"{ivector_scp}: utterance {u}: i-vector dim {mat.shape[1]}, others have "
+                    f"{ivector_dim}"
+                )
+            ivector_dim = mat.shape[1]
+            ivec_have.add(u)
+        have &= ivec_have
+
+    skipped = [u for u in utts if u not in have]
+    too_short = [u for u in utts if u in have and wanted[u] < F]
+    usable = [u for u in utts if u in have and wanted[u] >= F]
+    for u in skipped[:10]:
+        log.warning(
+            "utterance %s has no targets%s: no egs", u, " or i-vectors" if ivector_scp else ""
+        )
+    if too_short:
+        log.warning(
+            "%d utterances shorter than %d frames give no egs (e.g. %s)",
+            len(too_short),
+            F,
+            too_short[0],
+        )
+
+    notes: list[str] = []
+    n_subset = effective_subset_size(len(usable), o.num_utts_subset)
+    if n_subset < o.num_utts_subset:
+        note = (
+            f"egs.num_utts_subset reduced from {o.num_utts_subset} to {n_subset}: only "
+            f"{len(usable)} usable utterances (Kaldi needs more than 4 x the subset size)"
+        )
+        log.warning(note)
+        notes.append(note)
+    uniq = read_table(utt2uniq) if utt2uniq and Path(utt2uniq).exists() else None
+    valid, train_subset = choose_heldout(usable, n_subset, o.srand, uniq)
+    valid_set = set(valid)
+    train = [u for u in usable if u not in valid_set]
+    jobs = split_by_speaker(train, spk, o.nj)
+
+    lists_dir = Path(lists_dir)
+    write_uttlist(lists_dir / "valid", valid, lengths)
+    write_uttlist(lists_dir / "train_subset", train_subset, lengths)
+    for j, job in enumerate(jobs):
+        write_uttlist(lists_dir / f"job.{j}", job, lengths)
+
+    feat_dim = int(np.asarray(kaldiio.load_scp(str(feats_scp))[utts[0]]).shape[1])
+    num_archives = num_archives_for(num_frames, F, o.samples_per_iter)
+    info = EgsInfo(
+        num_archives=num_archives,
+        frames_per_eg=F,
+        egs_per_archive=egs_per_archive_for(num_frames, F, num_archives),
+        num_frames=num_frames,
+        feat_dim=feat_dim,
+        ivector_dim=ivector_dim,
+        ivector_period=period,
+        left_context=o.left_context,
+        right_context=o.right_context,
+        num_targets=num_targets,
+        srand=o.srand,
+        samples_per_iter=o.samples_per_iter,
+        compress=o.compress,
+        nj=o.nj,
+        targets_length_tolerance=o.targets_length_tolerance,
+        num_utts=len(usable),
+        num_utts_subset=n_subset,
+        num_utts_subset_requested=o.num_utts_subset,
+        num_valid_utts=len(valid),
+        num_train_subset_utts=len(train_subset),
+        num_train_utts=len(train),
+        num_train_egs=count_egs([(u, lengths[u]) for u in train], F, o.srand),
+        num_utts_too_short=len(too_short),
+        num_utts_skipped=len(skipped),
+        num_egs_diagnostic=o.num_frames_diagnostic // F,
+        num_egs_combine=o.num_train_frames_combine // F,
+        notes=notes,
+    )
+    info.save(info_out)
+    log.info(
+        "egs plan: %d frames, %d archives of ~%d egs, %d train / %d valid / %d train-subset "
+        "utterances, %d train egs",
+        num_frames,
+        num_archives,
+        info.egs_per_archive,
+        len(train),
+        len(valid),
+        len(train_subset),
+        info.num_train_egs,
+    )
+    return info

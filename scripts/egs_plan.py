@@ -1,0 +1,22 @@
+"""Checkpoint egs: check the inputs, choose held-out utterances and split jobs, write info."""
+
+from pathlib import Path
+
+from paravg.egs.plan import EgsOptions, plan_egs
+from paravg.logs import setup_logging
+
+setup_logging(snakemake.log[0])
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+left, right = params.context
+plan_egs(
+    feats_scp=inp.feats_scp,
+    utt2num_frames=inp.utt2num_frames,
+    targets_scp=inp.targets_scp,
+    utt2spk=inp.utt2spk,
+    info_out=out.info,
+    lists_dir=Path(out.valid).parent,
+    options=EgsOptions.from_config(params.egs, left, right, params.num_targets),
+    ivector_scp=inp.get("ivector_scp"),
+    ivector_period_file=inp.get("ivector_period"),
+    utt2uniq=params.utt2uniq,
+)

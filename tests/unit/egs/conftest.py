@@ -1,0 +1,16 @@
+"""Fixtures of the egs tests (helpers live in egs_synth.py, importable from these tests)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from egs_synth import default_lengths, make_data
+
+
+@pytest.fixture
+def synth(tmp_path):
+    """A 40-utterance data set without i-vectors."""
+    return make_data(tmp_path / "data", default_lengths())

@@ -1,0 +1,71 @@
+"""Archive format: write -> memory-mapped read round trip, atomicity, dtypes."""
+
+import json
+
+import numpy as np
+import pytest
+
+from paravg.egs import EgsArchive
+from paravg.egs.archive import ArchiveMeta, ArchiveWriter, EgsBatch, archive_files, write_archive
+
+
+def batch(n, meta, seed=0):
+    rng = np.random.default_rng(seed)
+    return EgsBatch(
+        rng.standard_normal((n, meta.window, meta.feat_dim)).astype(meta.feats_dtype),
+        rng.integers(0, 50, (n, meta.frames_per_eg)).astype(np.int32),
+        rng.random((n, meta.frames_per_eg)).astype(np.float32),
+        rng.standard_normal((n, meta.ivector_dim)).astype(np.float32) if meta.ivector_dim else None,
+        [f"u{i}-{i * 8}" for i in range(n)],
+    )
+
+
+@pytest.mark.parametrize(("dtype", "ivector_dim"), [("float16", 4), ("float32", 0)])
+def test_round_trip(tmp_path, dtype, ivector_dim):
+    meta = ArchiveMeta(13, 8, 3, 2, 6, ivector_dim, dtype)
+    b = batch(13, meta)
+    write_archive(tmp_path / "egs.0", b, meta)
+    a = EgsArchive(tmp_path / "egs.0")
+    assert isinstance(a.feats, np.memmap)
+    assert a.num_egs == 13 and (a.left_context, a.right_context, a.frames_per_eg) == (3, 2, 8)
+    assert a.feats.dtype == np.dtype(dtype)
+    assert np.array_equal(a.feats, b.feats)
+    assert np.array_equal(a.labels, b.labels)
+    assert np.array_equal(a.weights, b.weights)
+    if ivector_dim:
+        assert np.array_equal(a.ivectors, b.ivectors)
+    else:
+        assert a.ivectors is None
+        assert not (tmp_path / "egs.0.ivectors.npy").exists()
+    assert a.read_keys() == b.keys
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.split("/")[-1] for p in archive_files(tmp_path / "egs.0", ivector_dim > 0).values()
+    )
+
+
+def test_empty_archive_round_trip(tmp_path):
+    meta = ArchiveMeta(0, 8, 3, 2, 6, 0, "float16")
+    write_archive(tmp_path / "e", batch(0, meta), meta)
+    a = EgsArchive(tmp_path / "e")
+    assert a.num_egs == 0 and a.read_keys() == []
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    meta = ArchiveMeta(5, 8, 3, 2, 6, 0, "float16")
+    with pytest.raises(ValueError, match="wrote 3 egs"), ArchiveWriter(tmp_path / "x", meta) as w:
+        w.append(batch(3, meta))
+        w.close()
+    assert list(tmp_path.glob("*x*")) == []
+    with pytest.raises(RuntimeError), ArchiveWriter(tmp_path / "y", meta) as w:
+        w.append(batch(5, meta))
+        raise RuntimeError("killed")
+    assert list(tmp_path.glob("*y*")) == []
+
+
+def test_meta_mismatch_is_detected(tmp_path):
+    meta = ArchiveMeta(4, 8, 3, 2, 6, 0, "float16")
+    write_archive(tmp_path / "z", batch(4, meta), meta)
+    bad = {**json.loads((tmp_path / "z.meta.json").read_text()), "num_egs": 5}
+    (tmp_path / "z.meta.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match=r"z.feats.npy: shape"):
+        EgsArchive(tmp_path / "z")
