@@ -121,7 +121,7 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
 def _window_view(archive: EgsArchive, start: int, width: int) -> torch.Tensor:
     """(n_eg, width * D) view of stored rows start .. start + width - 1 of every eg."""
     D = archive.feat_dim
-    flat = _tensor(archive.feats).reshape(archive.num_egs, -1)
+    flat = _tensor(archive.feats).reshape(archive.num_egs, archive.meta.window * D)
     return flat.narrow(1, start * D, width * D)
 
 

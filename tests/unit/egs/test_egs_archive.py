@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from paravg.egs import EgsArchive
+from paravg.egs import EgsArchive, all_frame_minibatches, frame_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter, EgsBatch, archive_files, write_archive
 
 
@@ -48,6 +48,8 @@ def test_empty_archive_round_trip(tmp_path):
     write_archive(tmp_path / "e", batch(0, meta), meta)
     a = EgsArchive(tmp_path / "e")
     assert a.num_egs == 0 and a.read_keys() == []
+    assert list(all_frame_minibatches(a, 3, 2, 16)) == []
+    assert list(frame_minibatches(a, 0, 3, 2, 16, 100, 0)) == []
 
 
 def test_failed_write_leaves_nothing(tmp_path):

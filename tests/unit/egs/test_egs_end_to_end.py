@@ -97,3 +97,17 @@ def test_ivectors_follow_the_row_rule(tmp_path):
             -(-lengths[utt] // 10) - 1, (int(first) - info.left_context + lengths[utt] - 1) // 10
         )
         assert lo <= row <= hi
+
+
+def test_egs_do_not_depend_on_the_number_of_split_jobs(synth, tmp_path):
+    """Chunks are seeded per utterance: nj changes only which archive an eg lands in."""
+    egs = {}
+    for nj in (1, 3):
+        out = tmp_path / f"nj{nj}"
+        info = build_egs(synth, out, nj=nj)["info"]
+        egs[nj] = {}
+        for a in range(info.num_archives):
+            arch = EgsArchive(out / f"egs.{a}")
+            for i, key in enumerate(arch.read_keys()):
+                egs[nj][key] = (arch.feats[i].tobytes(), arch.labels[i].tobytes())
+    assert egs[1] == egs[3]
