@@ -335,7 +335,7 @@ def ivector_jobs():
     return range(1, config["ivector"]["nj"] + 1)
 
 
-def ivector_train_data():
+def ivector_train_data(wildcards=None):
     """Features and speakers of the set the PCA, UBM and extractor are trained on."""
     train = config["data"]["train_set"]
     return {
