@@ -81,7 +81,9 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     _validate(config, schema, "")
     for name in config["experiments"]:
         experiment_config(config, name, schema)
-    missing = [s for s in config["eval_sets"] if config["data"]["sets"] and s not in config["data"]["sets"]]
+    missing = [
+        s for s in config["eval_sets"] if config["data"]["sets"] and s not in config["data"]["sets"]
+    ]
     if missing:
         raise ConfigError(f"eval_sets names sets not in data.sets: {missing}")
     return config

@@ -1,4 +1,6 @@
-"""Per-iteration diagnostics, off the critical path (``nnet3-compute-prob``, ``nnet3-show-progress``).
+"""Per-iteration diagnostics, off the critical path.
+
+Kaldi's ``nnet3-compute-prob`` and ``nnet3-show-progress``.
 
 For the model ``<t>.pt``: average log-probability per frame and frame accuracy on the
 ``train_diag`` and ``valid_diag`` egs (all frames of each eg), and, against ``<t−1>.pt``,
@@ -20,17 +22,26 @@ from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
 
 def subset_stats(model: TdnnModel, prefix: str | Path, minibatch_size: int = 512) -> dict:
     archive = EgsArchive(prefix)
-    batches = all_frame_minibatches(archive, model.left_context, model.right_context, minibatch_size)
+    batches = all_frame_minibatches(
+        archive, model.left_context, model.right_context, minibatch_size
+    )
     return evaluate_minibatches(model, batches, torch.device("cpu")).as_dict()
 
 
 def parameter_progress(model: TdnnModel, prev: TdnnModel) -> dict:
     """Per component: absolute and relative Frobenius change of weights + bias."""
     out = {}
-    for name, cur, old in zip(model.component_names(), model.components(), prev.components(), strict=True):
-        diff = torch.sqrt(((cur.weight - old.weight) ** 2).sum() + ((cur.bias - old.bias) ** 2).sum())
+    for name, cur, old in zip(
+        model.component_names(), model.components(), prev.components(), strict=True
+    ):
+        diff = torch.sqrt(
+            ((cur.weight - old.weight) ** 2).sum() + ((cur.bias - old.bias) ** 2).sum()
+        )
         norm = torch.sqrt((old.weight**2).sum() + (old.bias**2).sum())
-        out[name] = {"change": float(diff), "relative_change": float(diff / norm) if norm > 0 else None}
+        out[name] = {
+            "change": float(diff),
+            "relative_change": float(diff / norm) if norm > 0 else None,
+        }
     return out
 
 

@@ -24,13 +24,17 @@ from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
 log = logging.getLogger(__name__)
 
 
-def frame_ivectors(rows: np.ndarray, period: int, num_frames: int, left: int, right: int) -> np.ndarray:
+def frame_ivectors(
+    rows: np.ndarray, period: int, num_frames: int, left: int, right: int
+) -> np.ndarray:
     """Per padded frame, the online i-vector row in force at that frame."""
     t = np.clip(np.arange(-left, num_frames + right), 0, num_frames - 1)
     return rows[np.minimum(t // period, len(rows) - 1)]
 
 
-def utterance_logprobs(model: TdnnModel, feats: np.ndarray, ivectors: np.ndarray | None) -> torch.Tensor:
+def utterance_logprobs(
+    model: TdnnModel, feats: np.ndarray, ivectors: np.ndarray | None
+) -> torch.Tensor:
     """(T, C) log-probabilities of one utterance, edges padded by repetition."""
     left, right = model.left_context, model.right_context
     idx = np.clip(np.arange(-left, feats.shape[0] + right), 0, feats.shape[0] - 1)
@@ -88,6 +92,11 @@ def evaluate_set(
         "model": str(model_path),
     }
     write_json_atomic(out_path, result)
-    log.info("%s: accuracy %.4f, cross-entropy %.4f over %d frames", out_path,
-             result["frame_accuracy"], result["cross_entropy"], result["frames"])
+    log.info(
+        "%s: accuracy %.4f, cross-entropy %.4f over %d frames",
+        out_path,
+        result["frame_accuracy"],
+        result["cross_entropy"],
+        result["frames"],
+    )
     return result

@@ -40,8 +40,11 @@ def average_posterior(model, archives: Sequence[str | Path], num_egs: int) -> to
 
 
 def adjust_priors(
-    model_in: str | Path, archives: Sequence[str | Path], num_egs: int,
-    model_out: str | Path, summary_out: str | Path,
+    model_in: str | Path,
+    archives: Sequence[str | Path],
+    num_egs: int,
+    model_out: str | Path,
+    summary_out: str | Path,
 ) -> dict:
     """Write ``final.pt`` = the combined model with priors, and a summary."""
     torch.set_grad_enabled(False)

@@ -8,25 +8,32 @@ from pathlib import Path
 from paravg.io import read_json, write_text_atomic
 
 
-def collect_results(exp_root: str | Path, experiments: Sequence[str], eval_sets: Sequence[str]) -> list[dict]:
+def collect_results(
+    exp_root: str | Path, experiments: Sequence[str], eval_sets: Sequence[str]
+) -> list[dict]:
     rows = []
     for exp in experiments:
         final = read_json(Path(exp_root) / exp / "final.json")
         for s in eval_sets:
             r = read_json(Path(exp_root) / exp / "eval" / f"{s}.json")
-            rows.append({
-                "experiment": exp,
-                "set": s,
-                "frame_accuracy": r["frame_accuracy"],
-                "cross_entropy": r["cross_entropy"],
-                "frames": r["frames"],
-                "combined_models": final.get("combined_from"),
-            })
+            rows.append(
+                {
+                    "experiment": exp,
+                    "set": s,
+                    "frame_accuracy": r["frame_accuracy"],
+                    "cross_entropy": r["cross_entropy"],
+                    "frames": r["frames"],
+                    "combined_models": final.get("combined_from"),
+                }
+            )
     return rows
 
 
 def format_markdown(rows: list[dict]) -> str:
-    head = "| experiment | eval set | frame accuracy | cross-entropy (nats/frame) | frames | models combined |\n"
+    head = (
+        "| experiment | eval set | frame accuracy | cross-entropy (nats/frame) | frames "
+        "| models combined |\n"
+    )
     head += "|---|---|---|---|---|---|\n"
     body = "".join(
         f"| {r['experiment']} | {r['set']} | {r['frame_accuracy']:.4f} | {r['cross_entropy']:.4f} "

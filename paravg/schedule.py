@@ -11,8 +11,8 @@ With A archives, F frames per eg, E epochs, jobs ramping J0 → J1:
     num_iters               = int(num_archives_to_process · 2 / (J0 + J1))
     num_jobs(t)             = int(0.5 + J0 + (J1 − J0) · t / num_iters)
     archives_processed(t)   = Σ_{s<t} num_jobs(s)
-    effective_lr(t)         = lr0 · exp(archives_processed(t) · ln(lr1/lr0) / num_archives_to_process),
-                              = lr1 on the last iteration (t + 1 ≥ num_iters)
+    effective_lr(t)         = lr0 · exp(P(t) · ln(lr1/lr0) / num_archives_to_process),
+                              with P(t) = archives_processed(t); lr1 on the last iteration
     per-job lr(t)           = num_jobs(t) · effective_lr(t)
 """
 
@@ -24,7 +24,7 @@ from functools import cached_property
 
 
 def num_archives_to_process(num_epochs: float, num_archives: int, frames_per_eg: int) -> int:
-    """``int(num_epochs · num_archives · frames_per_eg)``: one epoch = every frame of every archive."""
+    """``int(num_epochs · num_archives · frames_per_eg)``: an epoch = every frame of every archive."""
     return int(num_epochs * num_archives * frames_per_eg)
 
 
@@ -36,7 +36,9 @@ def num_iters(
     return int(to_process * 2 / (jobs_initial + jobs_final))
 
 
-def num_jobs(iteration: int, total_iters: int, jobs_initial: int, jobs_final: int, step: int = 1) -> int:
+def num_jobs(
+    iteration: int, total_iters: int, jobs_initial: int, jobs_final: int, step: int = 1
+) -> int:
     """Kaldi's ``get_current_num_jobs``: a linear ramp, rounded (to multiples of ``step``)."""
     ideal = jobs_initial + (jobs_final - jobs_initial) * iteration / total_iters
     if ideal < step:
@@ -85,8 +87,9 @@ class Schedule:
             )
 
     @classmethod
-    def from_config(cls, trainer: dict, num_archives: int, frames_per_eg: int,
-                    max_models_combine: int = 20) -> Schedule:
+    def from_config(
+        cls, trainer: dict, num_archives: int, frames_per_eg: int, max_models_combine: int = 20
+    ) -> Schedule:
         """Build from a ``trainer`` config section and the egs geometry."""
         return cls(
             num_archives=num_archives,
@@ -106,7 +109,11 @@ class Schedule:
     @cached_property
     def num_iters(self) -> int:
         return num_iters(
-            self.num_epochs, self.num_archives, self.frames_per_eg, self.jobs_initial, self.jobs_final
+            self.num_epochs,
+            self.num_archives,
+            self.frames_per_eg,
+            self.jobs_initial,
+            self.jobs_final,
         )
 
     @cached_property

@@ -60,7 +60,9 @@ class JobSpec:
         return max(1, self.minibatch_size // 2) if self.iteration == 0 else self.minibatch_size
 
     def effective_max_param_change(self) -> float:
-        return self.max_param_change / math.sqrt(2) if self.iteration == 0 else self.max_param_change
+        return (
+            self.max_param_change / math.sqrt(2) if self.iteration == 0 else self.max_param_change
+        )
 
 
 def job_seed(srand: int, iteration: int, job: int) -> int:
@@ -158,7 +160,11 @@ def train_one_job(
         "frame": spec.frame,
         "num_minibatches": steps.num_minibatches,
         "max_change_per_component": dict(
-            zip(model.component_names(), [c / n for c in steps.per_component] or [0.0] * len(model.components()), strict=True)
+            zip(
+                model.component_names(),
+                [c / n for c in steps.per_component] or [0.0] * len(model.components()),
+                strict=True,
+            )
         ),
         "max_change_global": steps.global_limited / n,
         "skipped_updates": steps.skipped,
@@ -187,6 +193,8 @@ def run_train_job(
     model.to("cpu")
     if not math.isfinite(stats["objf"]):
         log.warning("job %d of iteration %d: non-finite objective", spec.job, spec.iteration)
-    save_torch_atomic(model_out, model_to_file_dict(model, {"iteration": spec.iteration + 1, "job": spec.job}))
+    save_torch_atomic(
+        model_out, model_to_file_dict(model, {"iteration": spec.iteration + 1, "job": spec.job})
+    )
     write_json_atomic(stats_out, stats)
     return stats

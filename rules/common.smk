@@ -217,7 +217,9 @@ def gpu_for_training(wildcards):
     if device == "cuda":
         return 1
     if device == "auto":
-        return int(Path("/dev/nvidia0").exists())
+        import shutil  # an NVIDIA driver on this host: nvidia-smi is installed with it
+
+        return int(shutil.which("nvidia-smi") is not None)
     return 0
 
 

@@ -106,3 +106,11 @@ rule egs_subsets:
         runtime=60,
     script:
         "../scripts/egs_subsets.py"
+
+
+rule egs_all:
+    # A named target for everything the egs stage makes (used by tests and to prepare
+    # data once for several later runs): `snakemake egs_all`.
+    input:
+        lambda wc: egs_all_files(),
+    default_target: False

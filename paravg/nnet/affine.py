@@ -29,9 +29,13 @@ class Affine(nn.Module):
         self.weight = nn.Parameter(torch.zeros(self.out_dim, self.in_dim))
         self.bias = nn.Parameter(torch.zeros(self.out_dim))
 
-    def init_kaldi(self, generator: torch.Generator, param_stddev: float | None = None,
-                   bias_stddev: float = 1.0) -> None:
-        """Kaldi's NaturalGradientAffineComponent init: W ~ N(0, 1/in_dim), b ~ N(0, bias_stddev²)."""
+    def init_kaldi(
+        self,
+        generator: torch.Generator,
+        param_stddev: float | None = None,
+        bias_stddev: float = 1.0,
+    ) -> None:
+        """Kaldi's NaturalGradientAffineComponent init: W ~ N(0, 1/in_dim), b ~ N(0, σ_b²)."""
         if param_stddev is None:
             param_stddev = 1.0 / math.sqrt(self.in_dim)
         with torch.no_grad():

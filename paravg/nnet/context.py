@@ -15,7 +15,9 @@ def model_context(model_cfg: dict) -> tuple[int, int]:
     right = max(input_splice) + sum over hidden layers of max(splice)
     (offsets are relative to the output frame; negative = past).
     """
-    splices = [model_cfg["input_splice"]] + [layer.get("splice", [0]) for layer in model_cfg["hidden"]]
+    splices = [model_cfg["input_splice"]] + [
+        layer.get("splice", [0]) for layer in model_cfg["hidden"]
+    ]
     left = sum(max(0, -min(s)) for s in splices)
     right = sum(max(0, max(s)) for s in splices)
     return left, right

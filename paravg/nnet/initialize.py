@@ -42,8 +42,11 @@ def accumulate_lda_stats(
                     f"{prefix}: target {labels.max()} >= num_targets {model.num_targets}"
                 )
             stats.accumulate(
-                x.reshape(-1, model.lda_dim).numpy(), labels, mb.weights.reshape(-1).numpy(),
-                rand_prune, rng,
+                x.reshape(-1, model.lda_dim).numpy(),
+                labels,
+                mb.weights.reshape(-1).numpy(),
+                rand_prune,
+                rng,
             )
     return stats
 

@@ -36,8 +36,14 @@ class LdaStats:
         self.class_sum = np.zeros((self.num_classes, self.dim))
         self.scatter = np.zeros((self.dim, self.dim))
 
-    def accumulate(self, x: np.ndarray, labels: np.ndarray, weights: np.ndarray,
-                   rand_prune: float, rng: np.random.Generator) -> None:
+    def accumulate(
+        self,
+        x: np.ndarray,
+        labels: np.ndarray,
+        weights: np.ndarray,
+        rand_prune: float,
+        rng: np.random.Generator,
+    ) -> None:
         """Add rows ``x`` (n, dim) with class ``labels`` (n,) and ``weights`` (n,)."""
         x = np.asarray(x, dtype=np.float64)
         w = np.asarray(weights, dtype=np.float64)
@@ -58,8 +64,9 @@ class LdaStats:
         self.scatter += other.scatter
 
 
-def estimate_transform(stats: LdaStats, within_class_factor: float = 0.001,
-                       max_singular_value: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+def estimate_transform(
+    stats: LdaStats, within_class_factor: float = 0.001, max_singular_value: float = 5.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(A, b)`` with y = A x + b (A: dim × dim), as ``nnet-get-feature-transform``."""
     total = stats.count.sum()
     if total <= 0:

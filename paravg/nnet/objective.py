@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import torch
 
 
-def weighted_logprob(logp: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def weighted_logprob(
+    logp: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
     """F = Σ w · log p(label): ``logp`` (..., C), ``labels`` and ``weights`` (...)."""
     picked = logp.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1)
     return (picked * weights).sum()
@@ -47,7 +49,9 @@ class ObjectiveStats:
         return {"logprob": self.logprob, "accuracy": self.accuracy, "frames": self.weight}
 
 
-def evaluate_minibatches(model: torch.nn.Module, minibatches: Iterable, device: torch.device) -> ObjectiveStats:
+def evaluate_minibatches(
+    model: torch.nn.Module, minibatches: Iterable, device: torch.device
+) -> ObjectiveStats:
     """Average log-prob and accuracy of ``model`` over minibatches with all frames of each eg."""
     stats = ObjectiveStats()
     model.eval()

@@ -2,7 +2,7 @@
 
 Mirrors the nnet3 xconfig network of ``local/nnet3/tuning/run_tdnn_1a.sh``:
 
-    input  = Append(feats at input_splice offsets, ivector)   (kaldi ``Append(-2..2, ReplaceIndex(ivector))``)
+    input  = Append(feats at input_splice offsets, ivector)   (``Append(-2..2, ivector)``)
     lda    = FixedAffineComponent(lda.mat)                     (not trained)
     layer ℓ = NormalizeComponent(ReLU(Affine(Append(h_{ℓ−1} at splice_ℓ offsets))))
     output = LogSoftmax(Affine(h_L))                           (output affine zero-initialised)
@@ -77,7 +77,9 @@ class TdnnModel(nn.Module):
         for layer in model_cfg["hidden"]:
             offsets = list(layer.get("splice", [0]))
             self.splices.append(offsets)
-            layers.append(affine_factory(prev * len(offsets), layer["dim"], model_cfg["max_change_hidden"]))
+            layers.append(
+                affine_factory(prev * len(offsets), layer["dim"], model_cfg["max_change_hidden"])
+            )
             prev = layer["dim"]
         self.hidden = nn.ModuleList(layers)
         self.output = affine_factory(prev, num_targets, model_cfg["max_change_output"])
@@ -114,7 +116,7 @@ class TdnnModel(nn.Module):
         return x
 
     def forward(self, feats: torch.Tensor, ivectors: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, D) features [+ (B, ivector_dim) or per-frame i-vectors] → (B, T_out, C) log-probs."""
+        """(B, T, D) features [+ (B, iv) or per-frame i-vectors] → (B, T_out, C) log-probs."""
         x = self.lda_input(feats, ivectors)
         h = nn.functional.linear(x, self.lda_weight, self.lda_bias)
         for offsets, comp in zip(self.splices, self.hidden, strict=True):
@@ -150,7 +152,9 @@ def load_model_file(path: str | Path) -> dict:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, wrong pickle, empty file ...
-        raise ValueError(f"{path}: not a readable model file ({type(exc).__name__}: {exc})") from exc
+        raise ValueError(
+            f"{path}: not a readable model file ({type(exc).__name__}: {exc})"
+        ) from exc
     if not isinstance(obj, dict) or obj.get("format") != MODEL_FORMAT:
         raise ValueError(f"{path}: not a {MODEL_FORMAT} model file")
     for name, tensor in obj["state_dict"].items():

@@ -100,7 +100,10 @@ def average_jobs(
     if rejected and iteration > 0:
         log.warning(
             "iteration %d: rejected jobs %s (objectives %s; best %.4f)",
-            iteration, rejected, [objfs[j] for j in rejected], max(objfs[j] for j in accepted),
+            iteration,
+            rejected,
+            [objfs[j] for j in rejected],
+            max(objfs[j] for j in accepted),
         )
     base = models[accepted[0]]
     synced = dict(base)

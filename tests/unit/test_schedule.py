@@ -1,5 +1,6 @@
 """Kaldi's schedule: values from steps/libs/nnet3/train/common.py and its worked examples."""
 
+import itertools
 import math
 
 import pytest
@@ -23,8 +24,13 @@ def test_num_jobs_step_rounds_to_multiples():
 def wsj_like():
     # 300 h example of kaldi-recipe.md §4.5: 34 archives, 3 epochs, 2 -> 10 jobs.
     return Schedule(
-        num_archives=34, frames_per_eg=8, num_epochs=3, jobs_initial=2, jobs_final=10,
-        initial_effective_lrate=0.0015, final_effective_lrate=0.00015,
+        num_archives=34,
+        frames_per_eg=8,
+        num_epochs=3,
+        jobs_initial=2,
+        jobs_final=10,
+        initial_effective_lrate=0.0015,
+        final_effective_lrate=0.00015,
     )
 
 
@@ -48,7 +54,7 @@ def test_learning_rate_is_exponential_in_archives_processed():
         frac = s.archives_processed_before[t] / s.num_archives_to_process
         assert s.effective_lrate(t) == pytest.approx(0.0015 * math.exp(frac * math.log(0.1)))
     rates = [s.effective_lrate(t) for t in range(s.num_iters)]
-    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(rates))
 
 
 def test_archive_and_frame_of_jobs():
@@ -79,8 +85,15 @@ def test_models_to_combine_worked_example():
 
 
 def test_models_to_combine_subsamples_long_runs():
-    s = Schedule(num_archives=400, frames_per_eg=8, num_epochs=4, jobs_initial=2,
-                 jobs_final=8, initial_effective_lrate=1e-3, final_effective_lrate=1e-4)
+    s = Schedule(
+        num_archives=400,
+        frames_per_eg=8,
+        num_epochs=4,
+        jobs_initial=2,
+        jobs_final=8,
+        initial_effective_lrate=1e-3,
+        final_effective_lrate=1e-4,
+    )
     models = s.models_to_combine()
     assert models[-1] == s.num_iters
     assert len(models) <= 21
@@ -89,8 +102,15 @@ def test_models_to_combine_subsamples_long_runs():
 
 def test_bad_schedules_are_refused_with_a_message():
     with pytest.raises(ValueError, match="num_jobs_final"):
-        Schedule(num_archives=3, frames_per_eg=8, num_epochs=1, jobs_initial=1, jobs_final=4,
-                 initial_effective_lrate=1e-3, final_effective_lrate=1e-4)
+        Schedule(
+            num_archives=3,
+            frames_per_eg=8,
+            num_epochs=1,
+            jobs_initial=1,
+            jobs_final=4,
+            initial_effective_lrate=1e-3,
+            final_effective_lrate=1e-4,
+        )
     s = wsj_like()
     with pytest.raises(ValueError, match="iteration"):
         s.learning_rate(s.num_iters)

@@ -8,8 +8,12 @@ import torch
 from paravg.nnet.tdnn import TdnnModel
 from paravg.train_job import JobSpec, StepStats, apply_max_change, job_seed
 
-CFG = {"input_splice": [0], "hidden": [{"dim": 3, "splice": [0]}],
-       "max_change_hidden": 0.75, "max_change_output": 1.5}
+CFG = {
+    "input_splice": [0],
+    "hidden": [{"dim": 3, "splice": [0]}],
+    "max_change_hidden": 0.75,
+    "max_change_output": 1.5,
+}
 
 
 def fresh():
@@ -68,8 +72,15 @@ def test_non_finite_step_is_skipped(bad):
 
 
 def test_iteration_zero_halves_minibatch_and_max_param_change():
-    spec = JobSpec(iteration=0, job=0, learning_rate=0.1, minibatch_size=256, max_param_change=2.0,
-                   frame=0, shuffle_buffer_size=10)
+    spec = JobSpec(
+        iteration=0,
+        job=0,
+        learning_rate=0.1,
+        minibatch_size=256,
+        max_param_change=2.0,
+        frame=0,
+        shuffle_buffer_size=10,
+    )
     assert spec.effective_minibatch() == 128
     assert spec.effective_max_param_change() == pytest.approx(2.0 / math.sqrt(2))
     later = JobSpec(**{**spec.__dict__, "iteration": 1})

@@ -24,7 +24,9 @@ def stats_of(x, labels, classes=4, prune=0.0, seed=0):
 
 def test_transform_centres_and_scales_directions_by_class_information():
     x, labels = make_data()
-    a, b = estimate_transform(stats_of(x, labels), within_class_factor=0.001, max_singular_value=1e9)
+    a, b = estimate_transform(
+        stats_of(x, labels), within_class_factor=0.001, max_singular_value=1e9
+    )
     y = x @ a.T + b
     assert np.abs(y.mean(0)).max() < 1e-8
     var = np.sort(y.var(0))[::-1]
@@ -43,7 +45,9 @@ def test_rand_prune_is_unbiased_subsampling():
     x, labels = make_data(n=20000)
     full, pruned = stats_of(x, labels), stats_of(x, labels, prune=4.0, seed=1)
     assert pruned.count.sum() == pytest.approx(full.count.sum(), rel=0.05)
-    assert np.allclose(pruned.class_sum / pruned.count[:, None], full.class_sum / full.count[:, None], atol=0.3)
+    assert np.allclose(
+        pruned.class_sum / pruned.count[:, None], full.class_sum / full.count[:, None], atol=0.3
+    )
 
 
 def test_stats_are_additive():

@@ -3,15 +3,24 @@
 import pytest
 import torch
 
+from paravg.io import save_torch_atomic
 from paravg.nnet.context import model_context
 from paravg.nnet.tdnn import (
-    TdnnModel, build_model, load_model_file, model_to_file_dict, normalize_rms, splice,
+    TdnnModel,
+    build_model,
+    load_model_file,
+    model_to_file_dict,
+    normalize_rms,
+    splice,
 )
-from paravg.io import save_torch_atomic
 
 CFG = {
     "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [{"dim": 16, "splice": [0]}, {"dim": 16, "splice": [-1, 0, 1]}, {"dim": 16, "splice": [-3, 0, 3]}],
+    "hidden": [
+        {"dim": 16, "splice": [0]},
+        {"dim": 16, "splice": [-1, 0, 1]},
+        {"dim": 16, "splice": [-3, 0, 3]},
+    ],
     "max_change_hidden": 0.75,
     "max_change_output": 1.5,
 }
@@ -19,7 +28,10 @@ CFG = {
 
 def test_context_adds_up_over_layers():
     assert model_context(CFG) == (2 + 1 + 3, 2 + 1 + 3)
-    assert model_context({"input_splice": [0], "hidden": [{"dim": 4, "splice": [-6, -3, 0]}]}) == (6, 0)
+    assert model_context({"input_splice": [0], "hidden": [{"dim": 4, "splice": [-6, -3, 0]}]}) == (
+        6,
+        0,
+    )
 
 
 def test_splice_appends_offsets_in_order():
@@ -61,7 +73,7 @@ def test_kaldi_initialisation():
     model = TdnnModel({**CFG, "hidden": [{"dim": 400, "splice": [0]}]}, 40, 0, 5)
     model.init_parameters(seed=3)
     w = model.hidden[0].weight
-    assert w.std().item() == pytest.approx(1 / (200 ** 0.5), rel=0.05)  # N(0, 1/in_dim)
+    assert w.std().item() == pytest.approx(1 / (200**0.5), rel=0.05)  # N(0, 1/in_dim)
     assert model.hidden[0].bias.std().item() == pytest.approx(1.0, rel=0.2)
     assert torch.count_nonzero(model.output.weight) == 0
     assert torch.count_nonzero(model.output.bias) == 0
@@ -87,7 +99,7 @@ def test_model_file_round_trip_and_corruption(tmp_path):
         assert torch.equal(a, b), k
     data = path.read_bytes()
     (tmp_path / "trunc.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match="trunc.pt"):
+    with pytest.raises(ValueError, match=r"trunc\.pt"):
         load_model_file(tmp_path / "trunc.pt")
     bad = model_to_file_dict(model)
     bad["state_dict"]["hidden.0.weight"][0, 0] = float("nan")

@@ -10,8 +10,12 @@ from paravg.io import save_torch_atomic
 from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
 from paravg.sync.average import NoAcceptableJobError, average_jobs, average_state_dicts, select_jobs
 
-CFG = {"input_splice": [-1, 0, 1], "hidden": [{"dim": 8, "splice": [0]}],
-       "max_change_hidden": 0.75, "max_change_output": 1.5}
+CFG = {
+    "input_splice": [-1, 0, 1],
+    "hidden": [{"dim": 8, "splice": [0]}],
+    "max_change_hidden": 0.75,
+    "max_change_output": 1.5,
+}
 
 
 def model(seed):
@@ -36,8 +40,12 @@ def test_identical_models_average_to_themselves_and_order_is_irrelevant():
     sds = [model(s).state_dict() for s in range(4)]
     a, b = average_state_dicts(sds), average_state_dicts(sds[::-1])
     assert all(torch.allclose(a[k], b[k], atol=1e-7) for k in a)
-    mean = (sds[0]["hidden.0.weight"] + sds[1]["hidden.0.weight"] + sds[2]["hidden.0.weight"]
-            + sds[3]["hidden.0.weight"]) / 4
+    mean = (
+        sds[0]["hidden.0.weight"]
+        + sds[1]["hidden.0.weight"]
+        + sds[2]["hidden.0.weight"]
+        + sds[3]["hidden.0.weight"]
+    ) / 4
     assert torch.allclose(a["hidden.0.weight"], mean, atol=1e-6)
 
 
@@ -71,7 +79,7 @@ def test_diverged_and_truncated_jobs_are_excluded(tmp_path):
     paths, stats = write_jobs(tmp_path, [-1.0, float("nan"), -1.1])
     data = paths[2].read_bytes()
     paths[2].write_bytes(data[:100])
-    synced, summary = average_jobs(paths, stats, iteration=3)
+    _synced, summary = average_jobs(paths, stats, iteration=3)
     assert summary["accepted"] == [0]
     assert any("job 1" in p for p in summary["problems"])
     assert any("job 2" in p and "job2.pt" in p for p in summary["problems"])

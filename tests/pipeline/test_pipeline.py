@@ -1,0 +1,165 @@
+"""The real Snakefile: lint, dry-runs (default config, Kaldi scale), the tiny pipeline end to
+end with two experiments sharing the upstream stages, and a partial rerun."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from paravg.nnet.tdnn import load_model_file
+from paravg.schedule import Schedule
+
+from .conftest import REPO, SNAKEMAKE, check_ok, run_snakemake
+
+pytestmark = pytest.mark.pipeline
+
+EXPERIMENTS = {"default": {}, "sgd": {"trainer": {"ngsgd": {"enabled": False}}}}
+
+
+def planned_jobs(output: str) -> list[tuple[str, str]]:
+    """(rule, output files) of every job a dry-run lists."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", output):
+        m = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):", block)
+        if m:
+            out = re.search(r"output: (.*)", block)
+            jobs.append((m.group(1), out.group(1) if out else ""))
+    return jobs
+
+
+def test_lint_is_clean(tmp_path):
+    proc = run_snakemake(tmp_path, "--lint")
+    check_ok(proc, "snakemake --lint")
+    assert "Lints for" not in proc.stdout, proc.stdout[-4000:]
+
+
+def test_default_config_dry_run(tmp_path):
+    import subprocess
+
+    proc = subprocess.run(
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "-n",
+            "--cores",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
+    check_ok(proc, "default dry-run")
+    rules = {r for r, _ in planned_jobs(proc.stdout)}
+    assert {"demo_corpus", "prepare_data", "compute_features", "egs"} <= rules
+    assert "checkpoint" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def trained(clone_upstream) -> Path:
+    """The tiny pipeline to the results table, two experiments, from shared egs."""
+    ws = clone_upstream("trained")
+    plan = run_snakemake(ws, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
+    check_ok(plan, "dry-run from the shared egs")
+    rules = {r for r, _ in planned_jobs(plan.stdout)}
+    assert not rules & {"demo_corpus", "prepare_data", "compute_features", "egs", "egs_archive"}, (
+        rules
+    )
+    check_ok(run_snakemake(ws, "--cores", "2", overlay={"experiments": EXPERIMENTS}), "tiny run")
+    return ws
+
+
+def schedule_of(ws: Path) -> Schedule:
+    import yaml
+
+    from paravg.config import experiment_config, validate_config
+
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    from paravg.config import deep_merge
+
+    cfg = deep_merge(cfg, yaml.safe_load((REPO / "tests" / "pipeline" / "tiny.yaml").read_text()))
+    cfg["experiments"] = EXPERIMENTS
+    validate_config(cfg)
+    info = json.loads((ws / "results" / "egs" / "info.json").read_text())
+    return Schedule.from_config(
+        experiment_config(cfg, "default")["trainer"], info["num_archives"], info["frames_per_eg"]
+    )
+
+
+def test_end_to_end_outputs(trained):
+    exp = trained / "results" / "exp"
+    sched = schedule_of(trained)
+    for name in EXPERIMENTS:
+        final = load_model_file(exp / name / "final.pt")
+        priors = final["state_dict"]["log_priors"].exp()
+        assert priors.sum().item() == pytest.approx(1.0, abs=1e-4)
+        result = json.loads((exp / name / "eval" / "test.json").read_text())
+        assert 0.0 < result["frame_accuracy"] <= 1.0 and result["cross_entropy"] > 0
+        # chance on the demo is about 0.08 (majority class): a trained model beats it
+        assert result["frame_accuracy"] > 0.15
+        for t in range(sched.num_iters):
+            jobs = sorted((exp / name / str(t + 1)).glob("job*.json"))
+            assert len(jobs) == sched.num_jobs(t)
+            stats = json.loads(jobs[0].read_text())
+            assert stats["lr"] == pytest.approx(sched.learning_rate(t))
+        assert (exp / name / "diag" / f"{sched.num_iters}.json").exists()
+    table = (trained / "results" / "results.md").read_text()
+    assert all(f"| {name} | test |" in table for name in EXPERIMENTS)
+
+
+def test_nothing_to_do_when_finished(trained):
+    proc = run_snakemake(trained, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
+    check_ok(proc, "dry-run of a finished run")
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_partial_rerun_recomputes_only_the_missing_job(trained):
+    exp = trained / "results" / "exp" / "default"
+    sched = schedule_of(trained)
+    t = sched.num_iters // 2  # a middle iteration's directory
+    job = exp / str(t) / "job0.pt"
+    before = {p: p.read_bytes() for p in (job, exp / "final.pt", exp / f"{t}.pt")}
+    for p in (job, exp / str(t) / "job0.json", exp / f"{t}.pt"):
+        p.unlink()
+    plan = run_snakemake(trained, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
+    check_ok(plan, "dry-run after deleting one job")
+    jobs = planned_jobs(plan.stdout)
+    trains = [out for r, out in jobs if r == "train_job"]
+    earlier = [o for o in trains if int(re.search(r"/(\d+)/job", o).group(1)) <= t]
+    assert earlier == [str(Path("results/exp/default") / str(t) / "job0.pt")] or (
+        len(earlier) == 1 and earlier[0].endswith(f"default/{t}/job0.pt")
+    ), earlier
+    assert all("/sgd/" not in o for _, o in jobs), "the other experiment must not rerun"
+    assert not {r for r, _ in jobs} & {"init_model", "egs", "compute_features"}
+    check_ok(run_snakemake(trained, "--cores", "2", overlay={"experiments": EXPERIMENTS}), "rerun")
+    for p, data in before.items():
+        assert p.read_bytes() == data, f"{p} differs after the rerun"
+
+
+def test_dag_builds_at_kaldi_scale(clone_upstream):
+    """2,500 iterations x 12 jobs: recursion limit and C stack hold, in reasonable time."""
+    ws = clone_upstream("scale")
+    info_path = ws / "results" / "egs" / "info.json"
+    info = json.loads(info_path.read_text())
+    info["num_archives"] = 100
+    info_path.write_text(json.dumps(info))
+    # 37.5 epochs x 100 archives x 8 frames x 2 / (12 + 12) = 2,500 iterations
+    overlay = {"trainer": {"num_epochs": 37.5, "num_jobs_initial": 12, "num_jobs_final": 12}}
+    started = time.perf_counter()
+    proc = run_snakemake(
+        ws, "-n", "--quiet", "rules", "--cores", "2", overlay=overlay, timeout_s=900
+    )
+    elapsed = time.perf_counter() - started
+    check_ok(proc, "dry-run at 2,500 x 12")
+    m = re.search(r"^train_job\s+(\d+)", proc.stdout, re.M)
+    assert m and int(m.group(1)) == 2500 * 12, proc.stdout[-2000:]
+    assert elapsed < 600
+    shutil.rmtree(ws)
