@@ -24,7 +24,7 @@ from functools import cached_property
 
 
 def num_archives_to_process(num_epochs: float, num_archives: int, frames_per_eg: int) -> int:
-    """``int(num_epochs · num_archives · frames_per_eg)``: an epoch = every frame of every archive."""
+    """``int(num_epochs · num_archives · frames_per_eg)``: an epoch reads every frame once."""
     return int(num_epochs * num_archives * frames_per_eg)
 
 

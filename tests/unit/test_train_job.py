@@ -32,7 +32,7 @@ def deltas(hidden_norm, output_norm):
 
 
 def norm(comp):
-    return math.sqrt(float((comp.weight**2).sum() + (comp.bias**2).sum()))
+    return math.sqrt(float((comp.weight.detach() ** 2).sum() + (comp.bias.detach() ** 2).sum()))
 
 
 def test_small_steps_are_applied_unchanged():
