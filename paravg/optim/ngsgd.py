@@ -45,7 +45,9 @@ or floored, R_{t+1} is re-orthonormalised (Cholesky, Gram–Schmidt as fallback)
 
 Devices: the N×D×R products (H, X̂, J, K, L, B, W) stay on X's device and dtype; only the
 R×R algebra (Z_t, its eigendecomposition, floors, A_t) runs on the CPU in float64, after
-one small device-to-host copy per updating call. A non-updating call is two GEMMs.
+one small device-to-host copy per updating call. A non-updating call is two GEMMs. On a
+CPU the small products run fastest with few intra-op threads: give torch the cores the job
+was allotted (``torch.set_num_threads``), no more.
 
 Kaldi never saves this state with the model: every training job starts fresh and
 initialises from its first minibatch (``Init``: three warm-up updates on copies of it, or
@@ -55,6 +57,7 @@ one if N ≤ R). :meth:`NaturalGradientAffine.reset_state` does the same.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -65,6 +68,8 @@ import torch
 from torch import nn
 
 from paravg.nnet.affine import Affine, plain_affine_factory
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "NaturalGradientAffine",
@@ -166,6 +171,28 @@ def _compute_e(d: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
     return sqrt_e, 1.0 / sqrt_e
 
 
+# The R×R LAPACK calls go through torch, not numpy: numpy's OpenBLAS starts its own
+# thread pool, which beside torch's threads (or other jobs on the node) made an 80×80
+# eigh take 3-80 ms instead of 0.3 ms. torch follows torch.set_num_threads.
+
+
+def _eigh_descending(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric eigendecomposition Z = U diag(c) Uᵀ with c sorted descending
+    (Kaldi's ``Eig`` + ``SortSvd``)."""
+    c, U = torch.linalg.eigh(torch.from_numpy(Z))
+    return c.numpy()[::-1].copy(), U.numpy()[:, ::-1].copy()
+
+
+def _cholesky_inverse(O: np.ndarray) -> np.ndarray | None:
+    """C⁻¹ for O = C Cᵀ (C lower triangular), or None if O is not positive definite."""
+    O_t = torch.from_numpy(O)
+    C, info = torch.linalg.cholesky_ex(O_t)
+    if int(info) != 0:
+        return None
+    eye = torch.eye(O.shape[0], dtype=O_t.dtype)
+    return torch.linalg.solve_triangular(C, eye, upper=False).numpy()
+
+
 def _orthogonalize_rows(M: np.ndarray, seed: int) -> np.ndarray:
     """Kaldi's ``MatrixBase::OrthogonalizeRows`` (Gram–Schmidt, re-done when a row lost
     more than 99% of its power, randomised deterministically when it vanished)."""
@@ -188,6 +215,13 @@ def _orthogonalize_rows(M: np.ndarray, seed: int) -> np.ndarray:
         else:
             raise FloatingPointError("loop detected while orthogonalising rows (Gram-Schmidt)")
     return M
+
+
+def _subtract_projection(
+    X: torch.Tensor, H: torch.Tensor, W: torch.Tensor, inplace: bool
+) -> torch.Tensor:
+    """X − H W (one GEMM), written into X when ``inplace``."""
+    return X.addmm_(H, W, alpha=-1.0) if inplace else torch.addmm(X, H, W, alpha=-1.0)
 
 
 class OnlineNaturalGradient:
@@ -241,6 +275,7 @@ class OnlineNaturalGradient:
         self.d: np.ndarray | None = None
         self.num_reorthogonalizations = 0
         self.num_gram_schmidt = 0
+        self.num_nonfinite_skipped = 0
         self.last_update: UpdateInfo | None = None
 
     def _options(self) -> dict[str, Any]:
@@ -267,14 +302,18 @@ class OnlineNaturalGradient:
 
     # ------------------------------------------------------------------ public call
 
-    def precondition_directions(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def precondition_directions(
+        self, X: torch.Tensor, inplace: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Kaldi's ``PreconditionDirections``: return (X̂, γ) for the N×D matrix ``X``.
 
         X̂ = X − X Wᵀ W with the estimate from *before* this call (the update, when this
         call updates, uses X but only affects later calls; the very first call
         initialises from X). γ = √(‖X‖²_F / ‖X̂‖²_F), exactly 1 when X = 0, returned as a
         0-dim tensor on X's device (a Python float would force a device sync); X̂ is not
-        multiplied by γ. ``X`` is not modified. float32 and float64 are supported.
+        multiplied by γ. float32 and float64 are supported. ``X`` is left alone unless
+        ``inplace`` (Kaldi's behaviour: X̂ is written into X and X is returned; saves a
+        copy when the caller owns X).
         """
         if X.dim() != 2:
             raise ValueError(
@@ -288,12 +327,12 @@ class OnlineNaturalGradient:
         if D == 1 or N == 0:
             # D == 1: rank would be 0 and the rescaled step is unchanged (Kaldi's special
             # case). N == 0: nothing to estimate from; leave the state alone.
-            return X.clone(), X.new_ones(())
+            return (X if inplace else X.clone()), X.new_ones(())
         if self.t == 0:
             self._init(X)
         elif self.W.device != X.device or self.W.dtype != X.dtype:
             self.W = self.W.to(device=X.device, dtype=X.dtype)
-        Xhat, scale = self._precondition(X, self.updating())
+        Xhat, scale = self._precondition(X, self.updating(), inplace)
         self.t += 1
         return Xhat, scale
 
@@ -319,7 +358,7 @@ class OnlineNaturalGradient:
         work.t = 1
         num_iters = 1 if X0.shape[0] <= work.W.shape[0] else 3
         for _ in range(num_iters):
-            work._precondition(X0, updating=True)
+            work._precondition(X0, updating=True, inplace=False)
             work.t += 1
         self.W, self.rho, self.d, self.dim = work.W, work.rho, work.d, work.dim
         self.num_reorthogonalizations += work.num_reorthogonalizations
@@ -333,7 +372,9 @@ class OnlineNaturalGradient:
         tr_hat = torch.dot(flat, flat)
         return torch.where(tr_XX > 0, torch.sqrt(tr_XX / tr_hat), 1.0)
 
-    def _precondition(self, X: torch.Tensor, updating: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _precondition(
+        self, X: torch.Tensor, updating: bool, inplace: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Kaldi's ``PreconditionDirectionsInternal`` (+ the scale of the caller)."""
         W = self.W
         R, D = W.shape
@@ -342,7 +383,7 @@ class OnlineNaturalGradient:
         tr_XX = torch.dot(flat, flat)
         H = torch.mm(X, W.t())  # H_t = X_t W_tᵀ (N×R)
         if not updating:
-            Xhat = torch.addmm(X, H, W, alpha=-1.0)  # X̂_t = X_t − H_t W_t
+            Xhat = _subtract_projection(X, H, W, inplace)  # X̂_t = X_t − H_t W_t
             return Xhat, self._scale(tr_XX, Xhat)
 
         J = torch.mm(H.t(), X)  # J_t = H_tᵀ X_t (R×D)
@@ -351,13 +392,20 @@ class OnlineNaturalGradient:
         L = torch.mm(W, J.t()) if N > D else torch.mm(H.t(), H)
         host = torch.cat((K.reshape(-1), L.reshape(-1), tr_XX.reshape(1)))
         host = host.to(device="cpu", dtype=torch.float64).numpy()
+        if not np.all(np.isfinite(host)):
+            # Not in Kaldi (its eigensolver would fail): keep the estimate, so one bad
+            # minibatch (which max-change then skips) does not poison every later step.
+            self.num_nonfinite_skipped += 1
+            log.warning("natural gradient: non-finite input at call %d; not updating", self.t)
+            Xhat = _subtract_projection(X, H, W, inplace)
+            return Xhat, self._scale(tr_XX, Xhat)
         K64 = host[: R * R].reshape(R, R)
         L64 = host[R * R : 2 * R * R].reshape(R, R)
         tr_xx = float(host[-1])
 
         A, coeff, W_info = self._small_update(N, D, R, K64, L64, tr_xx)
 
-        Xhat = torch.addmm(X, H, W, alpha=-1.0)
+        Xhat = _subtract_projection(X, H, W, inplace)
         small = torch.from_numpy(np.concatenate((A.reshape(-1), coeff)))
         small = small.to(device=X.device, dtype=X.dtype)
         A_t, coeff_t = small[: R * R].view(R, R), small[R * R :]
@@ -392,9 +440,8 @@ class OnlineNaturalGradient:
         Z[np.diag_indices(R)] += eta1 * eta1 * q * q
 
         z_scale = max(1.0, float(np.trace(Z)))
-        c, U = np.linalg.eigh(Z / z_scale)
-        c = c[::-1] * z_scale
-        U = U[:, ::-1]
+        c, U = _eigh_descending(Z / z_scale)
+        c = c * z_scale
 
         must_reorth = bool(c[0] > _CONDITION_THRESHOLD * c[R - 1])
         c_floor = (rho * eta1) ** 2
@@ -453,12 +500,7 @@ class OnlineNaturalGradient:
         O = 0.5 * (O + O.T) * np.outer(inv_sqrt_e1, inv_sqrt_e1)
         if np.max(np.abs(O - np.eye(R))) <= _REORTH_UNIT_TOL:
             return W1, False
-        C_inv = None
-        try:
-            C = np.linalg.cholesky(O)
-            C_inv = np.tril(np.linalg.inv(C))
-        except np.linalg.LinAlgError:
-            C_inv = None
+        C_inv = _cholesky_inverse(O)
         if C_inv is None or not np.all(np.isfinite(C_inv)) or C_inv.max() >= _MAX_CHOLESKY_INVERSE:
             self.num_gram_schmidt += 1
             W_cpu = W1.to(device="cpu", dtype=torch.float64).numpy()
@@ -639,14 +681,14 @@ class NaturalGradientAffine(Affine):
         return nn.functional.linear(x, self.weight, self.bias)
 
     def _input_with_ones(self, x: torch.Tensor) -> torch.Tensor:
-        """[x | 1] in a reused buffer (the ones column is written once per allocation)."""
+        """[x | 1] in a buffer reused across minibatches (it is preconditioned in place)."""
         N = x.shape[0]
         buf = self._in_buffer
         if buf is None or buf.shape[0] != N or buf.device != x.device or buf.dtype != x.dtype:
             buf = torch.empty(N, self.in_dim + 1, device=x.device, dtype=x.dtype)
-            buf[:, self.in_dim].fill_(1.0)
             self._in_buffer = buf
         buf[:, : self.in_dim].copy_(x)
+        buf[:, self.in_dim].fill_(1.0)
         return buf
 
     @torch.no_grad()
@@ -666,7 +708,7 @@ class NaturalGradientAffine(Affine):
         self._stash = []
         x_in = self._input_with_ones(x)
         if self.ngsgd.enabled:
-            xhat_in, scale_in = self.preconditioner_in.precondition_directions(x_in)
+            xhat_in, scale_in = self.preconditioner_in.precondition_directions(x_in, inplace=True)
             xhat_out, scale_out = self.preconditioner_out.precondition_directions(g)
             step = torch.mm(xhat_out.t(), xhat_in)
             step.mul_(scale_in * scale_out * (-lr))

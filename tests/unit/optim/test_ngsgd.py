@@ -36,6 +36,16 @@ GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "ngsgd"
 CONFIG_YAML = Path(__file__).resolve().parents[3] / "config" / "config.yaml"
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny matrices: one thread is fastest, and on a busy machine a second intra-op
+    thread made each small GEMM ~100x slower (waiting for a core)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def rel(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
@@ -430,7 +440,7 @@ def test_init_uses_one_pass_when_minibatch_not_larger_than_rank(N, passes):
     manual._init_default(9, X.device, X.dtype)
     manual.t = 1
     for _ in range(passes):
-        manual._precondition(X, updating=True)
+        manual._precondition(X, updating=True, inplace=False)
         manual.t += 1
     assert torch.equal(p.W, manual.W) and p.rho == manual.rho
     assert np.array_equal(p.d, manual.d)
@@ -460,6 +470,32 @@ def test_rank_clamped_and_dimension_one_is_noop():
         p.precondition_directions(torch.randn(20))
     with pytest.raises(TypeError, match="float32"):
         p.precondition_directions(torch.ones(3, 6, dtype=torch.int64))
+
+
+def test_inplace_writes_xhat_into_the_input():
+    g = load_golden("A")
+    a, b = preconditioner_for(g), preconditioner_for(g)
+    for t in range(14):
+        X = torch.from_numpy(g["X"][t].copy())
+        Xhat, scale = a.precondition_directions(X)
+        Y = X.clone()
+        Yhat, scale_b = b.precondition_directions(Y, inplace=True)
+        assert Yhat is Y and torch.equal(Yhat, Xhat) and torch.equal(scale, scale_b)
+
+
+def test_non_finite_minibatch_does_not_poison_the_estimate():
+    gen = torch.Generator().manual_seed(6)
+    p = OnlineNaturalGradient(rank=3, update_period=1)
+    for _ in range(3):
+        p.precondition_directions(torch.randn(20, 8, generator=gen))
+    W, rho, d = p.W.clone(), p.rho, p.d.copy()
+    bad = torch.randn(20, 8, generator=gen)
+    bad[3, 2] = float("nan")
+    Xhat, _ = p.precondition_directions(bad)
+    assert torch.isnan(Xhat).any() and p.num_nonfinite_skipped == 1
+    assert torch.equal(p.W, W) and p.rho == rho and np.array_equal(p.d, d)
+    Xhat, scale = p.precondition_directions(torch.randn(20, 8, generator=gen))
+    assert torch.isfinite(Xhat).all() and math.isfinite(float(scale))
 
 
 def test_precondition_is_deterministic_and_leaves_input_alone():
