@@ -51,9 +51,16 @@ def check_ok(proc: subprocess.CompletedProcess, what: str) -> None:
 
 @pytest.fixture(scope="session")
 def upstream(tmp_path_factory) -> Path:
-    """A workspace with everything up to the egs built for the tiny config."""
+    """A workspace with every shared stage built for the tiny config: the egs, and the
+    eval set's features and i-vectors."""
     d = tmp_path_factory.mktemp("upstream")
-    check_ok(run_snakemake(d, "--cores", "2", "egs_all"), "building the tiny egs")
+    targets = [
+        "egs_all",
+        "results/feats/test/feats.scp",
+        "results/ivector/test/ivector_online.scp",
+        "results/data/test/targets.scp",
+    ]
+    check_ok(run_snakemake(d, "--cores", "2", *targets), "building the shared stages")
     return d
 
 
