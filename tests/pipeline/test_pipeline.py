@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from paravg.nnet.tdnn import load_model_file
-from paravg.schedule import Schedule
 
-from .conftest import REPO, SNAKEMAKE, check_ok, run_snakemake
+from .conftest import REPO, SNAKEMAKE, check_ok, run_snakemake, tiny_schedule
 
 pytestmark = pytest.mark.pipeline
 
@@ -77,26 +76,9 @@ def trained(clone_upstream) -> Path:
     return ws
 
 
-def schedule_of(ws: Path) -> Schedule:
-    import yaml
-
-    from paravg.config import experiment_config, validate_config
-
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    from paravg.config import deep_merge
-
-    cfg = deep_merge(cfg, yaml.safe_load((REPO / "tests" / "pipeline" / "tiny.yaml").read_text()))
-    cfg["experiments"] = EXPERIMENTS
-    validate_config(cfg)
-    info = json.loads((ws / "results" / "egs" / "info.json").read_text())
-    return Schedule.from_config(
-        experiment_config(cfg, "default")["trainer"], info["num_archives"], info["frames_per_eg"]
-    )
-
-
 def test_end_to_end_outputs(trained):
     exp = trained / "results" / "exp"
-    sched = schedule_of(trained)
+    sched = tiny_schedule(trained, {"experiments": EXPERIMENTS})
     for name in EXPERIMENTS:
         final = load_model_file(exp / name / "final.pt")
         priors = final["state_dict"]["log_priors"].exp()
@@ -121,27 +103,59 @@ def test_nothing_to_do_when_finished(trained):
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
 
 
-def test_partial_rerun_recomputes_only_the_missing_job(trained):
+def delete_from(exp: Path, t: int, keep: set[str]) -> None:
+    """Remove what a run that stopped in job dir ``t`` would not have made: every file of
+    iterations >= t (but the job files named in ``keep``) and the end of the pipeline."""
+    end_files = {"combined.pt", "final.pt", "combine.json", "final.json"}
+
+    def late(name: str) -> bool:
+        stem = name.split(".")[0]
+        return stem.isdigit() and int(stem) >= t
+
+    for p in list(exp.iterdir()):
+        if p.is_dir() and p.name.isdigit():
+            if int(p.name) >= t:
+                for f in p.iterdir():
+                    if not (int(p.name) == t and f.name in keep):
+                        f.unlink()
+        elif p.is_dir() and p.name in ("eval", "report"):
+            shutil.rmtree(p)
+        elif p.is_dir():
+            for f in p.iterdir():
+                if late(f.name):
+                    f.unlink()
+        elif late(p.name) or p.name in end_files:
+            p.unlink()
+
+
+def test_partial_rerun_recomputes_only_the_failed_job(trained):
+    """A run that stopped because job 0 of a middle iteration failed: the rerun makes that
+    job and what depends on it, nothing else, and reproduces the same bytes."""
     exp = trained / "results" / "exp" / "default"
-    sched = schedule_of(trained)
-    t = sched.num_iters // 2  # a middle iteration's directory
-    job = exp / str(t) / "job0.pt"
-    before = {p: p.read_bytes() for p in (job, exp / "final.pt", exp / f"{t}.pt")}
-    for p in (job, exp / str(t) / "job0.json", exp / f"{t}.pt"):
-        p.unlink()
+    sched = tiny_schedule(trained, {"experiments": EXPERIMENTS})
+    t = next(t for t in range(sched.num_iters // 2, sched.num_iters) if sched.num_jobs(t) > 1) + 1
+    before = {
+        p: p.read_bytes() for p in (exp / "final.pt", exp / f"{t}.pt", exp / str(t) / "job0.pt")
+    }
+    kept = {p.name for p in (exp / str(t)).glob("job*") if not p.name.startswith("job0.")}
+    kept_mtimes = {p: p.stat().st_mtime_ns for p in (exp / str(t)).glob("job*") if p.name in kept}
+    delete_from(exp, t, kept)
+    (trained / "results" / "results.md").unlink()
+    assert not (exp / str(t) / "job0.pt").exists() and (exp / str(t - 1)).exists()
     plan = run_snakemake(trained, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
-    check_ok(plan, "dry-run after deleting one job")
+    check_ok(plan, "dry-run after the failure")
     jobs = planned_jobs(plan.stdout)
     trains = [out for r, out in jobs if r == "train_job"]
-    earlier = [o for o in trains if int(re.search(r"/(\d+)/job", o).group(1)) <= t]
-    assert earlier == [str(Path("results/exp/default") / str(t) / "job0.pt")] or (
-        len(earlier) == 1 and earlier[0].endswith(f"default/{t}/job0.pt")
-    ), earlier
+    in_t = [o for o in trains if f"default/{t}/" in o]
+    assert len(in_t) == 1 and f"default/{t}/job0.pt" in in_t[0], in_t
+    assert all(int(re.search(r"/(\d+)/job", o).group(1)) >= t for o in trains)
     assert all("/sgd/" not in o for _, o in jobs), "the other experiment must not rerun"
     assert not {r for r, _ in jobs} & {"init_model", "egs", "compute_features"}
     check_ok(run_snakemake(trained, "--cores", "2", overlay={"experiments": EXPERIMENTS}), "rerun")
     for p, data in before.items():
         assert p.read_bytes() == data, f"{p} differs after the rerun"
+    for p, mtime in kept_mtimes.items():
+        assert p.stat().st_mtime_ns == mtime, f"{p} was recomputed"
 
 
 def test_dag_builds_at_kaldi_scale(clone_upstream):

@@ -1,0 +1,135 @@
+"""Failures cost only the failed job: SIGKILL mid-job, truncated and diverged job models.
+
+The tiny pipeline runs from the shared egs. One training job of a middle iteration is
+made slow (the ``simulate.straggler`` aid: it sleeps after training, before writing) and
+killed with SIGKILL while it sleeps; the same command is then run again. Only the killed
+job and what depends on it may run, and ``final.pt`` must be bit-identical to an
+uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, SNAKEMAKE, TINY, check_ok, run_snakemake, tiny_schedule
+
+pytestmark = pytest.mark.pipeline
+
+STRAGGLER = {"simulate": {"straggler": {"job": 1, "factor": 30.0}}}
+
+
+def find_job_process(log_file: Path) -> int | None:
+    """PID of the process that has ``log_file`` open (the job writing it)."""
+    target = str(log_file.resolve())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def model_mtimes(exp: Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime_ns for p in exp.glob("*.pt")}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(clone_upstream) -> Path:
+    ws = clone_upstream("uninterrupted")
+    check_ok(run_snakemake(ws, "--cores", "2", overlay=STRAGGLER), "uninterrupted run")
+    return ws
+
+
+def test_sigkilled_job_reruns_alone_and_result_is_identical(clone_upstream, uninterrupted):
+    ws = clone_upstream("killed")
+    (ws / "overlay.yaml").write_text(json.dumps(STRAGGLER))
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(ws),
+        "--cores",
+        "2",
+        "--configfile",
+        str(TINY),
+        str(ws / "overlay.yaml"),
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    exp = ws / "results" / "exp" / "default"
+    sched = tiny_schedule(ws, STRAGGLER)
+    # job 1 of a middle iteration that has two jobs; it writes <t+1>/job1.pt
+    two_jobs = [t for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
+    victim_dir = two_jobs[len(two_jobs) // 2] + 1
+    log_file = ws / "logs" / "train_job" / "default" / str(victim_dir) / "job1.log"
+    killed = False
+    deadline = time.time() + 900
+    while time.time() < deadline and proc.poll() is None:
+        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
+            pid = find_job_process(log_file)
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+                break
+        time.sleep(0.2)
+    out = proc.communicate(timeout=900)[0]
+    assert killed, "did not catch the training job:\n" + out[-3000:]
+    assert proc.returncode != 0, "snakemake should report the killed job"
+    assert not (exp / str(victim_dir) / "job1.pt").exists(), "no half-written model"
+    before = model_mtimes(exp)
+
+    plan = run_snakemake(ws, "-n", "--cores", "2", overlay=STRAGGLER)
+    check_ok(plan, "dry-run after the kill")
+    planned = re.findall(r"output: (\S+)", plan.stdout)
+    trains = [o for o in planned if re.search(r"/job\d+\.pt", o)]
+    assert f"results/exp/default/{victim_dir}/job1.pt" in trains
+    assert all(int(re.search(r"/(\d+)/job", o).group(1)) >= victim_dir for o in trains), trains
+
+    check_ok(run_snakemake(ws, "--cores", "2", overlay=STRAGGLER), "rerun after the kill")
+    after = model_mtimes(exp)
+    for path, mtime in before.items():
+        assert after[path] == mtime, f"{path} was rewritten by the rerun"
+    ref = uninterrupted / "results" / "exp" / "default" / "final.pt"
+    assert (exp / "final.pt").read_bytes() == ref.read_bytes()
+
+
+def test_truncated_job_model_is_detected_not_averaged(uninterrupted):
+    exp = uninterrupted / "results" / "exp" / "default"
+    t = 5
+    job = exp / str(t) / "job0.pt"
+    job.write_bytes(job.read_bytes()[:200])  # a file cut short by a crash of an older run
+    (exp / f"{t}.pt").unlink()
+    check_ok(run_snakemake(uninterrupted, "--cores", "2", overlay=STRAGGLER), "rerun")
+    summary = json.loads((exp / "sync" / f"{t}.json").read_text())
+    assert 0 not in summary["accepted"]
+    assert any("job 0" in p and "job0.pt" in p for p in summary["problems"])
+    log = (uninterrupted / "logs" / "average" / "default" / f"{t}.log").read_text()
+    assert "excluding job 0" in log
+
+
+def test_all_jobs_diverged_stops_with_a_message(uninterrupted):
+    exp = uninterrupted / "results" / "exp" / "default"
+    t = 6
+    for stats in (exp / str(t)).glob("job*.json"):
+        data = json.loads(stats.read_text())
+        data["objf"] = float("nan")
+        stats.write_text(json.dumps(data))
+    (exp / f"{t}.pt").unlink()
+    proc = run_snakemake(uninterrupted, "--cores", "2", overlay=STRAGGLER)
+    assert proc.returncode != 0
+    log = (uninterrupted / "logs" / "average" / "default" / f"{t}.log").read_text()
+    assert re.search(rf"iteration {t - 1}: no acceptable job among \d+: job 0", log), log[-2000:]
