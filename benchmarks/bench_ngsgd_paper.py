@@ -1,0 +1,70 @@
+"""The paper's experiment: {plain SGD, NG-SGD} x {1, 2, 4, 8 jobs}, read from a finished run.
+
+Run the workflow first (one command, all eight experiments share the data, features,
+i-vectors and egs):
+
+    .venv/bin/snakemake --cores all --configfile config/experiments/ngsgd_paper.yaml
+    .venv/bin/python benchmarks/bench_ngsgd_paper.py results/ngsgd_paper
+
+Prints, per experiment: final valid (held-out utterances of training speakers) log-prob
+and accuracy of the final model's last iteration, held-out-speaker (test set) frame
+accuracy and cross-entropy of final.pt, the loss from 1 to N jobs relative to 1 job, and
+the valid log-prob along training (at 25/50/75/100 % of the iterations).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+
+def load(exp_dir: Path) -> dict:
+    diags = sorted(exp_dir.glob("diag/*.json"), key=lambda p: int(p.stem))
+    valid = [json.loads(p.read_text())["valid"]["logprob"] for p in diags]
+    test = json.loads((exp_dir / "eval" / "test.json").read_text())
+    last = json.loads(diags[-1].read_text())["valid"]
+    return {
+        "valid_curve": valid,
+        "valid_logprob": last["logprob"],
+        "valid_accuracy": last["accuracy"],
+        "test_accuracy": test["frame_accuracy"],
+        "test_ce": test["cross_entropy"],
+        "iterations": len(valid) - 1,
+    }
+
+
+def main(results: Path) -> None:
+    runs = {}
+    for d in sorted((results / "exp").iterdir()):
+        m = re.fullmatch(r"(sgd|ng)_(\d+)", d.name)
+        if m and (d / "eval" / "test.json").exists():
+            runs[m.group(1), int(m.group(2))] = load(d)
+    print(
+        f"{'optimiser':<8}{'jobs':>5}{'iters':>6}{'valid logprob':>15}{'valid acc':>11}"
+        f"{'test acc':>10}{'test CE':>9}{'acc vs 1 job':>14}   valid log-prob at 25/50/75/100 %"
+    )
+    for opt in ("sgd", "ng"):
+        base = runs.get((opt, 1))
+        for n in (1, 2, 4, 8):
+            r = runs.get((opt, n))
+            if r is None:
+                continue
+            curve = r["valid_curve"]
+            marks = [curve[max(0, round(f * (len(curve) - 1)))] for f in (0.25, 0.5, 0.75, 1.0)]
+            rel = r["test_accuracy"] - base["test_accuracy"] if base else float("nan")
+            name = "NG-SGD" if opt == "ng" else "SGD"
+            print(
+                f"{name:<8}{n:>5}{r['iterations']:>6}{r['valid_logprob']:>15.4f}"
+                f"{r['valid_accuracy']:>11.4f}{r['test_accuracy']:>10.4f}{r['test_ce']:>9.4f}"
+                f"{rel:>+14.4f}   " + " ".join(f"{v:.3f}" for v in marks)
+            )
+    for n in (1, 2, 4, 8):
+        if ("sgd", n) in runs and ("ng", n) in runs:
+            d = runs["ng", n]["test_accuracy"] - runs["sgd", n]["test_accuracy"]
+            print(f"NG-SGD minus SGD, {n} jobs: test accuracy {d:+.4f}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/ngsgd_paper"))
