@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "local_slurm.sh"
@@ -24,8 +25,17 @@ TOY = REPO / "tests" / "fixtures" / "toy_slurm" / "Snakefile"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 # The cluster the slurm profile expects: its default partition, GPUs for train_job.
 CLUSTER_ENV = {"LOCAL_SLURM_PARTITION": "main", "LOCAL_SLURM_ACCOUNTING": "1"}
+TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
+# The tiny pipeline cut to 2 iterations x 2 jobs: enough for a fan-out, a fan-in and a model
+# that depends on both, while each SLURM stage costs a status poll (about 15 s here).
+TINY_OVERLAY = "trainer:\n  num_epochs: 0.1\n  num_jobs_initial: 2\n  num_jobs_final: 2\n"
+FINAL = "results/exp/default/final.pt"
 # Seconds before the plugin's first status poll (the profile's 10 s is for real clusters).
-POLL = "1"
+# The plugin polls at init, 2 init + 10, 3 init + 30 ... s after a submission: the toy's
+# jobs take about 5 s (two snakemake start-ups), the pipeline's 8-15 s (torch imports too),
+# so 1 s and 3 s make each stage cost one early poll (12 s, 16 s) rather than a late one.
+POLL_TOY = "1"
+POLL_PIPELINE = "3"
 
 
 def run_snakemake(args: list[str], cwd: Path, timeout_s: int) -> subprocess.CompletedProcess:
@@ -115,18 +125,31 @@ def test_toy_workflow_through_slurm_equals_local_run(slurm_cluster, tmp_path):
         d.mkdir()
         shutil.copy(TOY, d / "Snakefile")
     check_ok(
-        run_snakemake(["--profile", str(REPO / "profiles" / "local"), "--cores", "2"], local, 120),
+        run_snakemake(
+            [
+                "--profile",
+                str(REPO / "profiles" / "local"),
+                "--cores",
+                "2",
+                "--config",
+                "iterations=1",
+            ],
+            local,
+            120,
+        ),
         "local run",
     )
     (remote / "fail_once").mkdir()
-    (remote / "fail_once" / "2_1").touch()  # train job 1 of iteration 1 fails once
+    (remote / "fail_once" / "1_1").touch()  # train job 1 of iteration 0 fails once
     since = time.time()
     proc = run_snakemake(
         [
             "--profile",
             str(REPO / "profiles" / "slurm"),
             "--slurm-init-seconds-before-status-checks",
-            POLL,
+            POLL_TOY,
+            "--config",
+            "iterations=1",
         ],
         remote,
         300,
@@ -134,16 +157,15 @@ def test_toy_workflow_through_slurm_equals_local_run(slurm_cluster, tmp_path):
     check_ok(proc, "SLURM run")
 
     assert read_tree(remote, "out/**/*.txt") == read_tree(local, "out/**/*.txt")
-    assert len(read_tree(local, "out/**/*.txt")) == 7
+    assert len(read_tree(local, "out/**/*.txt")) == 4
 
     jobs = sacct_jobs(remote, since)
     by_comment: dict[str, list[dict[str, str]]] = {}
     for job in jobs:
         by_comment.setdefault(job["Comment"], []).append(job)
-    trains = {f"rule_train_job_wildcards_{t}_{j}": (t, j) for t in (1, 2) for j in (0, 1)}
-    expected = {"rule_init", "rule_sync_wildcards_1", "rule_sync_wildcards_2", *trains}
-    assert set(by_comment) == expected, jobs
-    retried = by_comment["rule_train_job_wildcards_2_1"]
+    trains = {f"rule_train_job_wildcards_1_{j}": (1, j) for j in (0, 1)}
+    assert set(by_comment) == {"rule_init", "rule_sync_wildcards_1", *trains}, jobs
+    retried = by_comment["rule_train_job_wildcards_1_1"]
     assert [j["State"] for j in retried] == ["FAILED", "COMPLETED"], retried
     for comment, runs in by_comment.items():
         assert runs[-1]["State"] == "COMPLETED", runs
@@ -155,3 +177,60 @@ def test_toy_workflow_through_slurm_equals_local_run(slurm_cluster, tmp_path):
         )
         assert env["slurm_job_id"] == by_comment[comment][-1]["JobIDRaw"]
         assert env["cuda_visible_devices"] in {"0", "1"}  # a fake GPU, assigned by SLURM
+
+
+@pytest.mark.slurm
+def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone_upstream):
+    """The real Snakefile from the shared egs to final.pt through the slurm profile: every
+    job is a SLURM job, train jobs hold a (fake) GPU and fall back to the CPU, and every model
+    is byte-identical to a local run's."""
+    local, remote = clone_upstream("slurm_local"), clone_upstream("slurm_remote")
+
+    def pipeline(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+        (workdir / "slurm_overlay.yaml").write_text(TINY_OVERLAY)
+        configs = [str(TINY), str(workdir / "slurm_overlay.yaml")]
+        return run_snakemake(
+            [
+                "-s",
+                str(REPO / "Snakefile"),
+                "--directory",
+                str(workdir),
+                "--configfile",
+                *configs,
+                *args,
+                FINAL,
+            ],
+            workdir,
+            600,
+        )
+
+    check_ok(
+        pipeline(local, "--profile", str(REPO / "profiles" / "local"), "--cores", "2"), "local"
+    )
+    since = time.time()
+    proc = pipeline(
+        remote,
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--slurm-init-seconds-before-status-checks",
+        POLL_PIPELINE,
+    )
+    check_ok(proc, "SLURM run")
+
+    models = read_tree(local, "results/exp/default/**/*.pt")
+    assert {"results/exp/default/final.pt", "results/exp/default/2/job1.pt"} <= set(models)
+    assert read_tree(remote, "results/exp/default/**/*.pt") == models
+
+    jobs = sacct_jobs(remote, since)
+    rules = [j["Comment"].split("_wildcards_")[0].removeprefix("rule_") for j in jobs]
+    assert sorted(rules) == sorted(
+        ["init_model", *["train_job"] * 4, "average", "average", "combine", "priors"]
+    ), jobs
+    for job, rule in zip(jobs, rules, strict=True):
+        assert job["State"] == "COMPLETED", job
+        assert ("gres/gpu=1" in job["AllocTRES"]) == (rule == "train_job"), job
+    if not torch.cuda.is_available():
+        logs = sorted((remote / "logs" / "train_job" / "default").glob("*/job*.log"))
+        assert len(logs) == 4
+        for log in logs:
+            assert "paravg.devices: using the CPU" in log.read_text(), log
