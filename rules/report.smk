@@ -34,7 +34,9 @@ rule experiment_figures:
 
 rule experiment_config:
     input:
-        info=f"{RESULTS}/egs/info.json",  # the schedule depends on the egs geometry
+        # the schedule needs the egs; through the checkpoint (a plain path to its output
+        # would make `all` look out of date after every finished run)
+        info=lambda wc: checkpoints.egs.get().output.info,
     output:
         yaml=f"{RESULTS}/exp/{{exp}}/report/config.yaml",
         html=report(

@@ -113,31 +113,43 @@ def _f(value) -> float:
 def comparison_rows(
     runs: Sequence[ExperimentRun], eval_sets: Sequence[str]
 ) -> dict[str, list[ComparisonRow]]:
-    """Eval set -> one row per experiment (nan where an experiment has no result yet)."""
+    """Eval set -> one row per experiment (nan where an experiment has no result yet).
+
+    Other final models of an experiment with their own evaluation (``eval/ema/<set>.json``)
+    get a row of their own right below it, named ``<experiment> (<model>)``.
+    """
     table: dict[str, list[ComparisonRow]] = {}
     for s in eval_sets:
         rows = []
         for run in runs:
             summary = series.run_summary(run)
-            ev = run.evals.get(s) or {}
-            frames, utts = ev.get("frames"), ev.get("utterances")
-            rows.append(
-                ComparisonRow(
-                    experiment=run.name,
-                    eval_set=s,
-                    frame_accuracy=_f(ev.get("frame_accuracy")),
-                    cross_entropy=_f(ev.get("cross_entropy")),
-                    frames=frames if isinstance(frames, int) else None,
-                    utterances=utts if isinstance(utts, int) else None,
-                    valid_logprob=summary.valid_logprob,
-                    valid_accuracy=summary.valid_accuracy,
-                    iterations=summary.iterations_done,
-                    jobs_rejected=summary.jobs_rejected,
-                    combined_models=summary.combined_models,
-                )
-            )
+            models = [(run.name, run.evals.get(s) or {})]
+            models += [
+                (f"{run.name} ({model})", evals[s])
+                for model, evals in sorted(run.model_evals.items())
+                if s in evals
+            ]
+            for name, ev in models:
+                rows.append(_row(name, s, ev, summary))
         table[s] = rows
     return table
+
+
+def _row(name: str, eval_set: str, ev: dict, summary: series.RunSummary) -> ComparisonRow:
+    frames, utts = ev.get("frames"), ev.get("utterances")
+    return ComparisonRow(
+        experiment=name,
+        eval_set=eval_set,
+        frame_accuracy=_f(ev.get("frame_accuracy")),
+        cross_entropy=_f(ev.get("cross_entropy")),
+        frames=frames if isinstance(frames, int) else None,
+        utterances=utts if isinstance(utts, int) else None,
+        valid_logprob=summary.valid_logprob,
+        valid_accuracy=summary.valid_accuracy,
+        iterations=summary.iterations_done,
+        jobs_rejected=summary.jobs_rejected,
+        combined_models=summary.combined_models,
+    )
 
 
 # column key, header, format, which direction is better (None: no best mark)

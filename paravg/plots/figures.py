@@ -131,9 +131,10 @@ def plot_objective(run: ExperimentRun) -> Figure:
                 color="tab:orange",
             )
     if run.combine and isinstance(run.combine.get("objective"), int | float):
+        n = run.combine.get("num_models")
+        what = "the newest model alone" if n == 1 else f"mean of the {n} newest models"
         ax_lp.set_title(
-            f"final: mean of the {run.combine.get('num_models')} newest models, "
-            f"{run.combine['objective']:.3f} nats/frame (combine subset)",
+            f"final: {what}, {run.combine['objective']:.3f} nats/frame (combine subset)",
             loc="right",
             fontsize=9,
             color="0.3",
@@ -148,6 +149,11 @@ def plot_objective(run: ExperimentRun) -> Figure:
 _STATUS_STYLE = {
     series.ACCEPTED: {"marker": "o", "color": "tab:blue", "label": "accepted"},
     series.PENDING: {"marker": "o", "color": "0.55", "label": "sync not run yet"},
+    series.NOT_CHOSEN: {
+        "marker": "o",
+        "color": "tab:olive",
+        "label": "iteration 0: not the best job",
+    },
     series.REJECTED: {"marker": "x", "color": "tab:red", "label": "rejected by the sync"},
     series.UNUSABLE: {"marker": "v", "color": "black", "label": "no usable objective"},
 }
@@ -189,6 +195,7 @@ def plot_job_objectives(run: ExperimentRun) -> Figure:
     if not points:
         no_data(ax, "no job has finished yet")
         return fig
+    dense = len(points) > 400
     if len(spread.iteration) > 1:
         ax.fill_between(
             spread.iteration,
@@ -200,7 +207,12 @@ def plot_job_objectives(run: ExperimentRun) -> Figure:
             label="lowest–highest job",
         )
         ax.plot(
-            spread.iteration, spread.mean, color="tab:blue", linewidth=1.0, label="mean of jobs"
+            spread.iteration,
+            spread.mean,
+            color="navy" if dense else "tab:blue",
+            linewidth=1.0,
+            zorder=4,  # above a dense cloud of points
+            label="mean of jobs",
         )
     core = [
         p.objf
@@ -209,39 +221,45 @@ def plot_job_objectives(run: ExperimentRun) -> Figure:
     ]
     ylim = _job_ylim(core, _finite([p.objf for p in points]))
     edge = ylim[0] + 0.02 * (ylim[1] - ylim[0]) if ylim else 0.0
-    size = 14 if len(points) <= 400 else 5
+    size = 4 if dense else 14
     for status, style in _STATUS_STYLE.items():
-        chosen = [p for p in points if p.status == status]
-        if not chosen:
+        inside, below = [], []
+        for p in points:
+            if p.status == status:
+                ok = not math.isnan(p.objf) and (not ylim or p.objf >= ylim[0])
+                (inside if ok else below).append(p)
+        if not inside and not below:
             continue
-        inside = [p for p in chosen if not math.isnan(p.objf) and (not ylim or p.objf >= ylim[0])]
-        below = [p for p in chosen if p not in inside]
-        label = f"{style['label']} ({len(chosen)})"
+        label = f"{style['label']} ({len(inside) + len(below)})"
         if below and status != series.UNUSABLE:
             label += f", {len(below)} far below: ▼ on the axis"
+        common = {"color": style["color"], "zorder": 3}
+        if status == series.ACCEPTED and dense:
+            common["alpha"] = 0.35  # the outliers stay visible in a cloud of thousands
         big = 2.5 if style["marker"] == "x" else 1.0
-        ax.scatter(
-            [p.iteration for p in inside],
-            [p.objf for p in inside],
-            marker=style["marker"],
-            color=style["color"],
-            s=size * big,
-            zorder=3,
-            label=label if inside else None,
-        )
+        if status != series.ACCEPTED:
+            big *= 2 if dense else 1
+        if inside:
+            ax.scatter(
+                [p.iteration for p in inside],
+                [p.objf for p in inside],
+                marker=style["marker"],
+                s=size * big,
+                label=label,
+                **common,
+            )
         if below:
             ax.scatter(
                 [p.iteration for p in below],
                 [edge] * len(below),
                 marker="v",
-                color=style["color"],
-                s=size * 2,
-                zorder=3,
+                s=size * 2 * (2 if dense else 1),
                 label=None if inside else label,
+                **common,
             )
     if ylim:
         ax.set_ylim(*ylim)
-    ax.legend(loc="upper left", fontsize=9)
+    ax.legend(loc="lower right", fontsize=9)
     return fig
 
 
@@ -362,8 +380,13 @@ def plot_max_change(run: ExperimentRun) -> Figure:
             label="whole model (max-param-change)",
             **_marker(n),
         )
-        ax.set_ylim(-2, 102)
+        values = _finite([v for ys in comps.y.values() for v in ys] + r.global_)
+        peak = 100 * max(values, default=0.0)
+        top = 102.0 if peak > 50 else max(5.0, 1.15 * peak)  # zoom in on rare activation
+        ax.set_ylim(-0.02 * top, top)
         ax.legend(loc="upper right", fontsize=9, title="limited by")
+        if peak == 0:
+            ax.set_title("max-change never activated", loc="right", fontsize=9, color="0.3")
         skipped = sum(r.skipped)
         if skipped:
             ax.set_title(

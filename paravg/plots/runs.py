@@ -7,7 +7,8 @@ The file contract (Kaldi numbering: ``<t>.pt`` is the model at the start of iter
   accepted and rejected jobs, method), or ``consensus/<t>.json`` for methods without one;
 * ``diag/<t>.json``: train/valid log-prob and accuracy of ``<t>.pt`` and its parameter
   change against ``<t−1>.pt`` (Kaldi's ``nnet3-compute-prob`` and ``nnet3-show-progress``);
-* ``init.json``, ``combine.json``, ``final.json``, ``eval/<set>.json``.
+* ``init.json``, ``combine.json``, ``final.json``, ``eval/<set>.json`` (``final.pt``) and
+  ``eval/<model>/<set>.json`` of other final models (``ema``).
 
 Iterations are keyed by the file name, never by a field inside the file, so a run is read
 the same way whatever sync method wrote it. Every file may be missing (training still
@@ -52,6 +53,8 @@ class ExperimentRun:
     combine: dict | None = None
     final: dict | None = None
     evals: dict[str, dict] = field(default_factory=dict)
+    #: ``eval/<model>/<set>.json`` of other final models (e.g. ``ema``): model -> set -> JSON
+    model_evals: dict[str, dict[str, dict]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -147,10 +150,20 @@ def load_run(path: str | Path, name: str | None = None, strict: bool = False) ->
             setattr(run, attr, _read(p, run, strict))
     eval_dir = path / "eval"
     if eval_dir.is_dir():
-        for p in sorted(eval_dir.glob("*.json")):
-            if p.name.startswith("."):
-                continue
-            data = _read(p, run, strict)
-            if data is not None:
-                run.evals[p.stem] = data
+        run.evals = _read_evals(eval_dir, run, strict)
+        for sub in sorted(p for p in eval_dir.iterdir() if p.is_dir()):
+            evals = _read_evals(sub, run, strict)
+            if evals:
+                run.model_evals[sub.name] = evals
     return run
+
+
+def _read_evals(directory: Path, run: ExperimentRun, strict: bool) -> dict[str, dict]:
+    out = {}
+    for p in sorted(directory.glob("*.json")):
+        if p.name.startswith("."):
+            continue
+        data = _read(p, run, strict)
+        if data is not None:
+            out[p.stem] = data
+    return out

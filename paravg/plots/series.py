@@ -56,14 +56,17 @@ def diagnostic_curves(run: ExperimentRun) -> DiagnosticCurves:
 
 # ----------------------------------------------------------------- job objectives
 ACCEPTED, REJECTED, UNUSABLE, PENDING = "accepted", "rejected", "unusable", "pending"
+NOT_CHOSEN = "not chosen"
 
 
 @dataclass
 class JobPoint:
     """One job's average training objective and what the sync did with it.
 
-    status: ``accepted`` / ``rejected`` by the sync, ``unusable`` (no finite objective:
-    diverged or unreadable), or ``pending`` (the sync of that iteration has not run yet).
+    status: ``accepted`` / ``rejected`` by the sync, ``not chosen`` (a usable job of an
+    iteration whose sync keeps only the best job, Kaldi's iteration 0: ``method: best``),
+    ``unusable`` (no finite objective: diverged or unreadable), or ``pending`` (the sync of
+    that iteration has not run yet).
     """
 
     iteration: int
@@ -95,7 +98,7 @@ def job_points(run: ExperimentRun) -> list[JobPoint]:
             elif j in accepted and not math.isnan(objf):
                 status = ACCEPTED
             elif j in rejected and not math.isnan(objf):
-                status = REJECTED
+                status = NOT_CHOSEN if sync.get("method") == "best" else REJECTED
             else:
                 status = UNUSABLE
             points.append(JobPoint(t, j, objf, status))

@@ -260,3 +260,37 @@ def test_png_bytes_are_reproducible(full_run, tmp_path):
     b = figures.save_png(figures.plot_objective(run), tmp_path / "b.png").read_bytes()
     assert a == b
     assert np.array_equal(imread(tmp_path / "a.png"), imread(tmp_path / "b.png"))
+
+
+def test_max_change_never_active_is_said_and_zoomed(tmp_path):
+    exp = write_run(tmp_path / "exp" / "calm", [1, 2, 2])
+    for p in exp.glob("*/job*.json"):
+        job = json.loads(p.read_text())
+        job["max_change_per_component"] = dict.fromkeys(job["max_change_per_component"], 0.0)
+        job["max_change_global"] = 0.0
+        p.write_text(json.dumps(job))
+    (ax,) = figures.plot_max_change(load_run(exp)).axes
+    assert ax.get_title(loc="right") == "max-change never activated"
+    assert ax.get_ylim()[1] == 5.0
+
+
+def test_combination_of_one_model_is_named_so(full_run):
+    combine = json.loads((full_run / "combine.json").read_text())
+    combine["num_models"] = 1
+    (full_run / "combine.json").write_text(json.dumps(combine))
+    ax_lp = figures.plot_objective(load_run(full_run)).axes[0]
+    assert ax_lp.get_title(loc="right").startswith("final: the newest model alone, ")
+
+
+def test_an_ema_evaluation_gets_its_own_row(two_runs):
+    run = two_runs[0]
+    (run.path / "eval" / "ema").mkdir()
+    ema = {"frame_accuracy": 0.61, "cross_entropy": 1.2, "frames": 1234, "utterances": 17}
+    (run.path / "eval" / "ema" / "test.json").write_text(json.dumps(ema))
+    runs = [load_run(run.path), two_runs[1]]
+    assert runs[0].model_evals == {"ema": {"test": ema}} and set(runs[0].evals) == {"test", "dev"}
+    rows = comparison_rows(runs, ["test", "dev"])
+    assert [r.experiment for r in rows["test"]] == ["ngsgd", "ngsgd (ema)", "sgd"]
+    assert rows["test"][1].frame_accuracy == 0.61
+    assert [r.experiment for r in rows["dev"]] == ["ngsgd", "sgd"]
+    assert "**61.00**" in format_comparison_markdown(rows)

@@ -229,3 +229,14 @@ def test_component_order():
         "prefinal.affine",
         "output.affine",
     ]
+
+
+def test_iteration_zero_keeps_the_best_job_which_is_no_rejection(tmp_path):
+    exp = write_run(tmp_path / "exp" / "wide", [3, 3, 3])
+    points = series.job_points(load_run(exp))
+    first = [p for p in points if p.iteration == 0]
+    sync = read(exp / "sync" / "1.json")
+    assert sync["method"] == "best" and len(sync["accepted"]) == 1
+    assert [p.status for p in first].count(series.ACCEPTED) == 1
+    assert [p.status for p in first].count(series.NOT_CHOSEN) == 2
+    assert series.run_summary(load_run(exp)).jobs_rejected == 0
