@@ -31,6 +31,7 @@ include: "rules/features.smk"
 include: "rules/ivector.smk"
 include: "rules/egs.smk"
 include: "rules/train.smk"
+include: "rules/sync.smk"
 include: "rules/final.smk"
 include: "rules/report.smk"
 

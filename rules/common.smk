@@ -183,7 +183,7 @@ def get_job_params(wildcards):
     return {
         "iteration": t,
         "job": j,
-        "learning_rate": sched.learning_rate(t),
+        "learning_rate": job_learning_rate(wildcards.exp, t),
         "minibatch_size": trainer["minibatch_size"],
         "max_param_change": trainer["max_param_change"],
         "frame": frame,
@@ -226,11 +226,11 @@ def gpu_for_training(wildcards):
 def get_diag_inputs(wildcards):
     t = int(wildcards.t)
     inputs = {
-        "model": f"{exp_dir(wildcards.exp)}/{t}.pt",
+        "model": synced_model(wildcards.exp, t),
         "egs": egs_subset_files("valid_diag") + egs_subset_files("train_diag"),
     }
     if t > 0:
-        inputs["prev"] = f"{exp_dir(wildcards.exp)}/{t - 1}.pt"
+        inputs["prev"] = synced_model(wildcards.exp, t - 1)
     return inputs
 
 
@@ -241,7 +241,10 @@ def all_diagnostics(exp):
 
 
 def get_combine_models(wildcards):
-    return [f"{exp_dir(wildcards.exp)}/{m}.pt" for m in exp_schedule(wildcards.exp).models_to_combine()]
+    """Synced models of the last iterations (newest last), then the EMA model if enabled."""
+    exp = wildcards.exp
+    models = [synced_model(exp, m) for m in exp_schedule(exp).models_to_combine()]
+    return models + ([final_ema_model(exp)] if ema_enabled(exp) else [])
 
 
 def get_eval_inputs(wildcards):
@@ -261,6 +264,115 @@ def get_results_inputs(wildcards):
         f"{exp_dir(exp)}/eval/{s}.json" for exp in EXPERIMENTS for s in config["eval_sets"]
     ] + [f"{exp_dir(exp)}/final.json" for exp in EXPERIMENTS] + [
         f for exp in EXPERIMENTS for f in all_diagnostics(exp)
+    ] + ema_eval_targets()
+
+
+# ---------------------------------------------------------------- sync strategies (rules/sync.smk)
+def sync_method(exp):
+    """The registry entry (paravg.sync.registry) of ``exp``'s sync.method."""
+    from paravg.sync.registry import get_method
+
+    return get_method(EXPERIMENTS[exp]["sync"]["method"])
+
+
+def experiments_pattern(fan_in=None, decentralized=None, ema=None):
+    """A wildcard regex matching the experiments with these sync properties (or none)."""
+    import re
+
+    names = [
+        e
+        for e in EXPERIMENTS
+        if (fan_in is None or sync_method(e).fan_in == fan_in)
+        and (decentralized is None or sync_method(e).decentralized == decentralized)
+        and (ema is None or EXPERIMENTS[e]["sync"]["ema"]["enabled"] == ema)
+    ]
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def synced_model(exp, t):
+    """The model after t iterations for diagnostics, the EMA and the combination:
+    ``<t>.pt`` (average), the BMUF global model ``bmuf/<t>.pt``, or the consensus."""
+    if t == 0:
+        return f"{exp_dir(exp)}/0.pt"
+    kind = sync_method(exp).synced_model
+    if kind == "bmuf-global":
+        return f"{exp_dir(exp)}/bmuf/{t}.pt"
+    if kind == "consensus":
+        return f"{exp_dir(exp)}/consensus/{t}.pt"
+    return f"{exp_dir(exp)}/{t}.pt"
+
+
+def get_bmuf_inputs(wildcards):
+    """The jobs of iteration t − 1 and the block state (g, delta) after t − 1 blocks."""
+    t = int(wildcards.t)
+    inputs = get_average_inputs(wildcards)
+    if t == 1:
+        inputs["global_model"] = f"{exp_dir(wildcards.exp)}/0.pt"
+    else:
+        inputs["global_model"] = f"{exp_dir(wildcards.exp)}/bmuf/{t - 1}.pt"
+        inputs["delta"] = f"{exp_dir(wildcards.exp)}/bmuf/{t - 1}.delta.pt"
+    return inputs
+
+
+def get_start_recipe(wildcards):
+    """The registry's StartRecipe of the job that writes ``<t>/job<j>.pt``."""
+    exp = wildcards.exp
+    t, j = int(wildcards.t) - 1, int(wildcards.j)
+    n = exp_schedule(exp).num_jobs(t)
+    return sync_method(exp).start_recipe(t, j, n, EXPERIMENTS[exp]["trainer"]["srand"])
+
+
+def get_decentralized_job_inputs(wildcards):
+    """Exactly the files the start recipe names (the DAG edges), plus the job's egs."""
+    d = exp_dir(wildcards.exp)
+    r = get_start_recipe(wildcards)
+    inputs = {"egs": get_job_egs(wildcards)}
+    if r.synced is not None:
+        inputs["initial"] = f"{d}/{r.synced}.pt"
+    else:
+        inputs["mix_models"] = [f"{d}/{r.mix_iteration + 1}/job{k}.pt" for k in r.mix_jobs]
+        inputs["mix_stats"] = [f"{d}/{r.mix_iteration + 1}/job{k}.json" for k in r.mix_jobs]
+    if r.own_iteration is not None:
+        inputs["own_end"] = f"{d}/{r.own_iteration + 1}/job{wildcards.j}.pt"
+        inputs["own_start"] = f"{d}/{r.own_iteration + 1}/job{wildcards.j}.start.pt"
+    return inputs
+
+
+def job_learning_rate(exp, t):
+    """Kaldi's per-job rate N·ε times the sync method's factor (BMUF: (1 − bm)/η_b)."""
+    sched = exp_schedule(exp)
+    scale = sync_method(exp).learning_rate_scale(EXPERIMENTS[exp]["sync"], sched.num_jobs(t))
+    return sched.learning_rate(t) * scale
+
+
+def ema_enabled(exp):
+    return bool(EXPERIMENTS[exp]["sync"]["ema"]["enabled"])
+
+
+def get_ema_inputs(wildcards):
+    """e_t from e_{t−1} and the synced model m_t (e_1 = m_1)."""
+    t = int(wildcards.t)
+    inputs = {"model": synced_model(wildcards.exp, t)}
+    if t > 1:
+        inputs["prev"] = f"{exp_dir(wildcards.exp)}/ema/{t - 1}.pt"
+    return inputs
+
+
+def final_ema_model(exp):
+    return f"{exp_dir(exp)}/ema/{exp_schedule(exp).num_iters}.pt"
+
+
+def get_eval_ema_inputs(wildcards):
+    """As the final model's evaluation, with the last EMA model."""
+    return {**get_eval_inputs(wildcards), "model": final_ema_model(wildcards.exp)}
+
+
+def ema_eval_targets():
+    return [
+        f"{exp_dir(e)}/eval/ema/{s}.json"
+        for e in EXPERIMENTS
+        if ema_enabled(e)
+        for s in config["eval_sets"]
     ]
 
 

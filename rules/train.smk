@@ -39,6 +39,8 @@ rule train_job:
         stats=f"{RESULTS}/exp/{{exp}}/{{t}}/job{{j}}.json",
     params:
         job=get_job_params,
+    wildcard_constraints:
+        exp=experiments_pattern(decentralized=False),
     log:
         "logs/train_job/{exp}/{t}/job{j}.log",
     benchmark:
@@ -64,6 +66,7 @@ rule average:
         summary=f"{RESULTS}/exp/{{exp}}/sync/{{t}}.json",
     wildcard_constraints:
         t=r"[1-9]\d*",
+        exp=experiments_pattern(fan_in="average"),
     params:
         iteration=lambda wc: int(wc.t) - 1,
         threshold=lambda wc: EXPERIMENTS[wc.exp]["sync"]["objf_threshold"],

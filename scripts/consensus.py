@@ -1,0 +1,14 @@
+"""Rule consensus: the mean of all jobs of an iteration, off the critical path."""
+
+from paravg.logs import setup_logging
+from paravg.sync.consensus import consensus_model
+
+setup_logging(snakemake.log[0])
+consensus_model(
+    model_paths=snakemake.input.models,
+    stats_paths=snakemake.input.stats,
+    iteration=snakemake.params.iteration,
+    threshold=snakemake.params.threshold,
+    model_out=snakemake.output.model,
+    summary_out=snakemake.output.summary,
+)

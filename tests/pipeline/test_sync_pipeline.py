@@ -1,0 +1,210 @@
+"""Sync methods in the real DAG: the edges each method implies, and a short end-to-end run.
+
+One tiny workspace (``tests/pipeline/tiny.yaml`` + five experiments, one per sync method,
+three jobs each) is built up to the egs once; then
+
+* the DAG tests read ``snakemake --dry-run --forcerun init_model``'s job list (every job's input and
+  output files) and check that EMA and consensus files never feed a train job, that a
+  ring job reads only its neighbours' outputs, a delay-by-one job exactly its own job of
+  the iteration before plus the neighbours' outputs of the one before that, and that the
+  fan-in methods' jobs read only ``<t>.pt``;
+* the end-to-end test runs the whole tiny pipeline for all five methods at once and checks
+  each method's own files (BMUF state, consensus, EMA, EMA evaluation) and, from the kept
+  job models, that every decentralized start model is what its definition says.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from paravg.nnet.tdnn import load_model_file
+from paravg.sync.registry import get_method
+
+from .conftest import check_ok, run_snakemake
+
+pytestmark = pytest.mark.pipeline
+
+N = 3
+METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one"]
+EMA = {"average", "ring"}  # EMA is independent of the method: two are enough
+# 0.25 epochs of the tiny egs (6 archives x 8 frames) at 3 jobs = 4 iterations
+OVERLAY = {
+    "trainer": {"num_epochs": 0.25},
+    "experiments": {
+        m: {
+            "trainer": {"num_jobs_initial": N, "num_jobs_final": N},
+            "sync": {"method": m, "ema": {"enabled": m in EMA}},
+        }
+        for m in METHODS
+    },
+}
+TARGETS = [f"results/exp/{m}/eval/test.json" for m in METHODS] + [
+    f"results/exp/{m}/eval/ema/test.json" for m in sorted(EMA)
+]
+
+
+@pytest.fixture(scope="module")
+def workdir(clone_upstream) -> Path:
+    """A clone of the tiny workspace (egs built), where the five methods train."""
+    return clone_upstream("sync")
+
+
+def dry_run_jobs(workdir: Path) -> list[dict]:
+    """Every job of the whole DAG: rule, wildcards, input and output files."""
+    proc = run_snakemake(
+        workdir,
+        "--dry-run",
+        "--forcerun",
+        "init_model",
+        "--cores",
+        "2",
+        *TARGETS,
+        overlay=OVERLAY,
+    )
+    check_ok(proc, "dry-run")
+    jobs, cur = [], None
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^(?:local)?rule (\S+):$", line.strip())
+        if m:
+            cur = {"rule": m.group(1), "input": [], "output": [], "wildcards": {}}
+            jobs.append(cur)
+            continue
+        if cur is None:
+            continue
+        key, _, value = line.strip().partition(": ")
+        if key in ("input", "output"):
+            cur[key] = [v.strip() for v in value.split(",") if v.strip()]
+        elif key == "wildcards":
+            cur["wildcards"] = dict(kv.split("=", 1) for kv in value.split(", "))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def jobs(workdir) -> list[dict]:
+    return dry_run_jobs(workdir)
+
+
+def train_jobs(jobs, exp):
+    return {
+        (int(j["wildcards"]["t"]) - 1, int(j["wildcards"]["j"])): j
+        for j in jobs
+        if j["rule"].startswith("train_job") and j["wildcards"].get("exp") == exp
+    }
+
+
+def exp_prefix(exp):
+    return f"results/exp/{exp}/"
+
+
+def model_inputs(job, exp):
+    """The model files a train job reads (everything under its experiment directory)."""
+    return sorted(p for p in job["input"] if p.startswith(exp_prefix(exp)))
+
+
+def test_ema_and_consensus_never_feed_a_train_job(jobs):
+    assert any(j["rule"] == "ema" for j in jobs) and any(j["rule"] == "consensus" for j in jobs)
+    for j in jobs:
+        if j["rule"].startswith("train_job"):
+            bad = [p for p in j["input"] if "/ema/" in p or "/consensus/" in p or "/diag/" in p]
+            assert not bad, (j["wildcards"], bad)
+
+
+def test_each_method_uses_its_own_rules(jobs):
+    rules = {m: {j["rule"] for j in jobs if j["wildcards"].get("exp") == m} for m in METHODS}
+    assert "average" in rules["average"] and "bmuf" not in rules["average"]
+    assert "bmuf" in rules["bmuf"] and "average" not in rules["bmuf"]
+    for m in ("ring", "random-ring", "delay-by-one"):
+        assert "train_job_decentralized" in rules[m] and "consensus" in rules[m]
+        assert not rules[m] & {"train_job", "average", "bmuf"}, rules[m]
+    assert "ema" in rules["average"] and "ema" not in rules["bmuf"]
+    assert "evaluate_ema" in rules["ring"]
+
+
+@pytest.mark.parametrize("exp", ["average", "bmuf"])
+def test_fan_in_jobs_read_only_the_synced_model(jobs, exp):
+    tj = train_jobs(jobs, exp)
+    assert tj
+    for (t, _), job in tj.items():
+        assert model_inputs(job, exp) == [f"{exp_prefix(exp)}{t}.pt"]
+
+
+@pytest.mark.parametrize("exp", ["ring", "random-ring", "delay-by-one"])
+def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
+    tj = train_jobs(jobs, exp)
+    srand = 0
+    iters = max(t for t, _ in tj) + 1
+    assert iters >= 3, "the tiny schedule needs 3+ iterations to exercise delay-by-one"
+    d = exp_prefix(exp)
+    ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
+    seen_random = set()
+    for (t, j), job in tj.items():
+        if t == 0:
+            expected = [f"{d}0.pt"]
+        elif exp == "delay-by-one" and t == 1:
+            expected = [f"{d}1/job{j}.json", f"{d}1/job{j}.pt"]
+        elif exp == "delay-by-one":
+            expected = [f"{d}{t - 1}/job{k}.{x}" for k in ring[j] for x in ("json", "pt")]
+            expected += [f"{d}{t}/job{j}.pt", f"{d}{t}/job{j}.start.pt"]
+        else:
+            nb = get_method(exp).start_recipe(t, j, N, srand).mix_jobs
+            if exp == "ring":
+                assert nb == ring[j]
+            seen_random.add((t, nb))
+            expected = [f"{d}{t}/job{k}.{x}" for k in nb for x in ("json", "pt")]
+        assert model_inputs(job, exp) == sorted(expected), (t, j)
+
+
+def test_end_to_end_all_methods(workdir):
+    proc = run_snakemake(workdir, "--cores", "2", *TARGETS, overlay=OVERLAY)
+    check_ok(proc, "the tiny pipeline with five sync methods")
+    root = workdir / "results" / "exp"
+    for m in METHODS:
+        e = root / m
+        assert (e / "final.pt").exists() and (e / "eval" / "test.json").exists(), m
+        iters = num_iters(e)
+        if m == "bmuf":
+            assert (e / "bmuf" / f"{iters}.pt").exists() and (e / f"{iters}.pt").exists()
+        if get_method(m).decentralized:
+            assert (e / "consensus" / f"{iters}.pt").exists()
+            assert not (e / f"{iters}.pt").exists()  # no global model on the critical path
+        if m in EMA:
+            assert (e / "ema" / f"{iters}.pt").exists()
+            assert (e / "eval" / "ema" / "test.json").exists()
+    check_start_models(root / "ring", "ring")
+    check_start_models(root / "delay-by-one", "delay-by-one")
+
+
+def num_iters(e: Path) -> int:
+    """T: the jobs of the last iteration wrote ``<T>/job0.json``."""
+    return max(int(p.parent.name) for p in e.glob("*/job0.json"))
+
+
+def mean(sds):
+    return {k: sum(sd[k].double() for sd in sds) / len(sds) for k in sds[0]}
+
+
+def check_start_models(e: Path, method: str) -> None:
+    """From the kept job models: every start is the definition's function of the files."""
+
+    def sd(path):
+        return load_model_file(path)["state_dict"]
+
+    ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
+    for t in range(1, num_iters(e)):
+        for j in range(N):
+            start = sd(e / f"{t + 1}/job{j}.start.pt")
+            if method == "ring":
+                expected = mean([sd(e / f"{t}/job{k}.pt") for k in ring[j]])
+            elif t == 1:
+                expected = {k: v.double() for k, v in sd(e / f"1/job{j}.pt").items()}
+            else:
+                mixed = mean([sd(e / f"{t - 1}/job{k}.pt") for k in ring[j]])
+                own, own_start = sd(e / f"{t}/job{j}.pt"), sd(e / f"{t}/job{j}.start.pt")
+                expected = {k: mixed[k] + own[k].double() - own_start[k].double() for k in own}
+            for k, v in start.items():
+                if v.is_floating_point():
+                    assert torch.allclose(v.double(), expected[k], atol=1e-5), (method, t, j, k)
