@@ -103,6 +103,16 @@ def test_nothing_to_do_when_finished(trained):
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
 
 
+def test_unrelated_config_change_does_not_retrain(trained):
+    """Rerun triggers: a key that only the end of the pipeline reads reruns only that end."""
+    overlay = {"experiments": EXPERIMENTS, "combine": {"max_objective_evaluations": 3}}
+    plan = run_snakemake(trained, "-n", "--cores", "2", overlay=overlay)
+    check_ok(plan, "dry-run after a combine-only change")
+    rules = {r for r, _ in planned_jobs(plan.stdout)}
+    assert "combine" in rules
+    assert not rules & {"train_job", "average", "init_model", "diagnostics", "egs"}, rules
+
+
 def delete_from(exp: Path, t: int, keep: set[str]) -> None:
     """Remove what a run that stopped in job dir ``t`` would not have made: every file of
     iterations >= t (but the job files named in ``keep``) and the end of the pipeline."""
