@@ -1,15 +1,17 @@
 """Scheduling overhead per job: SLURM (profiles/slurm) vs the local executor, same workflow.
 
 Runs the toy iterative workflow (tests/fixtures/toy_slurm: init, then per iteration N
-parallel `train_job`s and one `sync`) once locally and once through the SLURM profile per
+parallel `train_job`s and one `sync`), or with `--workflow tiny` the real pipeline on the
+tiny config from its egs to final.pt, once locally and once through the SLURM profile per
 value of `slurm-init-seconds-before-status-checks`, on the local cluster of
 tools/local_slurm.sh (started here if it is not up; needs root). Prints wall time, jobs,
-seconds per job and the ratio to the local run, plus the mean in-job time SLURM measured
-(sacct Elapsed: the job's own snakemake start-ups) and the part of the wall time that is
-neither (submission and status polling).
+seconds per job, the ratio to the local run and the seconds per DAG stage, beside the mean
+in-job time SLURM measured (sacct Elapsed: the job's two snakemake start-ups and its work)
+and the cost per stage that the plugin's poll schedule predicts from it.
 
     .venv/bin/python benchmarks/bench_slurm.py                      # init seconds 1, 2, 5
     .venv/bin/python benchmarks/bench_slurm.py --init 1 40 --iterations 3 --jobs 4
+    .venv/bin/python benchmarks/bench_slurm.py --workflow tiny --init 1 3 5   # real pipeline
 
 The plugin polls `init` seconds after a submission, then at intervals growing by 10 s
 while no job finishes (init+10, init+20, ..., at most 180 s). A stage is noticed at the first
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tools" / "local_slurm.sh"
 TOY = REPO / "tests" / "fixtures" / "toy_slurm" / "Snakefile"
+TINY_CONFIG = REPO / "tests" / "pipeline" / "tiny.yaml"
+FINAL = "results/exp/default/final.pt"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
@@ -89,12 +94,66 @@ def first_poll_after(init: float, duration: float, cap: float = 180) -> float:
     return t
 
 
+def toy_workload(args: argparse.Namespace, tmp: Path):
+    """(label, n_jobs, stages, prepare(dir) -> snakemake args) of the toy workflow."""
+    config = ["--config", f"iterations={args.iterations}", f"jobs={args.jobs}"]
+    config.append(f"work_s={args.work_s}")
+
+    def prepare(d: Path) -> list[str]:
+        d.mkdir()
+        shutil.copy(TOY, d / "Snakefile")
+        return config
+
+    label = (
+        f"toy workflow: {args.iterations} iterations x {args.jobs} train jobs (+ init + syncs), "
+        f"{args.work_s:g} s of work per train job"
+    )
+    return label, 1 + args.iterations * (args.jobs + 1), 1 + 2 * args.iterations, prepare
+
+
+def tiny_workload(args: argparse.Namespace, tmp: Path):
+    """The real Snakefile on tests/pipeline/tiny.yaml, from egs (built once, locally) to
+    final.pt, with the overlay of tests/pipeline/test_slurm.py: 2 iterations x 2 jobs."""
+    upstream = tmp / "upstream"
+    upstream.mkdir()
+    overlay = tmp / "overlay.yaml"
+    overlay.write_text(
+        f"trainer:\n  num_epochs: {args.tiny_epochs}\n"
+        f"  num_jobs_initial: {args.jobs}\n  num_jobs_final: {args.jobs}\n"
+    )
+    common = ["-s", str(REPO / "Snakefile"), "--configfile", str(TINY_CONFIG), str(overlay)]
+    print("building the tiny egs locally ...", flush=True)
+    run([*common, "--directory", str(upstream), "--cores", str(args.cores), "egs_all"], tmp, 1800)
+    plan = subprocess.run(
+        [SNAKEMAKE, FINAL, *common, "--directory", str(upstream), "-n", "--quiet", "rules"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts = {m[0]: int(m[1]) for m in re.findall(r"^(\w+)\s+(\d+)$", plan, re.M)}
+    iterations = counts["average"]
+    n_jobs = counts["total"]
+
+    def prepare(d: Path) -> list[str]:
+        shutil.copytree(upstream, d, symlinks=True, copy_function=shutil.copy2)
+        return [*common, "--directory", str(d), FINAL]
+
+    label = (
+        f"tiny pipeline, egs -> final.pt: {iterations} iterations x {args.jobs} train jobs "
+        "(+ init_model, averages, combine, priors)"
+    )
+    return label, n_jobs, 1 + 2 * iterations + 2, prepare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--workflow", choices=["toy", "tiny"], default="toy")
+    parser.add_argument("--iterations", type=int, default=3, help="toy: iterations")
     # 2 = one wave: the local cluster runs 2 GPU jobs at once (2 CPUs, 2 fake GPUs).
     parser.add_argument("--jobs", type=int, default=2, help="train jobs per iteration")
-    parser.add_argument("--work-s", type=float, default=0, help="sleep in each train job")
+    parser.add_argument("--work-s", type=float, default=0, help="toy: sleep in each train job")
+    parser.add_argument("--tiny-epochs", type=float, default=0.1, help="tiny: num_epochs")
     parser.add_argument("--init", type=int, nargs="+", default=[1, 2, 5], metavar="S")
     parser.add_argument("--cores", type=int, default=2, help="cores of the local run")
     args = parser.parse_args()
@@ -102,25 +161,18 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("needs root: the local SLURM cluster is started by tools/local_slurm.sh")
     subprocess.run(["bash", SCRIPT, "start"], check=True)
-    config = [
-        "--config",
-        f"iterations={args.iterations}",
-        f"jobs={args.jobs}",
-        f"work_s={args.work_s}",
-    ]
-    n_jobs = 1 + args.iterations * (args.jobs + 1)
-    stages = 1 + 2 * args.iterations
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench_slurm.") as tmp:
-        local = Path(tmp) / "local"
-        local.mkdir()
-        shutil.copy(TOY, local / "Snakefile")
-        base = run(["--cores", str(args.cores), *config], local, 600)
+    with tempfile.TemporaryDirectory(prefix="bench_slurm.") as tmp_name:
+        tmp = Path(tmp_name)
+        workload = toy_workload if args.workflow == "toy" else tiny_workload
+        label, n_jobs, stages, prepare = workload(args, tmp)
+        local_args = prepare(tmp / "local")
+        profile = str(REPO / "profiles" / "local")
+        base = run(["--profile", profile, "--cores", str(args.cores), *local_args], tmp, 1800)
         rows.append((f"local --cores {args.cores}", base, None, None))
         for init in args.init:
-            work = Path(tmp) / f"slurm_init{init}"
-            work.mkdir()
-            shutil.copy(TOY, work / "Snakefile")
+            work = tmp / f"slurm_init{init}"
+            slurm_args = prepare(work)
             since = time.time()
             wall = run(
                 [
@@ -128,7 +180,7 @@ def main() -> None:
                     str(REPO / "profiles" / "slurm"),
                     "--slurm-init-seconds-before-status-checks",
                     str(init),
-                    *config,
+                    *slurm_args,
                 ],
                 work,
                 3600,
@@ -138,10 +190,7 @@ def main() -> None:
                 raise RuntimeError(f"sacct lists {len(elapsed)} jobs, expected {n_jobs}")
             rows.append((f"slurm init={init}s", wall, sum(elapsed) / len(elapsed), init))
 
-    print(
-        f"\ntoy workflow: {args.iterations} iterations x {args.jobs} train jobs "
-        f"(+ init + syncs) = {n_jobs} jobs, {stages} stages, work {args.work_s:g} s/train job\n"
-    )
+    print(f"\n{label}: {n_jobs} jobs, {stages} stages\n")
     head = (
         f"{'run':<18} {'wall s':>8} {'jobs':>5} {'s/job':>7} {'vs local':>9} "
         f"{'s/stage':>8} {'in-job s':>9} {'model s/stage':>14}"

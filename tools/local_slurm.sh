@@ -89,8 +89,9 @@ missing_packages() {
     done
 }
 
-apt_install() {
+apt_install() { # waits up to 5 min for another apt/dpkg to release its lock
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        -o DPkg::Lock::Timeout=300 \
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
 }
 
@@ -104,6 +105,7 @@ install_packages() {
     # containers usually already have a policy-rc.d that exits 101.
     local own_policy=0
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
         chmod 755 /usr/sbin/policy-rc.d
         own_policy=1
@@ -111,10 +113,13 @@ install_packages() {
     local rc=0
     if ! apt_install "${missing[@]}" >/tmp/local-slurm-apt.log 2>&1; then
         log "install failed; apt-get update and retry"
-        apt-get update -q >>/tmp/local-slurm-apt.log 2>&1 || true
+        apt-get update -q -o DPkg::Lock::Timeout=300 >>/tmp/local-slurm-apt.log 2>&1 || true
         apt_install "${missing[@]}" >>/tmp/local-slurm-apt.log 2>&1 || rc=$?
     fi
-    ((own_policy)) && rm -f /usr/sbin/policy-rc.d
+    if ((own_policy)); then
+        rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
+    fi
     if ((rc != 0)); then
         tail -n 30 /tmp/local-slurm-apt.log >&2
         die "apt-get install ${missing[*]} failed (full log /tmp/local-slurm-apt.log)"
@@ -128,11 +133,18 @@ proc_running() { # pid
     [[ -r "/proc/$1/status" ]] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
 
+# True if the daemon of a pid file runs: the pid is alive and is that daemon (the pid file
+# names it: munged.pid -> munged, mysqld.pid -> mariadbd), so a stale pid file whose pid was
+# reused by another process is never taken for the daemon, nor signalled by stop.
 pid_alive() { # pidfile
-    local pid
+    local pid name comm
     [[ -s "$1" ]] || return 1
     pid="$(cat "$1" 2>/dev/null)" || return 1
-    [[ "$pid" =~ ^[0-9]+$ ]] && proc_running "$pid"
+    [[ "$pid" =~ ^[0-9]+$ ]] && proc_running "$pid" || return 1
+    name="$(basename "$1" .pid)"
+    [[ "$name" == mysqld ]] && name=mariadbd
+    comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || return 1
+    [[ "$comm" == "$name" ]]
 }
 
 wait_for() { # description, pidfile of the daemon that must stay up ("" for none), command...
