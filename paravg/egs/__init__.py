@@ -15,6 +15,17 @@ Modules, in pipeline order:
 """
 
 from paravg.egs.info import EgsInfo
-from paravg.egs.loader import EgsArchive, Minibatch, all_frame_minibatches, frame_minibatches
 
 __all__ = ["EgsArchive", "EgsInfo", "Minibatch", "all_frame_minibatches", "frame_minibatches"]
+
+_LOADER_NAMES = {"EgsArchive", "Minibatch", "all_frame_minibatches", "frame_minibatches"}
+
+
+def __getattr__(name: str):
+    # The loader needs torch (seconds to import); the Snakefile only needs EgsInfo, and
+    # every SLURM job parses the Snakefile twice, so the loader is imported on first use.
+    if name in _LOADER_NAMES:
+        from paravg.egs import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module 'paravg.egs' has no attribute {name!r}")
