@@ -19,3 +19,14 @@ def setup_logging(log_path: str | None, level: int = logging.INFO) -> None:
         handlers=handlers,
         force=True,
     )
+    sys.excepthook = _log_uncaught
+
+
+def _log_uncaught(exc_type, exc, tb) -> None:
+    """Put the error that ends a job into its log file too, not only on stderr."""
+    if issubclass(exc_type, KeyboardInterrupt):
+        sys.__excepthook__(exc_type, exc, tb)
+        return
+    logging.getLogger("paravg").critical(
+        "%s: %s", exc_type.__name__, exc, exc_info=(exc_type, exc, tb)
+    )
