@@ -303,9 +303,11 @@ def synced_model(exp, t):
 
 
 def get_bmuf_inputs(wildcards):
-    """The jobs of iteration t − 1 and the block state (g, delta) after t − 1 blocks."""
+    """The jobs of iteration t − 1, the model they started from (``<t−1>.pt``) and the
+    block state (g, delta) after t − 1 blocks."""
     t = int(wildcards.t)
     inputs = get_average_inputs(wildcards)
+    inputs["start"] = f"{exp_dir(wildcards.exp)}/{t - 1}.pt"
     if t == 1:
         inputs["global_model"] = f"{exp_dir(wildcards.exp)}/0.pt"
     else:

@@ -9,6 +9,7 @@ bmuf_sync(
     stats_paths=snakemake.input.stats,
     global_in=snakemake.input.global_model,
     delta_in=snakemake.input.get("delta"),
+    start_in=snakemake.input.start,
     iteration=snakemake.params.iteration,
     threshold=snakemake.params.threshold,
     bmuf_cfg=snakemake.params.bmuf,

@@ -1,22 +1,28 @@
 """Blockwise model-update filtering (BMUF; Chen & Huo, ICASSP 2016), one block per iteration.
 
-Our convention (DESIGN.md, "Sync strategies"; CNTK's defaults). With g the global model
-before iteration t's jobs, a the Kaldi average of their end models (the same job
-selection as ``average``: jobs within ``objf_threshold`` of the best, the best job alone at
-iteration 0), block momentum bm and block learning rate η_b:
+Our convention (DESIGN.md, "Sync strategies"; CNTK's defaults). With g the global model,
+s the model the jobs of the block started from, a the Kaldi average of their end models
+(the same job selection as ``average``: jobs within ``objf_threshold`` of the best, the
+best job alone at iteration 0), block momentum bm and block learning rate η_b:
 
-    Δ ← bm · Δ + η_b · (a − g)          (Δ = 0 before the first block)
+    Δ ← bm · Δ + η_b · (a − s)          (Δ = 0 and s = g = the initial model at first)
     g ← g + Δ
-    start model of the next iteration:  g + bm · Δ   (Nesterov, the default)
-                                        g            (classic block momentum)
+    s ← g + bm · Δ   (Nesterov, the default)   or   s ← g   (classic block momentum)
+
+The block gradient a − s is taken from the model the jobs were given, as in Chen & Huo's
+G(n) = W̄(n) − W_g(n−1) (CNTK). For classic BMUF s = g, which is DESIGN.md's "a − g". With
+Nesterov, a − g would count the look-ahead bm·Δ a second time (a ≈ s + d = g + bm·Δ + d,
+so Δ ← 2·bm·Δ + d grows by 2·bm = 1.5 per block at N = 4): that reading diverged on the
+demo (‖Δ‖ doubling every two iterations, held-out log-prob −60 after 16 iterations), so
+the rule reads the start model ``<t>.pt`` its jobs really used.
 
 Defaults bm = 1 − 1/N (N = the number of jobs of the iteration being synced) and η_b = 1.
-With bm = 0 and η_b = 1, Δ = a − g and g = a: exactly ``average``.
+With bm = 0 and η_b = 1, s = g, Δ = a − g and g = a: exactly ``average``.
 
 **Per-job learning rate.** Kaldi gives each job lr = N · ε (ε the schedule's effective
 learning rate) because averaging N models, each moved by lr on its own data, moves the
 average like one SGD with lr/N over all N jobs' data. Block momentum amplifies a steady
-block displacement d = a − g: Δ → η_b · d / (1 − bm), i.e. η_b / (1 − bm) times what
+block displacement d = a − s: Δ → η_b · d / (1 − bm), i.e. η_b / (1 − bm) times what
 averaging alone would do (N times with the defaults). To keep ε the effective rate we
 give each job
 
@@ -91,11 +97,14 @@ def job_learning_rate_scale(params: BmufParams) -> float:
 
 
 def bmuf_update(
-    global_sd: dict, delta_sd: dict, averaged_sd: dict, params: BmufParams
+    global_sd: dict, delta_sd: dict, averaged_sd: dict, start_sd: dict, params: BmufParams
 ) -> tuple[dict, dict]:
-    """One block: Δ' = bm · Δ + η_b · (a − g), g' = g + Δ' (float64 in, float64 out)."""
+    """One block: Δ' = bm · Δ + η_b · (a − s), g' = g + Δ' (float64 out).
+
+    ``start_sd`` = s, the model the block's jobs started from (g for classic BMUF).
+    """
     bm, lr = params.block_momentum, params.block_lr
-    delta = weighted_sum([delta_sd, averaged_sd, global_sd], [bm, lr, -lr], dtype=torch.float64)
+    delta = weighted_sum([delta_sd, averaged_sd, start_sd], [bm, lr, -lr], dtype=torch.float64)
     new_global = weighted_sum([global_sd, delta], [1.0, 1.0], dtype=torch.float64)
     return new_global, delta
 
@@ -126,6 +135,7 @@ def bmuf_sync(
     stats_paths: Sequence[str | Path],
     global_in: str | Path,
     delta_in: str | Path | None,
+    start_in: str | Path,
     iteration: int,
     threshold: float,
     bmuf_cfg: dict,
@@ -136,16 +146,18 @@ def bmuf_sync(
 ) -> dict:
     """Sync iteration ``iteration``'s jobs by BMUF into the start model ``<t+1>.pt``.
 
-    Reads g from ``global_in`` (``bmuf/<t>.pt``, or ``0.pt`` for the first block) and Δ
-    from ``delta_in`` (``bmuf/<t>.delta.pt``; ``None`` = 0 for the first block); writes
+    Reads g from ``global_in`` (``bmuf/<t>.pt``, or ``0.pt`` for the first block), Δ
+    from ``delta_in`` (``bmuf/<t>.delta.pt``; ``None`` = 0 for the first block) and the
+    jobs' start model s from ``start_in`` (``<t>.pt``); writes
     ``model_out``, ``global_out``, ``delta_out`` and the JSON summary, which it returns.
     """
     params = BmufParams.from_config(bmuf_cfg, num_jobs=len(model_paths))
     g, delta = read_bmuf_state(global_in, delta_in)  # first: a bad state fails fast
+    start_prev = to_float64(load_model_file(start_in)["state_dict"])
     averaged, summary = average_jobs(model_paths, stats_paths, iteration, threshold)
     like = averaged["state_dict"]
     a64 = to_float64(like)
-    new_g, new_delta = bmuf_update(g, delta, a64, params)
+    new_g, new_delta = bmuf_update(g, delta, a64, start_prev, params)
     start = bmuf_start(new_g, new_delta, params)
     header = file_header(averaged)
     meta = {"iteration": iteration + 1, "sync": "bmuf"}
@@ -164,11 +176,11 @@ def bmuf_sync(
         "block_momentum": params.block_momentum,
         "block_lr": params.block_lr,
         "nesterov": params.nesterov,
-        "block_step_norm": _norm(weighted_sum([a64, g], [1.0, -1.0])),  # ‖a − g‖
+        "block_step_norm": _norm(weighted_sum([a64, start_prev], [1.0, -1.0])),  # ‖a − s‖
         "delta_norm": _norm(new_delta),
     }
     log.info(
-        "iteration %d: BMUF bm=%.4f lr=%.3f nesterov=%s |a-g|=%.4g |delta|=%.4g",
+        "iteration %d: BMUF bm=%.4f lr=%.3f nesterov=%s |a-s|=%.4g |delta|=%.4g",
         iteration,
         params.block_momentum,
         params.block_lr,

@@ -63,26 +63,38 @@ def test_defaults_and_learning_rate_scale():
 
 
 def test_two_blocks_classic_and_nesterov_by_hand():
-    """g0 = 1, a1 = 3, a2 = 2, bm = 0.5, η_b = 2 (scalars, hand-computed)."""
+    """g0 = s0 = 1, a1 = 3, a2 = 2, bm = 0.5, η_b = 2 (scalars, hand-computed)."""
     p = BmufParams(0.5, 2.0, nesterov=False)
+    pn = BmufParams(0.5, 2.0, nesterov=True)
     g, delta = sd([1.0]), sd([0.0])
-    # block 1: Δ = 0.5·0 + 2·(3 − 1) = 4, g = 5
-    g, delta = bmuf_update(g, delta, sd([3.0]), p)
+    # block 1 (both: the jobs started from the initial model): Δ = 0.5·0 + 2·(3 − 1) = 4, g = 5
+    g, delta = bmuf_update(g, delta, sd([3.0]), sd([1.0]), p)
     assert delta["w"].item() == 4.0 and g["w"].item() == 5.0
     assert bmuf_start(g, delta, p)["w"].item() == 5.0  # classic: start from g
-    assert bmuf_start(g, delta, BmufParams(0.5, 2.0, True))["w"].item() == 7.0  # g + bm·Δ
-    # block 2 (classic: the jobs started from g = 5): Δ = 0.5·4 + 2·(2 − 5) = −4, g = 1
-    g2, d2 = bmuf_update(g, delta, sd([2.0]), p)
+    assert bmuf_start(g, delta, pn)["w"].item() == 7.0  # Nesterov: g + bm·Δ
+    # classic block 2 (jobs started from 5): Δ = 0.5·4 + 2·(2 − 5) = −4, g = 1, start 1
+    g2, d2 = bmuf_update(g, delta, sd([2.0]), sd([5.0]), p)
     assert d2["w"].item() == -4.0 and g2["w"].item() == 1.0
-    # Nesterov block 2, the same a: g and Δ evolve alike; only the start model differs
-    pn = BmufParams(0.5, 2.0, nesterov=True)
-    g2n, d2n = bmuf_update(g, delta, sd([2.0]), pn)
-    assert d2n["w"].item() == -4.0 and g2n["w"].item() == 1.0
-    assert bmuf_start(g2n, d2n, pn)["w"].item() == -1.0  # 1 + 0.5·(−4)
+    assert bmuf_start(g2, d2, p)["w"].item() == 1.0
+    # Nesterov block 2 (jobs started from 7): Δ = 0.5·4 + 2·(2 − 7) = −8, g = −3, start −7
+    g2n, d2n = bmuf_update(g, delta, sd([2.0]), sd([7.0]), pn)
+    assert d2n["w"].item() == -8.0 and g2n["w"].item() == -3.0
+    assert bmuf_start(g2n, d2n, pn)["w"].item() == -7.0
+
+
+def test_nesterov_block_gradient_is_taken_from_the_start_model():
+    """Jobs that do not move (a = s) leave a decaying Δ, never a growing one."""
+    pn = BmufParams(0.75, 1.0, nesterov=True)
+    g, delta = sd([0.0]), sd([1.0])
+    for _ in range(20):
+        s = bmuf_start(g, delta, pn)
+        g, delta = bmuf_update(g, delta, s, s, pn)
+    assert abs(delta["w"].item()) == pytest.approx(0.75**20)
 
 
 def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
     g_in, delta_in = tmp_path / "0.pt", None
+    start_in = g_in
     save_torch_atomic(g_in, model_to_file_dict(model(99)))
     cfg = {"block_momentum": 0.0, "block_lr": 1.0, "nesterov": True}
     for it, (seeds, objfs) in enumerate(
@@ -100,6 +112,7 @@ def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
             stats,
             g_in,
             delta_in,
+            start_in,
             it,
             1.0,
             cfg,
@@ -117,7 +130,7 @@ def test_bm_zero_lr_one_is_average_bit_for_bit(tmp_path):
         assert summary["selection"] == ("best" if it == 0 else "average")
         g = load_model_file(new_g)
         assert all(torch.equal(g["state_dict"][k], v) for k, v in expected["state_dict"].items())
-        g_in, delta_in = new_g, new_delta
+        g_in, delta_in, start_in = new_g, new_delta, out
 
 
 def test_bmuf_sync_state_files_carry_g_and_delta(tmp_path):
@@ -130,6 +143,7 @@ def test_bmuf_sync_state_files_carry_g_and_delta(tmp_path):
         stats,
         tmp_path / "0.pt",
         None,
+        tmp_path / "0.pt",
         3,
         1.0,
         cfg,
@@ -163,19 +177,20 @@ def test_two_blocks_through_files_carry_g_and_delta(tmp_path, nesterov):
     k = "hidden.0.weight"
     g = model(0).state_dict()[k].double()
     delta = torch.zeros_like(g)
-    g_in, d_in = tmp_path / "0.pt", None
+    g_in, d_in, s_in = tmp_path / "0.pt", None, tmp_path / "0.pt"
+    s = g  # the jobs of the first block start from the initial model
     for it, seeds in enumerate([(1, 2), (3, 4)]):
         paths, stats = write_iteration(tmp_path / f"{it + 1}", seeds, [-1.0, -1.0])
         outs = [tmp_path / f"{it + 1}.pt", tmp_path / f"bmuf/{it + 1}.pt"]
         outs.append(tmp_path / f"bmuf/{it + 1}.delta.pt")
-        bmuf_sync(paths, stats, g_in, d_in, it, 1.0, cfg, *outs, tmp_path / f"s{it}.json")
+        bmuf_sync(paths, stats, g_in, d_in, s_in, it, 1.0, cfg, *outs, tmp_path / f"s{it}.json")
         # iteration 0 takes the best job (tie: the first), as average does
         a = model(seeds[0]).state_dict()[k].double()
         if it > 0:
             a = (a + model(seeds[1]).state_dict()[k].double()) / 2
-        delta = 0.6 * delta + 1.5 * (a - g)
+        delta = 0.6 * delta + 1.5 * (a - s)
         g = g + delta
-        start = g + 0.6 * delta if nesterov else g
+        s = g + 0.6 * delta if nesterov else g
         got = load_model_file(outs[0])["state_dict"][k].double()
-        assert torch.allclose(got, start, atol=1e-5), it
-        g_in, d_in = outs[1], outs[2]
+        assert torch.allclose(got, s, atol=1e-5), it
+        g_in, d_in, s_in = outs[1], outs[2], outs[0]
