@@ -192,7 +192,11 @@ def get_job_params(wildcards):
         "srand": trainer["srand"],
         "ngsgd": trainer["ngsgd"],
         "device": trainer["device"],
-        "straggler_factor": straggler["factor"] if straggler["job"] == j else 1.0,
+        "straggler_factor": (
+            straggler["factor"]
+            if straggler["job"] == j and straggler["iteration"] in (-1, t)
+            else 1.0
+        ),
     }
 
 

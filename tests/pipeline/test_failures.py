@@ -23,7 +23,19 @@ from .conftest import REPO, SNAKEMAKE, TINY, check_ok, run_snakemake, tiny_sched
 
 pytestmark = pytest.mark.pipeline
 
-STRAGGLER = {"simulate": {"straggler": {"job": 1, "factor": 30.0}}}
+
+@pytest.fixture(scope="module")
+def victim(upstream) -> int:
+    """The job directory (t + 1) of a middle iteration t that runs two jobs."""
+    sched = tiny_schedule(upstream)
+    two_jobs = [t for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
+    return two_jobs[len(two_jobs) // 2] + 1
+
+
+@pytest.fixture(scope="module")
+def straggler(victim) -> dict:
+    """Job 1 of the victim's iteration sleeps after training (time to SIGKILL it)."""
+    return {"simulate": {"straggler": {"job": 1, "factor": 40.0, "iteration": victim - 1}}}
 
 
 def find_job_process(log_file: Path) -> int | None:
@@ -46,15 +58,17 @@ def model_mtimes(exp: Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(clone_upstream) -> Path:
+def uninterrupted(clone_upstream, straggler) -> Path:
     ws = clone_upstream("uninterrupted")
-    check_ok(run_snakemake(ws, "--cores", "2", overlay=STRAGGLER), "uninterrupted run")
+    check_ok(run_snakemake(ws, "--cores", "2", overlay=straggler), "uninterrupted run")
     return ws
 
 
-def test_sigkilled_job_reruns_alone_and_result_is_identical(clone_upstream, uninterrupted):
+def test_sigkilled_job_reruns_alone_and_result_is_identical(
+    clone_upstream, uninterrupted, straggler, victim
+):
     ws = clone_upstream("killed")
-    (ws / "overlay.yaml").write_text(json.dumps(STRAGGLER))
+    (ws / "overlay.yaml").write_text(json.dumps(straggler))
     cmd = [
         SNAKEMAKE,
         "-s",
@@ -71,10 +85,7 @@ def test_sigkilled_job_reruns_alone_and_result_is_identical(clone_upstream, unin
         cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     exp = ws / "results" / "exp" / "default"
-    sched = tiny_schedule(ws, STRAGGLER)
-    # job 1 of a middle iteration that has two jobs; it writes <t+1>/job1.pt
-    two_jobs = [t for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
-    victim_dir = two_jobs[len(two_jobs) // 2] + 1
+    victim_dir = victim  # job 1 of this iteration writes <victim>/job1.pt
     log_file = ws / "logs" / "train_job" / "default" / str(victim_dir) / "job1.log"
     killed = False
     deadline = time.time() + 900
@@ -92,14 +103,14 @@ def test_sigkilled_job_reruns_alone_and_result_is_identical(clone_upstream, unin
     assert not (exp / str(victim_dir) / "job1.pt").exists(), "no half-written model"
     before = model_mtimes(exp)
 
-    plan = run_snakemake(ws, "-n", "--cores", "2", overlay=STRAGGLER)
+    plan = run_snakemake(ws, "-n", "--cores", "2", overlay=straggler)
     check_ok(plan, "dry-run after the kill")
     planned = [f for line in re.findall(r"output: (.*)", plan.stdout) for f in line.split(", ")]
     trains = [o for o in planned if re.search(r"/job\d+\.pt", o)]
     assert f"results/exp/default/{victim_dir}/job1.pt" in trains
     assert all(int(re.search(r"/(\d+)/job", o).group(1)) >= victim_dir for o in trains), trains
 
-    check_ok(run_snakemake(ws, "--cores", "2", overlay=STRAGGLER), "rerun after the kill")
+    check_ok(run_snakemake(ws, "--cores", "2", overlay=straggler), "rerun after the kill")
     after = model_mtimes(exp)
     for path, mtime in before.items():
         assert after[path] == mtime, f"{path} was rewritten by the rerun"
@@ -109,17 +120,17 @@ def test_sigkilled_job_reruns_alone_and_result_is_identical(clone_upstream, unin
 
 def two_job_dirs(ws: Path) -> list[int]:
     """Job directories (t + 1) of the iterations t that ran two jobs."""
-    sched = tiny_schedule(ws, STRAGGLER)
+    sched = tiny_schedule(ws)
     return [t + 1 for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
 
 
-def test_truncated_job_model_is_detected_not_averaged(uninterrupted):
+def test_truncated_job_model_is_detected_not_averaged(uninterrupted, straggler):
     exp = uninterrupted / "results" / "exp" / "default"
     t = two_job_dirs(uninterrupted)[0]
     job = exp / str(t) / "job0.pt"
     job.write_bytes(job.read_bytes()[:200])  # a file cut short by a crash of an older run
     (exp / f"{t}.pt").unlink()
-    check_ok(run_snakemake(uninterrupted, "--cores", "2", overlay=STRAGGLER), "rerun")
+    check_ok(run_snakemake(uninterrupted, "--cores", "2", overlay=straggler), "rerun")
     summary = json.loads((exp / "sync" / f"{t}.json").read_text())
     assert 0 not in summary["accepted"]
     assert any("job 0" in p and "job0.pt" in p for p in summary["problems"])
@@ -127,7 +138,7 @@ def test_truncated_job_model_is_detected_not_averaged(uninterrupted):
     assert "excluding job 0" in log
 
 
-def test_all_jobs_diverged_stops_with_a_message(uninterrupted):
+def test_all_jobs_diverged_stops_with_a_message(uninterrupted, straggler):
     exp = uninterrupted / "results" / "exp" / "default"
     t = two_job_dirs(uninterrupted)[-1]
     for stats in (exp / str(t)).glob("job*.json"):
@@ -135,7 +146,7 @@ def test_all_jobs_diverged_stops_with_a_message(uninterrupted):
         data["objf"] = float("nan")
         stats.write_text(json.dumps(data))
     (exp / f"{t}.pt").unlink()
-    proc = run_snakemake(uninterrupted, "--cores", "2", overlay=STRAGGLER)
+    proc = run_snakemake(uninterrupted, "--cores", "2", overlay=straggler)
     assert proc.returncode != 0
     log = (uninterrupted / "logs" / "average" / "default" / f"{t}.log").read_text()
     assert re.search(rf"iteration {t - 1}: no acceptable job among \d+: job 0", log), log[-2000:]
