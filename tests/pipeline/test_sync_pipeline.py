@@ -15,6 +15,7 @@ three jobs each) is built up to the egs once; then
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -176,6 +177,7 @@ def test_end_to_end_all_methods(workdir):
             assert (e / "eval" / "ema" / "test.json").exists()
     check_start_models(root / "ring", "ring")
     check_start_models(root / "delay-by-one", "delay-by-one")
+    check_bmuf_blocks(root / "bmuf")
 
 
 def num_iters(e: Path) -> int:
@@ -208,3 +210,27 @@ def check_start_models(e: Path, method: str) -> None:
             for k, v in start.items():
                 if v.is_floating_point():
                     assert torch.allclose(v.double(), expected[k], atol=1e-5), (method, t, j, k)
+
+
+def check_bmuf_blocks(e: Path) -> None:
+    """From the files: Δ_t = bm·Δ_{t−1} + (a_t − s_{t−1}), g_t = g_{t−1} + Δ_t and the
+    Nesterov start s_t = g_t + bm·Δ_t, with a_t the mean of the accepted jobs."""
+
+    def sd(path):
+        return {k: v.double() for k, v in load_model_file(path)["state_dict"].items()}
+
+    bm = 1 - 1 / N
+    g, s = sd(e / "0.pt"), sd(e / "0.pt")
+    delta = {k: torch.zeros_like(v) for k, v in g.items()}
+    for t in range(1, num_iters(e) + 1):
+        accepted = json.loads((e / "sync" / f"{t}.json").read_text())["accepted"]
+        a = mean([load_model_file(e / str(t) / f"job{j}.pt")["state_dict"] for j in accepted])
+        delta = {k: bm * delta[k] + a[k] - s[k] for k in g}
+        g = {k: g[k] + delta[k] for k in g}
+        s = {k: g[k] + bm * delta[k] for k in g}
+        for name, want in ((f"bmuf/{t}.pt", g), (f"{t}.pt", s)):
+            got = sd(e / name)
+            for k, v in want.items():
+                assert torch.allclose(got[k], v, atol=1e-4), (name, k)
+        g, s = sd(e / "bmuf" / f"{t}.pt"), sd(e / f"{t}.pt")  # continue from the stored floats
+        delta = sd(e / "bmuf" / f"{t}.delta.pt")
