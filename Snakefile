@@ -40,3 +40,10 @@ rule all:
     input:
         get_final_targets(),
     default_target: True
+
+
+onsuccess:
+    # The results table, printed at the end of every successful run (also in results/).
+    _table = Path(config["results"]) / "results.md"
+    if _table.exists():
+        print(f"\n{_table}:\n{_table.read_text()}")
