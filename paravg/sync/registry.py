@@ -35,7 +35,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from paravg.sync import bmuf, ring
+# bmuf and ring pull in torch; they are imported where used, so that parsing the
+# Snakefile (twice per SLURM job) stays torch-free for the default method.
 
 DECENTRALIZED = ("ring", "random-ring", "delay-by-one")
 
@@ -101,6 +102,8 @@ class SyncMethod:
     def learning_rate_scale(self, sync_cfg: dict, num_jobs: int) -> float:
         """Factor on Kaldi's per-job learning rate N · ε for this method."""
         if self.name == "bmuf":
+            from paravg.sync import bmuf
+
             return bmuf.job_learning_rate_scale(
                 bmuf.BmufParams.from_config(sync_cfg["bmuf"], num_jobs)
             )
@@ -109,6 +112,8 @@ class SyncMethod:
 
 def neighbourhoods(method: str, iteration: int, num_jobs: int, srand: int) -> list[tuple[int, ...]]:
     """N_j of the mixing that builds the start models of ``iteration`` (ring methods)."""
+    from paravg.sync import ring
+
     if method == "random-ring":
         order = ring.random_ring_order(num_jobs, iteration, srand)
     elif method in ("ring", "delay-by-one"):
