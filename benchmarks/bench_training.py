@@ -62,8 +62,10 @@ def write_archive(prefix: Path, n: int, left: int, right: int) -> None:
         w.set_keys([f"u-{i}" for i in range(n)])
 
 
-def fresh_model(cfg: dict) -> TdnnModel:
-    model = TdnnModel(cfg, FEAT_DIM, IVEC_DIM, NUM_TARGETS)
+def fresh_model(cfg: dict, ng: bool = False) -> TdnnModel:
+    from paravg.optim.ngsgd import make_affine_factory
+
+    model = TdnnModel(cfg, FEAT_DIM, IVEC_DIM, NUM_TARGETS, make_affine_factory({"enabled": ng}))
     model.init_parameters(seed=0)
     with torch.no_grad():
         model.output.weight.normal_(0, 0.01)
@@ -82,8 +84,10 @@ def spec(minibatch: int) -> JobSpec:
     )
 
 
-def real_job_seconds(cfg: dict, prefix: Path, minibatch: int) -> tuple[float, float]:
-    model = fresh_model(cfg)
+def real_job_seconds(
+    cfg: dict, prefix: Path, minibatch: int, ng: bool = False
+) -> tuple[float, float]:
+    model = fresh_model(cfg, ng)
     t0 = time.perf_counter()
     stats = train_one_job(model, EgsArchive(prefix), spec(minibatch), torch.device("cpu"))
     return time.perf_counter() - t0, stats["frames"]
@@ -143,7 +147,7 @@ def per_job_overhead(cfg: dict, workdir: Path, num_egs: int, minibatch: int, ng:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     total = time.perf_counter() - t0
     inner = json.loads(proc.stdout.strip().splitlines()[-1])
-    train, _ = real_job_seconds(cfg, prefix, minibatch)
+    train, _ = real_job_seconds(cfg, prefix, minibatch, ng)
     return {"total": total, "imports": inner["startup"], "train": train, "overhead": total - train}
 
 
