@@ -17,12 +17,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from paravg.errors import ConfigError
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "config.schema.yaml"
 EXPERIMENT_SECTIONS = ("model", "trainer", "sync")
-
-
-class ConfigError(ValueError):
-    """A configuration value that the schema or a cross-key rule rejects."""
 
 
 def _with_defaults(validator_class):

@@ -1,0 +1,37 @@
+"""The one error hierarchy of paravg: every error a user can cause derives from
+:class:`ParavgError`.
+
+A user error is raised once, at the boundary where the user's file is read, with the
+user's file, the line or utterance and what was expected in its message; callers that
+catch errors catch these classes, never a new class per module. Programming errors
+(a bug of paravg's) stay ordinary Python exceptions.
+
+The classes also derive from the built-in exception a caller would expect (``ValueError``
+for bad values, ``OSError`` for unreadable files), so code written against those keeps
+working.
+"""
+
+from __future__ import annotations
+
+
+class ParavgError(Exception):
+    """Base of every error a user can cause (bad config, bad data, damaged file)."""
+
+
+class ConfigError(ParavgError, ValueError):
+    """A configuration value that the schema or a cross-key rule rejects (names the key)."""
+
+
+class DataError(ParavgError, ValueError):
+    """Bad input data: a Kaldi data dir, lang dir, graph, alignment or feature file that
+    does not hold what is expected (names the file and the line or utterance)."""
+
+
+class ModelFileError(ParavgError, OSError):
+    """A model or state file that is missing, truncated or corrupt (names the file, the
+    rule that produces it and how to rebuild it)."""
+
+
+class TrainingError(ParavgError, RuntimeError):
+    """Training cannot go on with the data it has (e.g. every job of an iteration
+    diverged); names the iteration and the jobs."""
