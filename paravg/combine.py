@@ -20,7 +20,7 @@ from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.objective import evaluate_minibatches
 from paravg.nnet.tdnn import build_model, load_model_file
-from paravg.sync.average import average_state_dicts
+from paravg.sync.tensors import mean
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def combine_models(
     for n in range(1, n_total + 1):
         if not (n == 1 or n == n_total or (n - 1) % step == 0):
             continue
-        sd = average_state_dicts([f["state_dict"] for f in files[:n]])
+        sd = mean([f["state_dict"] for f in files[:n]])
         model = build_model({**files[0], "state_dict": sd})
         batches = all_frame_minibatches(archive, model.left_context, model.right_context, 512)
         objf = evaluate_minibatches(model, batches, torch.device("cpu")).logprob

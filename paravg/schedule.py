@@ -39,7 +39,9 @@ def num_iters(
 def num_jobs(
     iteration: int, total_iters: int, jobs_initial: int, jobs_final: int, step: int = 1
 ) -> int:
-    """Kaldi's ``get_current_num_jobs``: a linear ramp, rounded (to multiples of ``step``)."""
+    """Kaldi's ``get_current_num_jobs`` (``--trainer.optimization.num-jobs-step``): the
+    ideal ramp J0 + (J1 − J0)·t/T rounded to the nearest multiple of ``step``,
+    ``int(0.5 + ideal / step) · step``, or to the nearest integer while ideal < step."""
     ideal = jobs_initial + (jobs_final - jobs_initial) * iteration / total_iters
     if ideal < step:
         return int(0.5 + ideal)
@@ -73,8 +75,11 @@ class Schedule:
     initial_effective_lrate: float
     final_effective_lrate: float
     max_models_combine: int = 20
+    num_jobs_step: int = 1
 
     def __post_init__(self) -> None:
+        if self.num_jobs_step < 1:
+            raise ValueError(f"trainer.num_jobs_step must be >= 1, got {self.num_jobs_step}")
         if self.jobs_final > self.num_archives:
             raise ValueError(
                 f"trainer.num_jobs_final ({self.jobs_final}) must be <= the number of egs "
@@ -100,6 +105,7 @@ class Schedule:
             initial_effective_lrate=trainer["initial_effective_lrate"],
             final_effective_lrate=trainer["final_effective_lrate"],
             max_models_combine=max_models_combine,
+            num_jobs_step=trainer.get("num_jobs_step", 1),
         )
 
     @cached_property
@@ -119,7 +125,7 @@ class Schedule:
     @cached_property
     def jobs_per_iter(self) -> tuple[int, ...]:
         return tuple(
-            num_jobs(t, self.num_iters, self.jobs_initial, self.jobs_final)
+            num_jobs(t, self.num_iters, self.jobs_initial, self.jobs_final, self.num_jobs_step)
             for t in range(self.num_iters)
         )
 

@@ -31,7 +31,8 @@ import torch
 from paravg.egs import EgsArchive, frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.objective import ObjectiveStats, weighted_logprob
-from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file, model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel, build_model, model_to_file_dict
+from paravg.plan import job_seed
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ class JobSpec:
     frame: int
     shuffle_buffer_size: int
     srand: int = 0
-    straggler_factor: float = 1.0
+    straggler_factor: float = 1.0  # benchmarking aid (simulate.straggler): not a param
+    simulate_seconds: float = 0.0  # > 0: sleep this long instead of training (simulate)
 
     @property
     def seed(self) -> int:
@@ -63,11 +65,6 @@ class JobSpec:
         return (
             self.max_param_change / math.sqrt(2) if self.iteration == 0 else self.max_param_change
         )
-
-
-def job_seed(srand: int, iteration: int, job: int) -> int:
-    """A 63-bit seed from (srand, iteration, job), stable across runs and machines."""
-    return (srand * 1_000_003 + iteration) * 1_000_033 + job & ((1 << 63) - 1)
 
 
 @dataclass
@@ -171,25 +168,54 @@ def train_one_job(
     }
 
 
+def simulated_job(model: TdnnModel, spec: JobSpec) -> dict:
+    """``simulate.train_seconds``: sleep instead of training, keep the start model.
+
+    For measuring the workflow's own overhead (scheduling, start-up, I/O) at a fixed job
+    length without using the CPU; the statistics say ``simulated`` and carry a finite
+    objective so that every sync method accepts the job.
+    """
+    time.sleep(spec.simulate_seconds)
+    return {
+        "iteration": spec.iteration,
+        "job": spec.job,
+        "objf": 0.0,
+        "accuracy": 0.0,
+        "frames": 0.0,
+        "lr": spec.learning_rate,
+        "minibatch_size": spec.effective_minibatch(),
+        "frame": spec.frame,
+        "num_minibatches": 0,
+        "max_change_per_component": dict.fromkeys(model.component_names(), 0.0),
+        "max_change_global": 0.0,
+        "skipped_updates": 0,
+        "simulated": spec.simulate_seconds,
+    }
+
+
 def run_train_job(
-    model_in: str | Path,
+    start: dict,
     archive_prefix: str | Path,
     model_out: str | Path,
     stats_out: str | Path,
     spec: JobSpec,
     ngsgd: dict,
     device: torch.device,
+    record: dict | None = None,
 ) -> dict:
-    """Load, train, write ``model_out`` and ``stats_out`` atomically. Returns the stats."""
+    """Train from the start model file dict ``start``; write ``model_out`` and
+    ``stats_out`` atomically and return the stats. ``record`` (how the start model was
+    formed, the job's plan and fingerprint) is stored in the stats as is."""
     from paravg.optim.ngsgd import make_affine_factory
 
     torch.manual_seed(spec.seed)
-    file_dict = load_model_file(model_in)
-    model = build_model(file_dict, make_affine_factory(ngsgd))
-    archive = EgsArchive(archive_prefix)
-    stats = train_one_job(model, archive, spec, device)
-    stats["model_in"] = str(model_in)
+    model = build_model(start, make_affine_factory(ngsgd))
+    if spec.simulate_seconds > 0:
+        stats = simulated_job(model, spec)
+    else:
+        stats = train_one_job(model, EgsArchive(archive_prefix), spec, device)
     stats["archive"] = str(archive_prefix)
+    stats.update(record or {})
     model.to("cpu")
     if not math.isfinite(stats["objf"]):
         log.warning("job %d of iteration %d: non-finite objective", spec.job, spec.iteration)
@@ -198,3 +224,60 @@ def run_train_job(
     )
     write_json_atomic(stats_out, stats)
     return stats
+
+
+def check_input_fingerprints(stats_paths, expected: str) -> None:
+    """Every job output a start model is formed from must come from the current plan.
+
+    The DAG starts at the newest finished iteration (:mod:`paravg.resume`), so the
+    history is not re-checked by Snakemake; a job whose inputs were made with another
+    plan (e.g. the egs were rebuilt in this run) stops instead of mixing two configs.
+    """
+    from paravg.errors import TrainingError
+    from paravg.io import read_json
+
+    for path in stats_paths:
+        got = (read_json(path).get("plan") or {}).get("fingerprint")
+        if got != expected:
+            raise TrainingError(
+                f"{path} was made by another plan (fingerprint {got}, expected {expected}): "
+                "the config or the egs changed under a running experiment. Run snakemake "
+                "again: it stops with what changed, or retrains with "
+                "run.on_plan_change: retrain."
+            )
+
+
+def run_planned_job(
+    inputs: dict[str, list[str]],
+    plan: dict,
+    spec: JobSpec,
+    archive_prefix: str | Path,
+    model_out: str | Path,
+    stats_out: str | Path,
+    start_out: str | Path | None,
+    device: torch.device,
+) -> dict:
+    """One train job of the DAG: check the inputs' plan, form the start model as the sync
+    method says (:mod:`paravg.sync.start`), keep it if the method reads it later, train.
+
+    ``plan`` holds the job's ``params``, ``fingerprint`` (recorded in its statistics),
+    the ``inputs_fingerprint`` its inputs must carry, the ``sync`` settings and ``method``.
+    """
+    from paravg.sync.start import form_start_model
+
+    if "initial" not in inputs:
+        check_input_fingerprints(inputs.get("stats", []), plan["inputs_fingerprint"])
+    start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
+    log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
+    if start_out is not None:
+        save_torch_atomic(start_out, start)
+    record = {
+        "start": how,
+        "plan": {
+            "fingerprint": plan["fingerprint"],
+            "params": plan["job"],
+            "sync": plan["sync"],
+        },
+    }
+    ngsgd = plan["job"]["ngsgd"]
+    return run_train_job(start, archive_prefix, model_out, stats_out, spec, ngsgd, device, record)

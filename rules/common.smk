@@ -1,13 +1,26 @@
-# Shared helpers (get_* input functions and constants). Every stage's rule file reads the
-# config and the schedule through these, never through a second copy of the maths.
+# The middle of the house: where every file of a run comes from.
+#
+#   paravg.layout.Layout      the file contract (every path; LAYOUT below)
+#   paravg.plan               per experiment: the schedule, each job's archive, frame, seed,
+#                             learning rate (with the sync factor), start inputs, synced
+#                             model, combined models, fingerprint chain (plan(exp) below)
+#   paravg.sync.registry      per sync method: start inputs, off-path node, synced model
+#   paravg.resume             per experiment and per-iteration rule: the frontier K (the
+#                             files of indices <= K are finished inputs, not DAG jobs)
+#
+# Rule files call only the get_*/helper functions here; none recomputes a schedule or
+# spells a results path.
 import json
+import re
 from pathlib import Path
 
 from paravg.config import experiment_config
+from paravg.layout import Layout
 from paravg.nnet.context import model_context
 
-RESULTS = config["results"]
-DEMO_DIR = f"{RESULTS}/demo"
+LAYOUT = Layout(config["results"])
+RESULTS = LAYOUT.results
+DEMO_DIR = LAYOUT.demo_dir()
 EXPERIMENTS = {name: experiment_config(config, name) for name in config["experiments"]}
 IVECTORS = bool(config["ivector"]["enabled"])
 
@@ -64,26 +77,31 @@ def egs_context():
     return max(c[0] for c in contexts), max(c[1] for c in contexts)
 
 
+def egs_info_dict():
+    """info.json of the egs checkpoint (the only data-dependent shape in the DAG)."""
+    from paravg.io import read_json
+
+    return read_json(checkpoints.egs.get().output.info)
+
+
 def egs_info():
-    """EgsInfo of the egs checkpoint (the only data-dependent shape in the DAG)."""
     from paravg.egs import EgsInfo
 
-    info_path = checkpoints.egs.get().output.info
-    return EgsInfo.load(info_path)
+    return EgsInfo.load(checkpoints.egs.get().output.info)
 
 
 def egs_source_files():
     """Inputs of the egs stage (the file contract); i-vectors only when enabled."""
     train = config["data"]["train_set"]
     files = {
-        "feats_scp": f"{RESULTS}/feats/{train}/feats.scp",
-        "utt2num_frames": f"{RESULTS}/feats/{train}/utt2num_frames",
-        "targets_scp": f"{RESULTS}/data/{train}/targets.scp",
-        "utt2spk": f"{RESULTS}/data/{train}/utt2spk",
+        "feats_scp": LAYOUT.feats_scp(train),
+        "utt2num_frames": LAYOUT.utt2num_frames(train),
+        "targets_scp": f"{LAYOUT.data_dir(train)}/targets.scp",
+        "utt2spk": f"{LAYOUT.data_dir(train)}/utt2spk",
     }
     if IVECTORS:
-        files["ivector_scp"] = f"{RESULTS}/ivector/{train}/ivector_online.scp"
-        files["ivector_period"] = f"{RESULTS}/ivector/{train}/ivector_period"
+        files["ivector_scp"] = LAYOUT.ivector_scp(train)
+        files["ivector_period"] = LAYOUT.ivector_period(train)
     return files
 
 
@@ -94,26 +112,33 @@ def egs_fields(prefix):
     return archive_files(prefix, IVECTORS)
 
 
+def egs_prefix(a):
+    return LAYOUT.egs_prefix(a)
+
+
+def egs_subset_prefix(name):
+    return LAYOUT.egs_subset_prefix(name)
+
+
+def egs_split_prefix(j):
+    return LAYOUT.egs_split_prefix(j)
+
+
 def egs_archive_files(a):
-    """Files of training archive ``a`` (0-based, see egs_prefix)."""
-    return list(egs_fields(egs_prefix(a)).values())
+    """Files of training archive ``a`` (0-based)."""
+    return list(egs_fields(LAYOUT.egs_prefix(a)).values())
 
 
 def egs_subset_files(name):
     """Files of the ``valid_diag``, ``train_diag`` or ``combine`` egs."""
-    return list(egs_fields(egs_subset_prefix(name)).values())
-
-
-def egs_split_prefix(j):
-    """Prefix of the (temporary) egs of split job ``j`` (0-based)."""
-    return f"{RESULTS}/egs/split/job.{j}"
+    return list(egs_fields(LAYOUT.egs_subset_prefix(name)).values())
 
 
 def egs_split_files(j):
     """Field -> file of split job ``j``: an archive plus each eg's archive index."""
     from paravg.egs.split import assignment_path
 
-    prefix = egs_split_prefix(j)
+    prefix = LAYOUT.egs_split_prefix(j)
     return {**egs_fields(prefix), "assignment": assignment_path(prefix)}
 
 
@@ -124,95 +149,128 @@ def egs_all_files():
     return archives + subsets
 
 
-# ---------------------------------------------------------------- targets
-def get_final_targets():
-    return [f"{RESULTS}/results.md"] + report_targets()
+# ---------------------------------------------------------------- the plan
+def _plans(info):
+    from paravg.plan import experiment_plans
+
+    return experiment_plans(config, info)
 
 
-# ---------------------------------------------------------------- training schedule
-def egs_prefix(a):
-    """Prefix of egs archive ``a`` (0-based); its fields are ``<prefix>.<field>.npy``."""
-    return f"{RESULTS}/egs/egs.{a}"
+_PLANS = {}
 
 
-def egs_subset_prefix(name):
-    """Prefix of the ``valid_diag``, ``train_diag`` or ``combine`` egs."""
-    return f"{RESULTS}/egs/{name}"
+def plan(exp):
+    """paravg.plan.ExperimentPlan of ``exp`` (through the egs checkpoint: input functions)."""
+    info = egs_info_dict()
+    key = json.dumps(info, sort_keys=True)
+    if key not in _PLANS:
+        _PLANS[key] = _plans(info)
+    return _PLANS[key][exp]
 
 
-def exp_schedule(exp):
-    """The Kaldi schedule of experiment ``exp`` (needs the egs checkpoint)."""
-    from paravg.schedule import Schedule
+def _parse_time_frontiers():
+    """paravg.resume frontiers of every experiment, read once when the Snakefile is parsed
+    (before the egs exist nothing is finished: every frontier is at the start)."""
+    from paravg.io import read_json
+    from paravg.resume import Frontiers, resume_frontiers
 
-    info = egs_info()
-    return Schedule.from_config(
-        EXPERIMENTS[exp]["trainer"],
-        info.num_archives,
-        info.frames_per_eg,
-        config["combine"]["max_models_combine"],
-    )
-
-
-def exp_dir(exp):
-    return f"{RESULTS}/exp/{exp}"
+    start = Frontiers(train=0, node=0, ema=0, diag=-1)
+    if not Path(LAYOUT.egs_info()).exists():
+        return {exp: start for exp in EXPERIMENTS}
+    plans = _plans(read_json(LAYOUT.egs_info()))
+    on_change = config["run"]["on_plan_change"]
+    return {exp: resume_frontiers(p, on_change) for exp, p in plans.items()}
 
 
-def lda_archives():
-    """Kaldi accumulates LDA stats (and priors) over at most 10 archives."""
-    return range(min(egs_info().num_archives, 10))
+FRONTIERS = _parse_time_frontiers()
 
 
-def get_lda_egs(wildcards):
-    return [f for a in lda_archives() for f in egs_archive_files(a)]
+#: The outputs of each kind of per-iteration rule, as patterns (for index_after_frontier).
+PER_ITERATION_OUTPUTS = {
+    "train": ("job_model", "job_stats", "job_start"),
+    "node": ("model", "sync_summary", "bmuf_global", "bmuf_delta", "consensus_model",
+             "consensus_summary"),
+    "ema": ("ema_model",),
+    "diag": ("diag",),
+}  # fmt: skip
 
 
-def get_job_egs(wildcards):
-    """The archive read by the job that writes ``<t>/job<j>.pt`` (iteration t − 1)."""
-    archive, _ = exp_schedule(wildcards.exp).archive_and_frame(int(wildcards.t) - 1, int(wildcards.j))
-    return egs_archive_files(archive)
+def index_after_frontier(kind):
+    """Wildcard regex of ``t`` for a per-iteration rule of ``kind`` (train, node, ema,
+    diag): for each experiment, only indices above its frontier (paravg.resume). A
+    lookbehind on the path between ``{exp}`` and ``{t}`` ties the index to the experiment
+    of the same path (Snakemake matches whole paths)."""
+    from paravg.resume import indices_above
+
+    patterns = [getattr(LAYOUT, k)("{exp}", "{t}", "{j}")
+                if k.startswith("job_") else getattr(LAYOUT, k)("{exp}", "{t}")
+                for k in PER_ITERATION_OUTPUTS[kind]]  # fmt: skip
+    betweens = sorted({p.split("{exp}", 1)[1].split("{t}", 1)[0] for p in patterns})
+    alts = []
+    for e in EXPERIMENTS:
+        behind = "|".join(f"(?<=/{re.escape(e)}{re.escape(b)})" for b in betweens)
+        alts.append(f"(?:{behind}){indices_above(getattr(FRONTIERS[e], kind))}")
+    return "(?:" + "|".join(alts) + ")"
 
 
-def get_job_params(wildcards):
-    """Only what changes this job's result goes into params (rerun triggers)."""
-    exp = EXPERIMENTS[wildcards.exp]
-    trainer = exp["trainer"]
-    sched = exp_schedule(wildcards.exp)
-    t, j = int(wildcards.t) - 1, int(wildcards.j)
-    archive, frame = sched.archive_and_frame(t, j)
-    straggler = config["simulate"]["straggler"]
-    return {
-        "iteration": t,
-        "job": j,
-        "learning_rate": job_learning_rate(wildcards.exp, t),
-        "minibatch_size": trainer["minibatch_size"],
-        "max_param_change": trainer["max_param_change"],
-        "frame": frame,
-        "archive": egs_prefix(archive),
-        "shuffle_buffer_size": trainer["shuffle_buffer_size"],
-        "srand": trainer["srand"],
-        "ngsgd": trainer["ngsgd"],
-        "device": trainer["device"],
-        "straggler_factor": (
-            straggler["factor"]
-            if straggler["job"] == j and straggler["iteration"] in (-1, t)
-            else 1.0
-        ),
-    }
+def experiments_pattern(names):
+    """A wildcard regex matching exactly the experiments ``names`` (or nothing)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
-def get_average_inputs(wildcards):
-    """All job outputs of iteration t − 1 (the fan-in)."""
-    n = exp_schedule(wildcards.exp).num_jobs(int(wildcards.t) - 1)
-    d = f"{exp_dir(wildcards.exp)}/{wildcards.t}"
-    return {
-        "models": [f"{d}/job{j}.pt" for j in range(n)],
-        "stats": [f"{d}/job{j}.json" for j in range(n)],
-    }
+def experiments_with(**properties):
+    """Experiments whose sync method has these registry properties (e.g. node="bmuf")."""
+    from paravg.sync.registry import get_method
+
+    return [
+        e
+        for e in EXPERIMENTS
+        if all(
+            getattr(get_method(EXPERIMENTS[e]["sync"]["method"]), k) == v
+            for k, v in properties.items()
+        )
+    ]
+
+
+def experiments_with_ema():
+    return [e for e in EXPERIMENTS if EXPERIMENTS[e]["sync"]["ema"]["enabled"]]
 
 
 def job_output(path):
     """Per-job models are temporary, as Kaldi deletes them, unless kept by config."""
-    return path if config["trainer"]["keep_job_models"] else temp(path)
+    return path if config["run"]["keep_job_models"] else temp(path)
+
+
+# ---------------------------------------------------------------- training (rules/train.smk)
+def _job(wildcards):
+    """(plan, iteration, job) of the train job writing ``<t>/job<j>.pt``."""
+    return plan(wildcards.exp), int(wildcards.t) - 1, int(wildcards.j)
+
+
+def get_job_inputs(wildcards):
+    """The job's archive and exactly the files its start model is formed from (the
+    sync method's start inputs: the DAG edges are the communication pattern)."""
+    p, t, j = _job(wildcards)
+    return {"egs": egs_archive_files(p.job_archive(t, j)), **p.start_inputs(t, j)}
+
+
+def get_job_params(wildcards):
+    """What changes this job's result (a rerun trigger), its fingerprint, and the
+    fingerprint its inputs must carry (checked by the job before it trains)."""
+    p, t, j = _job(wildcards)
+    return {
+        "job": p.job_params(t, j),
+        "fingerprint": p.fingerprint(t + 1),
+        "inputs_fingerprint": p.start_inputs_fingerprint(t, j),
+        "sync": p.sync_fingerprint_part(),
+        "method": p.sync.name,
+    }
+
+
+def get_job_runtime(wildcards):
+    """Snakemake/SLURM knobs that change no result (never params): device, straggler."""
+    p, t, j = _job(wildcards)
+    return {"device": p.trainer["device"], "straggler_factor": p.straggler_factor(t, j)}
 
 
 def gpu_for_training(wildcards):
@@ -227,145 +285,78 @@ def gpu_for_training(wildcards):
     return 0
 
 
+def get_init_params(wildcards):
+    p = plan(wildcards.exp)
+    return {
+        "archives": [LAYOUT.egs_prefix(a) for a in p.lda_archives()],
+        "fingerprint": p.fingerprint(0),
+    }
+
+
+def get_lda_egs(wildcards):
+    return [f for a in plan(wildcards.exp).lda_archives() for f in egs_archive_files(a)]
+
+
+# ---------------------------------------------------------------- sync nodes (rules/sync.smk)
+def get_node_inputs(wildcards):
+    """The off-path sync node of index t reads what the jobs of iteration t form their
+    start from (the same inputs give the same bits): the jobs of iteration t − 1 (and,
+    for BMUF, the block state after t − 1 blocks)."""
+    return plan(wildcards.exp).node_inputs(int(wildcards.t))
+
+
+def get_node_params(wildcards):
+    p = plan(wildcards.exp)
+    return {"iteration": int(wildcards.t) - 1, "sync": p.sync_cfg}
+
+
 def get_diag_inputs(wildcards):
-    t = int(wildcards.t)
+    p, t = plan(wildcards.exp), int(wildcards.t)
     inputs = {
-        "model": synced_model(wildcards.exp, t),
+        "model": p.synced_model(t),
         "egs": egs_subset_files("valid_diag") + egs_subset_files("train_diag"),
     }
     if t > 0:
-        inputs["prev"] = synced_model(wildcards.exp, t - 1)
+        inputs["prev"] = p.synced_model(t - 1)
     return inputs
 
 
 def all_diagnostics(exp):
     """diag/<t>.json of every model of ``exp``: off the critical path, read by the report."""
-    n = exp_schedule(exp).num_iters
-    return [f"{exp_dir(exp)}/diag/{t}.json" for t in range(n + 1)]
-
-
-def get_combine_models(wildcards):
-    """Synced models of the last iterations (newest last), then the EMA model if enabled."""
-    exp = wildcards.exp
-    models = [synced_model(exp, m) for m in exp_schedule(exp).models_to_combine()]
-    return models + ([final_ema_model(exp)] if ema_enabled(exp) else [])
-
-
-def get_eval_inputs(wildcards):
-    inputs = {
-        "model": f"{exp_dir(wildcards.exp)}/final.pt",
-        "feats": f"{RESULTS}/feats/{wildcards.set}/feats.scp",
-        "targets": f"{RESULTS}/data/{wildcards.set}/targets.scp",
-    }
-    if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
-        inputs["ivectors"] = f"{RESULTS}/ivector/{wildcards.set}/ivector_online.scp"
-        inputs["period"] = f"{RESULTS}/ivector/{wildcards.set}/ivector_period"
-    return inputs
-
-
-def get_results_inputs(wildcards):
-    return [
-        f"{exp_dir(exp)}/eval/{s}.json" for exp in EXPERIMENTS for s in config["eval_sets"]
-    ] + [f"{exp_dir(exp)}/final.json" for exp in EXPERIMENTS] + [
-        f for exp in EXPERIMENTS for f in all_diagnostics(exp)
-    ] + ema_eval_targets()
-
-
-# ---------------------------------------------------------------- sync strategies (rules/sync.smk)
-def sync_method(exp):
-    """The registry entry (paravg.sync.registry) of ``exp``'s sync.method."""
-    from paravg.sync.registry import get_method
-
-    return get_method(EXPERIMENTS[exp]["sync"]["method"])
-
-
-def experiments_pattern(fan_in=None, decentralized=None, ema=None):
-    """A wildcard regex matching the experiments with these sync properties (or none)."""
-    import re
-
-    names = [
-        e
-        for e in EXPERIMENTS
-        if (fan_in is None or sync_method(e).fan_in == fan_in)
-        and (decentralized is None or sync_method(e).decentralized == decentralized)
-        and (ema is None or EXPERIMENTS[e]["sync"]["ema"]["enabled"] == ema)
-    ]
-    return "|".join(re.escape(n) for n in names) if names else "(?!)"
-
-
-def synced_model(exp, t):
-    """The model after t iterations for diagnostics, the EMA and the combination:
-    ``<t>.pt`` (average), the BMUF global model ``bmuf/<t>.pt``, or the consensus."""
-    if t == 0:
-        return f"{exp_dir(exp)}/0.pt"
-    kind = sync_method(exp).synced_model
-    if kind == "bmuf-global":
-        return f"{exp_dir(exp)}/bmuf/{t}.pt"
-    if kind == "consensus":
-        return f"{exp_dir(exp)}/consensus/{t}.pt"
-    return f"{exp_dir(exp)}/{t}.pt"
-
-
-def get_bmuf_inputs(wildcards):
-    """The jobs of iteration t − 1, the model they started from (``<t−1>.pt``) and the
-    block state (g, delta) after t − 1 blocks."""
-    t = int(wildcards.t)
-    inputs = get_average_inputs(wildcards)
-    inputs["start"] = f"{exp_dir(wildcards.exp)}/{t - 1}.pt"
-    if t == 1:
-        inputs["global_model"] = f"{exp_dir(wildcards.exp)}/0.pt"
-    else:
-        inputs["global_model"] = f"{exp_dir(wildcards.exp)}/bmuf/{t - 1}.pt"
-        inputs["delta"] = f"{exp_dir(wildcards.exp)}/bmuf/{t - 1}.delta.pt"
-    return inputs
-
-
-def get_start_recipe(wildcards):
-    """The registry's StartRecipe of the job that writes ``<t>/job<j>.pt``."""
-    exp = wildcards.exp
-    t, j = int(wildcards.t) - 1, int(wildcards.j)
-    n = exp_schedule(exp).num_jobs(t)
-    return sync_method(exp).start_recipe(t, j, n, EXPERIMENTS[exp]["trainer"]["srand"])
-
-
-def get_decentralized_job_inputs(wildcards):
-    """Exactly the files the start recipe names (the DAG edges), plus the job's egs."""
-    d = exp_dir(wildcards.exp)
-    r = get_start_recipe(wildcards)
-    inputs = {"egs": get_job_egs(wildcards)}
-    if r.synced is not None:
-        inputs["initial"] = f"{d}/{r.synced}.pt"
-    else:
-        inputs["mix_models"] = [f"{d}/{r.mix_iteration + 1}/job{k}.pt" for k in r.mix_jobs]
-        inputs["mix_stats"] = [f"{d}/{r.mix_iteration + 1}/job{k}.json" for k in r.mix_jobs]
-    if r.own_iteration is not None:
-        inputs["own_end"] = f"{d}/{r.own_iteration + 1}/job{wildcards.j}.pt"
-        inputs["own_start"] = f"{d}/{r.own_iteration + 1}/job{wildcards.j}.start.pt"
-    return inputs
-
-
-def job_learning_rate(exp, t):
-    """Kaldi's per-job rate N·ε times the sync method's factor (BMUF: (1 − bm)/η_b)."""
-    sched = exp_schedule(exp)
-    scale = sync_method(exp).learning_rate_scale(EXPERIMENTS[exp]["sync"], sched.num_jobs(t))
-    return sched.learning_rate(t) * scale
-
-
-def ema_enabled(exp):
-    return bool(EXPERIMENTS[exp]["sync"]["ema"]["enabled"])
+    return [LAYOUT.diag(exp, t) for t in range(plan(exp).num_iters + 1)]
 
 
 def get_ema_inputs(wildcards):
     """e_t from e_{t−1} and the synced model m_t (e_1 = m_1)."""
-    t = int(wildcards.t)
-    inputs = {"model": synced_model(wildcards.exp, t)}
+    p, t = plan(wildcards.exp), int(wildcards.t)
+    inputs = {"model": p.synced_model(t)}
     if t > 1:
-        inputs["prev"] = f"{exp_dir(wildcards.exp)}/ema/{t - 1}.pt"
+        inputs["prev"] = LAYOUT.ema_model(wildcards.exp, t - 1)
     return inputs
 
 
 def final_ema_model(exp):
-    return f"{exp_dir(exp)}/ema/{exp_schedule(exp).num_iters}.pt"
+    return LAYOUT.ema_model(exp, plan(exp).num_iters)
+
+
+# ---------------------------------------------------------------- the end (rules/final.smk)
+def get_combine_models(wildcards):
+    """Synced models of the last iterations (newest last), then the EMA model if enabled."""
+    exp = wildcards.exp
+    models = plan(exp).combine_models()
+    return models + ([final_ema_model(exp)] if exp in experiments_with_ema() else [])
+
+
+def get_eval_inputs(wildcards):
+    inputs = {
+        "model": LAYOUT.final_model(wildcards.exp),
+        "feats": LAYOUT.feats_scp(wildcards.set),
+        "targets": f"{LAYOUT.data_dir(wildcards.set)}/targets.scp",
+    }
+    if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
+        inputs["ivectors"] = LAYOUT.ivector_scp(wildcards.set)
+        inputs["period"] = LAYOUT.ivector_period(wildcards.set)
+    return inputs
 
 
 def get_eval_ema_inputs(wildcards):
@@ -374,12 +365,18 @@ def get_eval_ema_inputs(wildcards):
 
 
 def ema_eval_targets():
-    return [
-        f"{exp_dir(e)}/eval/ema/{s}.json"
-        for e in EXPERIMENTS
-        if ema_enabled(e)
-        for s in config["eval_sets"]
-    ]
+    return [LAYOUT.eval_ema_result(e, s) for e in experiments_with_ema() for s in config["eval_sets"]]
+
+
+def get_results_inputs(wildcards):
+    files = [LAYOUT.eval_result(e, s) for e in EXPERIMENTS for s in config["eval_sets"]]
+    files += [LAYOUT.final_summary(e) for e in EXPERIMENTS]
+    files += [f for e in EXPERIMENTS for f in all_diagnostics(e)]
+    return files + ema_eval_targets()
+
+
+def get_final_targets():
+    return [LAYOUT.results_table("md")] + report_targets()
 
 
 # ---------------------------------------------------------------- report (rules/report.smk)
@@ -387,15 +384,15 @@ def report_targets():
     """Figures and config of every experiment, and the comparison (`snakemake --report`)."""
     from paravg.plots import FIGURES
 
-    per_exp = [f"{exp_dir(e)}/report/{n}.png" for e in EXPERIMENTS for n in FIGURES]
-    per_exp += [f"{exp_dir(e)}/report/config.html" for e in EXPERIMENTS]
-    return per_exp + [f"{RESULTS}/report/comparison.png", f"{RESULTS}/report/results.html"]
+    per_exp = [LAYOUT.report_figure(e, n) for e in EXPERIMENTS for n in FIGURES]
+    per_exp += [LAYOUT.report_config(e, "html") for e in EXPERIMENTS]
+    return per_exp + [LAYOUT.report_file("comparison.png"), LAYOUT.report_file("results.html")]
 
 
 def report_figure(name, subcategory, label):
     """Output ``report/<name>.png`` of an experiment, flagged for ``snakemake --report``."""
     return report(
-        f"{RESULTS}/exp/{{exp}}/report/{name}.png",
+        LAYOUT.report_figure("{exp}", name),
         caption=f"../report/{name}.rst",
         category="{exp}",
         subcategory=subcategory,
@@ -407,32 +404,25 @@ def schedule_params(exp):
     """The fields of ``exp``'s Schedule (plain values: a rule param, a rerun trigger)."""
     import dataclasses
 
-    return dataclasses.asdict(exp_schedule(exp))
+    return dataclasses.asdict(plan(exp).schedule)
 
 
 def sync_summaries(exp):
-    """Per-iteration sync summaries: ``sync/<t>.json`` of the fan-in (average, bmuf), or
-    ``consensus/<t>.json`` of the decentralized methods, which have no fan-in."""
-    sched = exp_schedule(exp)
-    decentralized = EXPERIMENTS[exp]["sync"]["method"] in ("ring", "random-ring", "delay-by-one")
-    sub = "consensus" if decentralized else "sync"
-    return [f"{exp_dir(exp)}/{sub}/{t}.json" for t in range(1, sched.num_iters + 1)]
+    """Per-iteration summaries of the sync node (``sync/<t>.json`` or ``consensus/<t>.json``)."""
+    p = plan(exp)
+    return [p.node_summary(t) for t in range(1, p.num_iters + 1)]
 
 
 def get_report_figure_inputs(wildcards):
     """Every per-iteration JSON of one experiment: jobs, syncs, diagnostics, combination."""
     exp = wildcards.exp
-    sched = exp_schedule(exp)
-    jobs = [
-        f"{exp_dir(exp)}/{t + 1}/job{j}.json"
-        for t in range(sched.num_iters)
-        for j in range(sched.num_jobs(t))
-    ]
+    p = plan(exp)
+    jobs = [f for t in range(1, p.num_iters + 1) for f in p.job_outputs(t)]
     return {
         "jobs": jobs,
         "syncs": sync_summaries(exp),
         "diags": all_diagnostics(exp),
-        "combine": f"{exp_dir(exp)}/combine.json",
+        "combine": LAYOUT.combine_summary(exp),
     }
 
 
@@ -441,8 +431,8 @@ def get_report_comparison_inputs(wildcards):
     files = []
     for exp in EXPERIMENTS:
         files += all_diagnostics(exp) + sync_summaries(exp)
-        files += [f"{exp_dir(exp)}/{n}.json" for n in ("combine", "final")]
-        files += [f"{exp_dir(exp)}/eval/{s}.json" for s in config["eval_sets"]]
+        files += [LAYOUT.combine_summary(exp), LAYOUT.final_summary(exp)]
+        files += [LAYOUT.eval_result(exp, s) for s in config["eval_sets"]]
     return files
 
 

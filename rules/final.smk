@@ -6,15 +6,15 @@ rule combine:
         models=get_combine_models,
         egs=lambda wc: egs_subset_files("combine"),
     output:
-        model=f"{RESULTS}/exp/{{exp}}/combined.pt",
-        summary=f"{RESULTS}/exp/{{exp}}/combine.json",
+        model=LAYOUT.combined_model("{exp}"),
+        summary=LAYOUT.combine_summary("{exp}"),
     params:
-        egs=egs_subset_prefix("combine"),
+        egs=LAYOUT.egs_subset_prefix("combine"),
         max_objective_evaluations=config["combine"]["max_objective_evaluations"],
     log:
-        "logs/combine/{exp}.log",
+        LAYOUT.log("combine", "{exp}"),
     benchmark:
-        f"{RESULTS}/benchmarks/combine/{{exp}}.tsv"
+        LAYOUT.benchmark("combine", "{exp}")
     conda:
         "../envs/paravg.yaml"
     threads: 2
@@ -27,17 +27,17 @@ rule combine:
 
 rule priors:
     input:
-        model=f"{RESULTS}/exp/{{exp}}/combined.pt",
+        model=LAYOUT.combined_model("{exp}"),
         egs=get_lda_egs,
     output:
-        model=f"{RESULTS}/exp/{{exp}}/final.pt",
-        summary=f"{RESULTS}/exp/{{exp}}/final.json",
+        model=LAYOUT.final_model("{exp}"),
+        summary=LAYOUT.final_summary("{exp}"),
     params:
-        archives=lambda wc: [egs_prefix(a) for a in lda_archives()],
+        archives=lambda wc: [LAYOUT.egs_prefix(a) for a in plan(wc.exp).lda_archives()],
         prior_subset_size=config["combine"]["prior_subset_size"],
         srand=lambda wc: EXPERIMENTS[wc.exp]["trainer"]["srand"],
     log:
-        "logs/priors/{exp}.log",
+        LAYOUT.log("priors", "{exp}"),
     conda:
         "../envs/paravg.yaml"
     threads: 2
@@ -52,13 +52,13 @@ rule evaluate:
     input:
         unpack(get_eval_inputs),
     output:
-        f"{RESULTS}/exp/{{exp}}/eval/{{set}}.json",
+        LAYOUT.eval_result("{exp}", "{set}"),
     params:
         tolerance=config["egs"]["targets_length_tolerance"],
     log:
-        "logs/evaluate/{exp}/{set}.log",
+        LAYOUT.log("evaluate", "{exp}/{set}"),
     benchmark:
-        f"{RESULTS}/benchmarks/evaluate/{{exp}}/{{set}}.tsv"
+        LAYOUT.benchmark("evaluate", "{exp}/{set}")
     conda:
         "../envs/paravg.yaml"
     threads: 2
@@ -73,14 +73,14 @@ rule results_table:
     input:
         get_results_inputs,
     output:
-        md=f"{RESULTS}/results.md",
-        tsv=f"{RESULTS}/results.tsv",
+        md=LAYOUT.results_table("md"),
+        tsv=LAYOUT.results_table("tsv"),
     params:
         experiments=list(EXPERIMENTS),
         eval_sets=config["eval_sets"],
-        exp_root=f"{RESULTS}/exp",
+        exp_root=LAYOUT.exp_root(),
     log:
-        "logs/results_table/all.log",
+        LAYOUT.log("results_table", "all"),
     conda:
         "../envs/paravg.yaml"
     threads: 1

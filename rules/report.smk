@@ -18,10 +18,10 @@ rule experiment_figures:
         parameter_change=report_figure("parameter_change", "diagnostics", "parameter change per layer"),
         max_change=report_figure("max_change", "diagnostics", "max-change activation rate"),
     params:
-        exp_dir=lambda wc: exp_dir(wc.exp),
+        exp_dir=lambda wc: LAYOUT.exp_dir(wc.exp),
         schedule=lambda wc: schedule_params(wc.exp),
     log:
-        "logs/experiment_figures/{exp}.log",
+        LAYOUT.log("experiment_figures", "{exp}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -38,9 +38,9 @@ rule experiment_config:
         # would make `all` look out of date after every finished run)
         info=lambda wc: checkpoints.egs.get().output.info,
     output:
-        yaml=f"{RESULTS}/exp/{{exp}}/report/config.yaml",
+        yaml=LAYOUT.report_config("{exp}", "yaml"),
         html=report(
-            f"{RESULTS}/exp/{{exp}}/report/config.html",
+            LAYOUT.report_config("{exp}", "html"),
             caption="../report/config.rst",
             category="{exp}",
             subcategory="configuration",
@@ -51,7 +51,7 @@ rule experiment_config:
         overrides=lambda wc: config["experiments"][wc.exp] or {},
         schedule=lambda wc: schedule_params(wc.exp),
     log:
-        "logs/experiment_config/{exp}.log",
+        LAYOUT.log("experiment_config", "{exp}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -67,23 +67,23 @@ rule report_comparison:
         get_report_comparison_inputs,
     output:
         figure=report(
-            f"{RESULTS}/report/comparison.png",
+            LAYOUT.report_file("comparison.png"),
             caption="../report/comparison.rst",
             category="All experiments",
             labels={"figure": "validation curves overlaid"},
         ),
         html=report(
-            f"{RESULTS}/report/results.html",
+            LAYOUT.report_file("results.html"),
             caption="../report/results.rst",
             category="All experiments",
             labels={"figure": "results table per eval set"},
         ),
-        md=f"{RESULTS}/report/results_by_set.md",
+        md=LAYOUT.report_file("results_by_set.md"),
     params:
-        exp_dirs={name: exp_dir(name) for name in EXPERIMENTS},
+        exp_dirs={name: LAYOUT.exp_dir(name) for name in EXPERIMENTS},
         eval_sets=config["eval_sets"],
     log:
-        "logs/report_comparison/all.log",
+        LAYOUT.log("report_comparison", "all"),
     conda:
         "../envs/paravg.yaml"
     threads: 1

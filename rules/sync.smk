@@ -1,27 +1,48 @@
-# Sync strategies beside Kaldi's average (paravg.sync.registry is the one table of them):
-# the BMUF fan-in; the decentralized train jobs (ring, random-ring, delay-by-one), whose
-# inputs are only the job outputs their start model is mixed from, so a slow job delays
-# only the jobs that read it; the consensus model of the decentralized methods and the
-# EMA model, both off the critical path (no train job reads them).
+# The sync nodes, one per iteration and off the critical path: no train job waits for
+# them (the jobs form their start models themselves from the same inputs, bit for bit).
+# paravg.sync.registry says which node a method has: `average` writes <t>.pt (Kaldi's
+# nnet3-average), `bmuf` the block state that the jobs of t + 1 read, `consensus` the mean
+# of the decentralized jobs. The EMA model follows the synced models, read by no job.
+
+
+rule average:
+    input:
+        unpack(get_node_inputs),
+    output:
+        model=LAYOUT.model("{exp}", "{t}"),
+        summary=LAYOUT.sync_summary("{exp}", "{t}"),
+    wildcard_constraints:
+        exp=experiments_pattern(experiments_with(node="average")),
+        t=index_after_frontier("node"),
+    params:
+        node=get_node_params,
+    log:
+        LAYOUT.log("average", "{exp}/{t}"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,  # N models in memory at once
+        runtime=15,
+    script:
+        "../scripts/average.py"
 
 
 rule bmuf:
     input:
-        unpack(get_bmuf_inputs),
+        unpack(get_node_inputs),
     output:
-        model=f"{RESULTS}/exp/{{exp}}/{{t}}.pt",
-        global_model=f"{RESULTS}/exp/{{exp}}/bmuf/{{t}}.pt",
-        delta=f"{RESULTS}/exp/{{exp}}/bmuf/{{t}}.delta.pt",
-        summary=f"{RESULTS}/exp/{{exp}}/sync/{{t}}.json",
+        model=LAYOUT.model("{exp}", "{t}"),
+        global_model=LAYOUT.bmuf_global("{exp}", "{t}"),
+        delta=LAYOUT.bmuf_delta("{exp}", "{t}"),
+        summary=LAYOUT.sync_summary("{exp}", "{t}"),
     wildcard_constraints:
-        t=r"[1-9]\d*",
-        exp=experiments_pattern(fan_in="bmuf"),
+        exp=experiments_pattern(experiments_with(node="bmuf")),
+        t=index_after_frontier("node"),
     params:
-        iteration=lambda wc: int(wc.t) - 1,
-        threshold=lambda wc: EXPERIMENTS[wc.exp]["sync"]["objf_threshold"],
-        bmuf=lambda wc: EXPERIMENTS[wc.exp]["sync"]["bmuf"],
+        node=get_node_params,
     log:
-        "logs/bmuf/{exp}/{t}.log",
+        LAYOUT.log("bmuf", "{exp}/{t}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -32,49 +53,19 @@ rule bmuf:
         "../scripts/bmuf.py"
 
 
-rule train_job_decentralized:
-    input:
-        unpack(get_decentralized_job_inputs),
-    output:
-        model=job_output(f"{RESULTS}/exp/{{exp}}/{{t}}/job{{j}}.pt"),
-        start=job_output(f"{RESULTS}/exp/{{exp}}/{{t}}/job{{j}}.start.pt"),
-        stats=f"{RESULTS}/exp/{{exp}}/{{t}}/job{{j}}.json",
-    wildcard_constraints:
-        exp=experiments_pattern(decentralized=True),
-    params:
-        job=get_job_params,
-        mix_iteration=lambda wc: get_start_recipe(wc).mix_iteration,
-        threshold=lambda wc: EXPERIMENTS[wc.exp]["sync"]["objf_threshold"],
-    log:
-        "logs/train_job/{exp}/{t}/job{j}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/train_job/{{exp}}/{{t}}/job{{j}}.tsv"
-    conda:
-        "../envs/paravg.yaml"
-    # As train_job: one thread per job (the jobs are the parallelism; bit-identical reruns).
-    threads: 1
-    resources:
-        mem_mb=2000,  # model + up to three neighbours + one memory-mapped archive
-        runtime=60,
-        gpu=gpu_for_training,
-    script:
-        "../scripts/train_job_decentralized.py"
-
-
 rule consensus:
     input:
-        unpack(get_average_inputs),
+        unpack(get_node_inputs),
     output:
-        model=f"{RESULTS}/exp/{{exp}}/consensus/{{t}}.pt",
-        summary=f"{RESULTS}/exp/{{exp}}/consensus/{{t}}.json",
+        model=LAYOUT.consensus_model("{exp}", "{t}"),
+        summary=LAYOUT.consensus_summary("{exp}", "{t}"),
     wildcard_constraints:
-        t=r"[1-9]\d*",
-        exp=experiments_pattern(decentralized=True),
+        exp=experiments_pattern(experiments_with(node="consensus")),
+        t=index_after_frontier("node"),
     params:
-        iteration=lambda wc: int(wc.t) - 1,
-        threshold=lambda wc: EXPERIMENTS[wc.exp]["sync"]["objf_threshold"],
+        node=get_node_params,
     log:
-        "logs/consensus/{exp}/{t}.log",
+        LAYOUT.log("consensus", "{exp}/{t}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -89,14 +80,14 @@ rule ema:
     input:
         unpack(get_ema_inputs),
     output:
-        f"{RESULTS}/exp/{{exp}}/ema/{{t}}.pt",
+        LAYOUT.ema_model("{exp}", "{t}"),
     wildcard_constraints:
-        t=r"[1-9]\d*",
-        exp=experiments_pattern(ema=True),
+        exp=experiments_pattern(experiments_with_ema()),
+        t=index_after_frontier("ema"),
     params:
         decay=lambda wc: EXPERIMENTS[wc.exp]["sync"]["ema"]["decay"],
     log:
-        "logs/ema/{exp}/{t}.log",
+        LAYOUT.log("ema", "{exp}/{t}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -111,13 +102,13 @@ rule evaluate_ema:
     input:
         unpack(get_eval_ema_inputs),
     output:
-        f"{RESULTS}/exp/{{exp}}/eval/ema/{{set}}.json",
+        LAYOUT.eval_ema_result("{exp}", "{set}"),
     wildcard_constraints:
-        exp=experiments_pattern(ema=True),
+        exp=experiments_pattern(experiments_with_ema()),
     params:
         tolerance=config["egs"]["targets_length_tolerance"],
     log:
-        "logs/evaluate_ema/{exp}/{set}.log",
+        LAYOUT.log("evaluate_ema", "{exp}/{set}"),
     conda:
         "../envs/paravg.yaml"
     threads: 2

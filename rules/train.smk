@@ -1,25 +1,28 @@
-# Training: init (LDA-like transform, 0.pt) -> per iteration t: N_t train jobs (fan-out)
-# -> average (fan-in) -> t+1 ... Kaldi numbering: <t>.pt is the model at the start of
-# iteration t; the jobs of iteration t write <t+1>/job<j>.pt; syncing them gives <t+1>.pt.
+# Training: init (LDA-like transform, 0.pt) -> per iteration t: N_t train jobs (fan-out),
+# each forming its own start model from what the sync method names (the jobs of t − 1,
+# mixed or averaged inside the job), so one node per job is the whole critical path of an
+# iteration. Kaldi numbering: <t>.pt is the model at the start of iteration t; the jobs of
+# iteration t write <t+1>/job<j>.pt. Files of indices at or below an experiment's
+# frontier (paravg.resume) are finished inputs, not jobs: see index_after_frontier.
 
 
 rule init_model:
     input:
-        info=f"{RESULTS}/egs/info.json",
+        info=LAYOUT.egs_info(),
         egs=get_lda_egs,
     output:
-        model=f"{RESULTS}/exp/{{exp}}/0.pt",
-        stats=f"{RESULTS}/exp/{{exp}}/init.json",
+        model=LAYOUT.init_model("{exp}"),
+        stats=LAYOUT.init_stats("{exp}"),
     params:
-        archives=lambda wc: [egs_prefix(a) for a in lda_archives()],
+        init=get_init_params,
         model=lambda wc: EXPERIMENTS[wc.exp]["model"],
         use_ivector=lambda wc: EXPERIMENTS[wc.exp]["ivector_enabled"],
         srand=lambda wc: EXPERIMENTS[wc.exp]["trainer"]["srand"],
         num_targets=config["data"]["num_targets"],
     log:
-        "logs/init_model/{exp}.log",
+        LAYOUT.log("init_model", "{exp}"),
     benchmark:
-        f"{RESULTS}/benchmarks/init_model/{{exp}}.tsv"
+        LAYOUT.benchmark("init_model", "{exp}")
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -32,66 +35,56 @@ rule init_model:
 
 rule train_job:
     input:
-        model=lambda wc: f"{exp_dir(wc.exp)}/{int(wc.t) - 1}.pt",
-        egs=get_job_egs,
+        unpack(get_job_inputs),
     output:
-        model=job_output(f"{RESULTS}/exp/{{exp}}/{{t}}/job{{j}}.pt"),
-        stats=f"{RESULTS}/exp/{{exp}}/{{t}}/job{{j}}.json",
+        model=job_output(LAYOUT.job_model("{exp}", "{t}", "{j}")),
+        stats=LAYOUT.job_stats("{exp}", "{t}", "{j}"),
     params:
-        job=get_job_params,
+        plan=get_job_params,
+        runtime=get_job_runtime,
     wildcard_constraints:
-        exp=experiments_pattern(decentralized=False),
+        exp=experiments_pattern(experiments_with(writes_start=False)),
+        t=index_after_frontier("train"),
     log:
-        "logs/train_job/{exp}/{t}/job{j}.log",
+        LAYOUT.log("train_job", "{exp}/{t}/job{j}"),
     benchmark:
-        f"{RESULTS}/benchmarks/train_job/{{exp}}/{{t}}/job{{j}}.tsv"
+        LAYOUT.benchmark("train_job", "{exp}/{t}/job{j}")
     conda:
         "../envs/paravg.yaml"
     # One thread per job: jobs are the parallelism (Kaldi runs one process per GPU), and a
     # fixed thread count keeps CPU results bit-identical across reruns.
     threads: 1
     resources:
-        mem_mb=2000,  # model + one memory-mapped archive
+        mem_mb=2000,  # model + the models its start is formed from + one mapped archive
         runtime=60,
         gpu=gpu_for_training,
     script:
         "../scripts/train_job.py"
 
 
-rule average:
-    input:
-        unpack(get_average_inputs),
+use rule train_job as train_job_keep_start with:
+    # The same job for methods that read a job's start model later (delay-by-one).
     output:
-        model=f"{RESULTS}/exp/{{exp}}/{{t}}.pt",
-        summary=f"{RESULTS}/exp/{{exp}}/sync/{{t}}.json",
+        model=job_output(LAYOUT.job_model("{exp}", "{t}", "{j}")),
+        stats=LAYOUT.job_stats("{exp}", "{t}", "{j}"),
+        start=job_output(LAYOUT.job_start("{exp}", "{t}", "{j}")),
     wildcard_constraints:
-        t=r"[1-9]\d*",
-        exp=experiments_pattern(fan_in="average"),
-    params:
-        iteration=lambda wc: int(wc.t) - 1,
-        threshold=lambda wc: EXPERIMENTS[wc.exp]["sync"]["objf_threshold"],
-    log:
-        "logs/average/{exp}/{t}.log",
-    conda:
-        "../envs/paravg.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,  # N models in memory at once
-        runtime=15,
-    script:
-        "../scripts/average.py"
+        exp=experiments_pattern(experiments_with(writes_start=True)),
+        t=index_after_frontier("train"),
 
 
 rule diagnostics:
     input:
         unpack(get_diag_inputs),
     output:
-        f"{RESULTS}/exp/{{exp}}/diag/{{t}}.json",
+        LAYOUT.diag("{exp}", "{t}"),
     params:
-        valid=egs_subset_prefix("valid_diag"),
-        train=egs_subset_prefix("train_diag"),
+        valid=LAYOUT.egs_subset_prefix("valid_diag"),
+        train=LAYOUT.egs_subset_prefix("train_diag"),
+    wildcard_constraints:
+        t=index_after_frontier("diag"),
     log:
-        "logs/diagnostics/{exp}/{t}.log",
+        LAYOUT.log("diagnostics", "{exp}/{t}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1

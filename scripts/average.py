@@ -1,15 +1,17 @@
-"""Rule average: the fan-in of an iteration (Kaldi nnet3-average / best job at t=0)."""
+"""Rule average: the synced model <t>.pt of iteration t − 1 (Kaldi nnet3-average), off
+the critical path: the jobs of iteration t formed the same model themselves."""
 
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.logs import setup_logging
 from paravg.sync.average import average_jobs
 
 setup_logging(snakemake.log[0])
+node = snakemake.params.node
 synced, summary = average_jobs(
     model_paths=snakemake.input.models,
     stats_paths=snakemake.input.stats,
-    iteration=snakemake.params.iteration,
-    threshold=snakemake.params.threshold,
+    iteration=node["iteration"],
+    threshold=node["sync"]["objf_threshold"],
 )
 save_torch_atomic(snakemake.output.model, synced)
 write_json_atomic(snakemake.output.summary, summary)

@@ -4,11 +4,12 @@ from paravg.logs import setup_logging
 from paravg.sync.consensus import consensus_model
 
 setup_logging(snakemake.log[0])
+node = snakemake.params.node
 consensus_model(
     model_paths=snakemake.input.models,
     stats_paths=snakemake.input.stats,
-    iteration=snakemake.params.iteration,
-    threshold=snakemake.params.threshold,
+    iteration=node["iteration"],
+    threshold=node["sync"]["objf_threshold"],
     model_out=snakemake.output.model,
     summary_out=snakemake.output.summary,
 )

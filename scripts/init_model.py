@@ -6,11 +6,12 @@ from paravg.nnet.initialize import init_model
 setup_logging(snakemake.log[0])
 init_model(
     info_path=snakemake.input.info,
-    archives=snakemake.params.archives,
+    archives=snakemake.params.init["archives"],
     model_cfg=snakemake.params.model,
     use_ivector=snakemake.params.use_ivector,
     srand=snakemake.params.srand,
     num_targets=snakemake.params.num_targets,
     model_out=snakemake.output.model,
     stats_out=snakemake.output.stats,
+    record={"plan": {"fingerprint": snakemake.params.init["fingerprint"]}},
 )

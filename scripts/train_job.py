@@ -1,32 +1,28 @@
-"""Rule train_job: one job of one iteration -> <t+1>/job<j>.pt and its stats JSON."""
+"""Rule train_job: form the start model (sync method), train one archive -> <t+1>/job<j>.*"""
 
 import torch
 
 from paravg.devices import select_device
 from paravg.logs import setup_logging
-from paravg.train_job import JobSpec, run_train_job
+from paravg.train_job import JobSpec, run_planned_job
 
 setup_logging(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-p = dict(snakemake.params.job)
+plan, runtime = snakemake.params.plan, snakemake.params.runtime
+job = dict(plan["job"])
 spec = JobSpec(
-    iteration=p["iteration"],
-    job=p["job"],
-    learning_rate=p["learning_rate"],
-    minibatch_size=p["minibatch_size"],
-    max_param_change=p["max_param_change"],
-    frame=p["frame"],
-    shuffle_buffer_size=p["shuffle_buffer_size"],
-    srand=p["srand"],
-    straggler_factor=p["straggler_factor"],
+    **{k: job[k] for k in JobSpec.__dataclass_fields__ if k in job},
+    straggler_factor=runtime["straggler_factor"],
 )
-with select_device(p["device"]) as device:
-    run_train_job(
-        model_in=snakemake.input.model,
-        archive_prefix=p["archive"],
+inputs = {k: list(v) for k, v in snakemake.input.items() if k != "egs"}
+with select_device(runtime["device"]) as device:
+    run_planned_job(
+        inputs=inputs,
+        plan=plan,
+        spec=spec,
+        archive_prefix=job["archive"],
         model_out=snakemake.output.model,
         stats_out=snakemake.output.stats,
-        spec=spec,
-        ngsgd=p["ngsgd"],
+        start_out=snakemake.output.get("start"),
         device=device,
     )

@@ -60,6 +60,7 @@ def init_model(
     num_targets: int,
     model_out: str | Path,
     stats_out: str | Path,
+    record: dict | None = None,
 ) -> dict:
     """Estimate the LDA-like transform, initialise the network, write ``0.pt``."""
     info = EgsInfo.load(info_path)
@@ -91,6 +92,7 @@ def init_model(
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "lda_max_singular_value": float(np.linalg.svd(transform, compute_uv=False).max()),
     }
+    summary.update(record or {})
     write_json_atomic(stats_out, summary)
     log.info("initial model: %s", summary)
     return summary

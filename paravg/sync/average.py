@@ -19,14 +19,14 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
+from paravg.errors import TrainingError
 from paravg.io import read_json
+from paravg.sync.tensors import mean
 
 log = logging.getLogger(__name__)
 
 
-class NoAcceptableJobError(RuntimeError):
+class NoAcceptableJobError(TrainingError):
     """Every job of an iteration diverged or was unreadable."""
 
 
@@ -39,22 +39,6 @@ def select_jobs(objfs: Sequence[float], iteration: int, threshold: float = 1.0) 
     if iteration == 0:
         return [best]
     return [j for j in finite if objfs[best] - objfs[j] <= threshold]
-
-
-def average_state_dicts(state_dicts: Sequence[dict]) -> dict:
-    """Element-wise mean in float64, cast back; integer buffers must agree and are copied."""
-    if not state_dicts:
-        raise ValueError("nothing to average")
-    out = {}
-    for name, first in state_dicts[0].items():
-        if first.is_floating_point():
-            acc = torch.zeros_like(first, dtype=torch.float64)
-            for sd in state_dicts:
-                acc += sd[name].to(torch.float64)
-            out[name] = (acc / len(state_dicts)).to(first.dtype)
-        else:
-            out[name] = first.clone()
-    return out
 
 
 def load_job_results(
@@ -107,7 +91,7 @@ def average_jobs(
         )
     base = models[accepted[0]]
     synced = dict(base)
-    synced["state_dict"] = average_state_dicts([models[j]["state_dict"] for j in accepted])
+    synced["state_dict"] = mean([models[j]["state_dict"] for j in accepted])
     summary = {
         "iteration": iteration,
         "objfs": objfs,
@@ -117,3 +101,11 @@ def average_jobs(
         "method": "best" if iteration == 0 else "average",
     }
     return synced, summary
+
+
+def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
+    """s^t for every job of ``iteration`` ≥ 1: the Kaldi average of iteration t − 1's jobs,
+    formed inside the job (the ``average`` node writes the same bits to ``<t>.pt``)."""
+    return average_jobs(
+        inputs["models"], inputs["stats"], iteration - 1, sync_cfg["objf_threshold"]
+    )

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -52,48 +51,10 @@ import torch
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.tdnn import load_model_file
 from paravg.sync.average import average_jobs
+from paravg.sync.bmuf_params import BmufParams
 from paravg.sync.tensors import cast_like, file_header, to_float64, weighted_sum, zeros_like
 
 log = logging.getLogger(__name__)
-
-
-def default_block_momentum(num_jobs: int) -> float:
-    """CNTK's default bm = 1 − 1/N."""
-    if num_jobs < 1:
-        raise ValueError(f"BMUF needs at least one job, got {num_jobs}")
-    return 1.0 - 1.0 / num_jobs
-
-
-@dataclass(frozen=True)
-class BmufParams:
-    """Block momentum bm ∈ [0, 1), block learning rate η_b > 0, Nesterov or classic."""
-
-    block_momentum: float
-    block_lr: float = 1.0
-    nesterov: bool = True
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.block_momentum < 1.0:
-            raise ValueError(
-                f"sync.bmuf.block_momentum must be in [0, 1), got {self.block_momentum}"
-            )
-        if not self.block_lr > 0.0:
-            raise ValueError(f"sync.bmuf.block_lr must be > 0, got {self.block_lr}")
-
-    @classmethod
-    def from_config(cls, bmuf_cfg: dict, num_jobs: int) -> BmufParams:
-        """From ``sync.bmuf`` (``block_momentum: null`` → 1 − 1/N)."""
-        bm = bmuf_cfg.get("block_momentum")
-        return cls(
-            block_momentum=default_block_momentum(num_jobs) if bm is None else float(bm),
-            block_lr=float(bmuf_cfg.get("block_lr", 1.0)),
-            nesterov=bool(bmuf_cfg.get("nesterov", True)),
-        )
-
-
-def job_learning_rate_scale(params: BmufParams) -> float:
-    """Factor on Kaldi's per-job lr (N · ε) under BMUF: (1 − bm) / η_b."""
-    return (1.0 - params.block_momentum) / params.block_lr
 
 
 def bmuf_update(
@@ -130,7 +91,7 @@ def _norm(sd: dict) -> float:
     )
 
 
-def bmuf_sync(
+def bmuf_step(
     model_paths: Sequence[str | Path],
     stats_paths: Sequence[str | Path],
     global_in: str | Path,
@@ -139,17 +100,15 @@ def bmuf_sync(
     iteration: int,
     threshold: float,
     bmuf_cfg: dict,
-    model_out: str | Path,
-    global_out: str | Path,
-    delta_out: str | Path,
-    summary_out: str | Path,
-) -> dict:
-    """Sync iteration ``iteration``'s jobs by BMUF into the start model ``<t+1>.pt``.
+) -> tuple[dict[str, dict], dict]:
+    """One block over ``iteration``'s jobs: the file dicts ``start`` (s^{t+1}), ``global``
+    (g) and ``delta`` (Δ), and a summary.
 
-    Reads g from ``global_in`` (``bmuf/<t>.pt``, or ``0.pt`` for the first block), Δ
-    from ``delta_in`` (``bmuf/<t>.delta.pt``; ``None`` = 0 for the first block) and the
-    jobs' start model s from ``start_in`` (``<t>.pt``); writes
-    ``model_out``, ``global_out``, ``delta_out`` and the JSON summary, which it returns.
+    Reads g from ``global_in`` (``bmuf/<t>.pt``, or ``0.pt`` for the first block), Δ from
+    ``delta_in`` (``bmuf/<t>.delta.pt``; ``None`` = 0 for the first block) and the jobs'
+    start model s from ``start_in`` (``<t>.pt``). The same function runs inside every
+    train job of iteration t + 1 (its start model) and in the ``bmuf`` node (the files):
+    the same inputs give the same bits in both.
     """
     params = BmufParams.from_config(bmuf_cfg, num_jobs=len(model_paths))
     g, delta = read_bmuf_state(global_in, delta_in)  # first: a bad state fails fast
@@ -161,14 +120,14 @@ def bmuf_sync(
     start = bmuf_start(new_g, new_delta, params)
     header = file_header(averaged)
     meta = {"iteration": iteration + 1, "sync": "bmuf"}
-    for path, sd, role in (
-        (model_out, start, "start model"),
-        (global_out, new_g, "global model g"),
-        (delta_out, new_delta, "block update delta"),
-    ):
-        save_torch_atomic(
-            path, {**header, "state_dict": cast_like(sd, like), "meta": {**meta, "role": role}}
+    files = {
+        role: {**header, "state_dict": cast_like(sd, like), "meta": {**meta, "role": what}}
+        for role, sd, what in (
+            ("start", start, "start model"),
+            ("global", new_g, "global model g"),
+            ("delta", new_delta, "block update delta"),
         )
+    }
     summary = {
         **summary,
         "selection": summary.pop("method"),
@@ -188,5 +147,45 @@ def bmuf_sync(
         summary["block_step_norm"],
         summary["delta_norm"],
     )
+    return files, summary
+
+
+def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
+    """s^t of every job of ``iteration`` ≥ 1, formed inside the job from iteration t − 1's
+    jobs and the block state after t − 1 blocks (what the ``bmuf`` node writes)."""
+    files, summary = bmuf_step(
+        inputs["models"],
+        inputs["stats"],
+        inputs["global"][0],
+        (inputs.get("delta") or [None])[0],
+        inputs["start"][0],
+        iteration - 1,
+        sync_cfg["objf_threshold"],
+        sync_cfg["bmuf"],
+    )
+    return files["start"], summary
+
+
+def bmuf_sync(
+    model_paths: Sequence[str | Path],
+    stats_paths: Sequence[str | Path],
+    global_in: str | Path,
+    delta_in: str | Path | None,
+    start_in: str | Path,
+    iteration: int,
+    threshold: float,
+    bmuf_cfg: dict,
+    model_out: str | Path,
+    global_out: str | Path,
+    delta_out: str | Path,
+    summary_out: str | Path,
+) -> dict:
+    """The ``bmuf`` node: write :func:`bmuf_step`'s start model ``<t+1>.pt``, g, Δ and the
+    summary (off the critical path: the jobs of t + 1 form the same start themselves)."""
+    files, summary = bmuf_step(
+        model_paths, stats_paths, global_in, delta_in, start_in, iteration, threshold, bmuf_cfg
+    )
+    for path, role in ((model_out, "start"), (global_out, "global"), (delta_out, "delta")):
+        save_torch_atomic(path, files[role])
     write_json_atomic(summary_out, summary)
     return summary

@@ -1,16 +1,15 @@
-"""A decentralized train job: form the start model from the neighbours, then train.
+"""The start model of a decentralized job (ring, random-ring, delay-by-one).
 
-The ``train_job_decentralized`` rule of ``ring``, ``random-ring`` and ``delay-by-one`` has
-no ``<t>.pt`` to read: its inputs are exactly the job outputs named by the method's
-:class:`~paravg.sync.registry.StartRecipe`. This module mixes them (the "mix" step, inside
-the job, so no extra node lies on the critical path), writes the start model s_j^t to
-``<t+1>/job<j>.start.pt`` (delay-by-one reads it one iteration later) and runs the
-ordinary train job from it:
+The train job of these methods has no global model to read: its inputs are exactly the
+job outputs named by the method's :meth:`~paravg.sync.registry.SyncMethod.start_inputs`.
+This module mixes them inside the job (so no extra node lies on the critical path):
 
     mixed  = (1/|A|) Σ_{k∈A} w_k      A = usable neighbours within ``objf_threshold`` of
                                         the best neighbour (all of them, normally)
     s_j^t  = mixed                                     (ring, random-ring; delay-by-one t = 1)
     s_j^t  = mixed + (w_j^{t−1} − s_j^{t−1})           (delay-by-one, t ≥ 2)
+
+The train job keeps s_j^t as ``<t+1>/job<j>.start.pt`` where the method reads it later.
 """
 
 from __future__ import annotations
@@ -19,19 +18,15 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
-from paravg.io import save_torch_atomic
 from paravg.nnet.tdnn import load_model_file
 from paravg.sync.average import NoAcceptableJobError, load_job_results, select_jobs
 from paravg.sync.delay_by_one import delay_by_one_start
-from paravg.sync.ring import mix
-from paravg.sync.tensors import file_header
+from paravg.sync.tensors import file_header, mean
 
 log = logging.getLogger(__name__)
 
 
-def start_model(
+def mixed_start(
     mix_models: Sequence[str | Path],
     mix_stats: Sequence[str | Path],
     mix_iteration: int,
@@ -51,7 +46,7 @@ def start_model(
             f"iteration {mix_iteration}: no usable neighbour among {[str(p) for p in mix_models]}: "
             + "; ".join(problems or ["all objectives non-finite"])
         )
-    mixed = mix([models[k]["state_dict"] for k in accepted])
+    mixed = mean([models[k]["state_dict"] for k in accepted])
     record = {
         "mixed": [str(mix_models[k]) for k in accepted],
         "rejected": [str(mix_models[k]) for k in range(len(mix_models)) if k not in accepted],
@@ -65,37 +60,19 @@ def start_model(
     return out, record
 
 
-def run_decentralized_job(
-    initial: str | Path | None,
-    mix_models: Sequence[str | Path],
-    mix_stats: Sequence[str | Path],
-    mix_iteration: int | None,
-    threshold: float,
-    own_end: str | Path | None,
-    own_start: str | Path | None,
-    start_out: str | Path,
-    archive_prefix: str | Path,
-    model_out: str | Path,
-    stats_out: str | Path,
-    spec,
-    ngsgd: dict,
-    device: torch.device,
-) -> dict:
-    """Write the start model to ``start_out``, then train from it (``run_train_job``).
-
-    ``initial`` is the initial model ``0.pt`` at iteration 0 (then nothing is mixed).
-    """
-    from paravg.train_job import run_train_job
-
-    if initial is not None:
-        if mix_models or own_end is not None:
-            raise ValueError("a job starts from the initial model or from a mixing, not both")
-        start, record = load_model_file(initial), {"initial": str(initial)}
-    else:
-        start, record = start_model(
-            mix_models, mix_stats, mix_iteration, threshold, own_end, own_start
-        )
-    log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, record)
-    save_torch_atomic(start_out, start)
-    stats = run_train_job(start_out, archive_prefix, model_out, stats_out, spec, ngsgd, device)
-    return stats
+def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
+    """s_j^t of a ring / random-ring / delay-by-one job of ``iteration`` ≥ 1 from the
+    start inputs the registry names (the neighbours' end models; delay-by-one: also the
+    own job's end and start models of the iteration before)."""
+    own_end = (inputs.get("own_end") or [None])[0]
+    own_start = (inputs.get("own_start") or [None])[0]
+    # the mixed models are of iteration t − 1 (ring) or t − 2 (delay-by-one, t ≥ 2)
+    mix_iteration = iteration - 2 if own_end is not None else iteration - 1
+    return mixed_start(
+        inputs["models"],
+        inputs["stats"],
+        mix_iteration,
+        sync_cfg["objf_threshold"],
+        own_end,
+        own_start,
+    )

@@ -1,33 +1,34 @@
-"""The one registry of sync strategies: what each needs from the DAG.
+"""The one registry of sync strategies: what each needs from the DAG (torch-free).
 
-For every method (``sync.method``) the registry answers the three questions the
-Snakefile asks (``rules/common.smk`` turns the answers into paths, nothing else):
+Every method is one module of :mod:`paravg.sync` and one :class:`SyncMethod` entry
+here. The entry answers everything the workflow asks of a method; ``rules/common.smk``
+and :mod:`paravg.plan` turn the answers into paths (:mod:`paravg.layout`), nothing else:
 
-1. **fan-in**: is there one global node per iteration on the critical path (the rule
-   that writes ``<t>.pt``: ``average`` or ``bmuf``), or none (decentralized)?
-2. **edges**: which outputs of earlier iterations does job j of iteration t read to
-   form its start model s_j^t? (:class:`StartRecipe`; the DAG edges *are* the
-   communication pattern, so a slow job delays only the jobs that read it.)
-3. **synced model**: which file is "the model after t iterations" for diagnostics,
-   the EMA and the final combination (``<t>.pt``, the BMUF global model ``bmuf/<t>.pt``,
-   or the off-critical-path consensus ``consensus/<t>.pt``)?
+1. **start inputs** (:meth:`SyncMethod.start_inputs`): the files job j of iteration t
+   reads to form its start model s_j^t, by role. The train job forms s_j^t itself
+   (the start function named by ``start``), so the only node on the critical path of an
+   iteration is the train job: the DAG edges *are* the communication pattern, and a slow
+   job delays only the jobs that read it.
+2. **node** (``node``): the rule that writes, once per iteration and off the critical
+   path (no train job waits for it), the synced model of the method — ``average``
+   (``<t>.pt``, the same mean the jobs formed), ``bmuf`` (the block state g, Δ that the
+   next-but-one iteration's jobs read), or ``consensus`` (mean of all jobs).
+3. **synced model** (``synced``): which layout file is "the model after t iterations"
+   for diagnostics, the EMA and the final combination.
+4. **learning-rate factor** (``lr_scale``): the factor on Kaldi's per-job rate N · ε.
+5. **history** (``history``): how many iterations back the start inputs reach (the
+   resume frontier must keep that many iterations of job outputs).
 
-plus the factor on Kaldi's per-job learning rate N · ε (1 except for BMUF, see
-:mod:`paravg.sync.bmuf`). Iterations are numbered as in Kaldi: job j of iteration t
-starts from s_j^t and writes w_j^t to ``<t+1>/job<j>.pt``.
+Notation: job j of iteration t (0-based) starts from s_j^t and writes w_j^t to the layout
+index t + 1 (``<t+1>/job<j>.pt``); iteration 0 starts every job from ``0.pt``.
 
-| method | fan-in | s_j^t for t ≥ 1 (t = 0: the initial model ``0.pt``) |
+| method | node | s_j^t for t ≥ 1 |
 |---|---|---|
-| ``average`` | ``average`` | ``<t>.pt`` = mean of the accepted w^{t−1} (best job at t − 1 = 0) |
-| ``bmuf`` | ``bmuf`` | ``<t>.pt`` = g + bm·Δ (Nesterov) or g |
-| ``ring`` | none | mean of w_k^{t−1}, k ∈ {j−1, j, j+1 mod N} |
-| ``random-ring`` | none | the same on the ring order drawn from (srand, t) |
-| ``delay-by-one`` | none | M(w^{t−2})_j + (w_j^{t−1} − s_j^{t−1}); t = 1: w_j^0 |
-
-Decentralized jobs drop from their mixing the neighbours that are unusable (unreadable,
-non-finite) or whose objective is below the best neighbour's by more than
-``objf_threshold`` (``average``'s robustness rule, applied locally; normally none). There
-is no "best job at iteration 0" rule for them: the ring start is the plain mean.
+| ``average`` | ``average`` | mean of the accepted w^{t−1} (the best job when t − 1 = 0) |
+| ``bmuf`` | ``bmuf`` | g^t + bm·Δ^t (Nesterov) or g^t, from w^{t−1} and the state of t − 1 |
+| ``ring`` | ``consensus`` | mean of w_k^{t−1}, k ∈ {j−1, j, j+1 mod N} |
+| ``random-ring`` | ``consensus`` | the same on the ring drawn from (srand, t) |
+| ``delay-by-one`` | ``consensus`` | M(w^{t−2})_j + (w_j^{t−1} − s_j^{t−1}); t = 1: w_j^0 |
 """
 
 from __future__ import annotations
@@ -35,85 +36,104 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# bmuf and ring pull in torch; they are imported where used, so that parsing the
-# Snakefile (twice per SLURM job) stays torch-free for the default method.
-
-DECENTRALIZED = ("ring", "random-ring", "delay-by-one")
+from paravg.errors import ConfigError
+from paravg.sync import ring
+from paravg.sync.bmuf_params import BmufParams, job_learning_rate_scale
 
 
 @dataclass(frozen=True)
-class StartRecipe:
-    """What the start model s_j^t of one job is computed from.
+class FileRef:
+    """One file of an earlier iteration, by layout kind and index (and job)."""
 
-    * ``synced``: read the global model ``<synced>.pt`` as is (``0`` = the initial model);
-    * ``mix_iteration``, ``mix_jobs``: mix the outputs w_k of these jobs of that iteration
-      (files ``<mix_iteration+1>/job<k>.pt`` and ``.json``) uniformly after selection;
-    * ``own_iteration``: add the own job's progress w_j − s_j of that iteration (files
-      ``<own_iteration+1>/job<j>.pt`` and ``job<j>.start.pt``): delay-by-one.
-    """
+    kind: str  # a Layout method: job_model, job_stats, job_start, init_model, bmuf_global, ...
+    t: int | None = None
+    job: int | None = None
 
-    synced: int | None = None
-    mix_iteration: int | None = None
-    mix_jobs: tuple[int, ...] = ()
-    own_iteration: int | None = None
+    def path(self, layout, exp: str) -> str:
+        args = [a for a in (self.t, self.job) if a is not None]
+        return getattr(layout, self.kind)(exp, *args)
 
-    def __post_init__(self) -> None:
-        if (self.synced is None) == (self.mix_iteration is None):
-            raise ValueError("a start recipe reads either a synced model or a mixing")
-        if self.mix_iteration is not None and not self.mix_jobs:
-            raise ValueError("a mixing needs at least one job")
 
-    def job_outputs(self, job: int) -> list[tuple[int, int]]:
-        """(iteration, job) of every job output read by job ``job`` (the DAG's train edges)."""
-        out = (
-            [(self.mix_iteration, k) for k in self.mix_jobs]
-            if self.mix_iteration is not None
-            else []
-        )
-        if self.own_iteration is not None:
-            out.append((self.own_iteration, job))
-        return out
+StartInputs = dict[str, list[FileRef]]
+
+
+def _initial() -> StartInputs:
+    return {"initial": [FileRef("init_model")]}
+
+
+def _jobs(index: int, jobs) -> StartInputs:
+    """The models and statistics of the given jobs at layout index ``index``."""
+    return {
+        "models": [FileRef("job_model", index, k) for k in jobs],
+        "stats": [FileRef("job_stats", index, k) for k in jobs],
+    }
 
 
 @dataclass(frozen=True)
 class SyncMethod:
-    """One sync strategy as the DAG sees it."""
+    """One sync strategy as the workflow sees it."""
 
     name: str
-    fan_in: str | None  # rule writing <t>.pt once per iteration, or None (decentralized)
-    synced_model: str  # "start" (<t>.pt) | "bmuf-global" (bmuf/<t>.pt) | "consensus"
-    _start: Callable[[int, int, int, int], StartRecipe]
     summary: str
+    node: str  # rule writing the synced model off the critical path
+    synced: str  # Layout kind of the synced model after t ≥ 1 iterations
+    start: str  # "module:function" forming s_j^t from the start inputs (torch side)
+    history: int  # iterations of job outputs the start inputs reach back
+    _inputs: Callable[[int, int, tuple[int, ...], int], StartInputs]
+    _node_inputs: Callable[[int, int, tuple[int, ...], int], StartInputs]
+    lr_scale: Callable[[dict, int], float] = lambda sync_cfg, num_jobs: 1.0
+    fixed_num_jobs: bool = False  # the topology needs the same N every iteration
+    writes_start: bool = False  # the job keeps s_j^t (<t+1>/job<j>.start.pt): read later
+
+    def start_inputs(
+        self, iteration: int, job: int, jobs_per_iter: tuple[int, ...], srand: int
+    ) -> StartInputs:
+        """The files job ``job`` of ``iteration`` reads to form its start model."""
+        if iteration < 0 or iteration >= len(jobs_per_iter):
+            raise ValueError(f"no iteration {iteration} (0..{len(jobs_per_iter) - 1})")
+        if not 0 <= job < jobs_per_iter[iteration]:
+            raise ValueError(
+                f"iteration {iteration} has {jobs_per_iter[iteration]} jobs; no job {job}"
+            )
+        if iteration == 0:
+            return _initial()
+        return self._inputs(iteration, job, jobs_per_iter, srand)
+
+    def synced_model(self, layout, exp: str, t: int) -> str:
+        """The model after ``t`` iterations (``0.pt`` for t = 0)."""
+        if t == 0:
+            return layout.init_model(exp)
+        return getattr(layout, self.synced)(exp, t)
+
+    def node_inputs(self, t: int, jobs_per_iter: tuple[int, ...], srand: int) -> StartInputs:
+        """The files the node of layout index ``t`` (1..num_iters) reads."""
+        if not 1 <= t <= len(jobs_per_iter):
+            raise ValueError(f"no sync node {t} (1..{len(jobs_per_iter)})")
+        return self._node_inputs(t, 0, jobs_per_iter, srand)
+
+    @property
+    def node_outputs(self) -> tuple[str, ...]:
+        """Layout kinds the node writes per index (the summary JSON last)."""
+        return NODE_OUTPUTS[self.node]
+
+    @property
+    def node_summary(self) -> str:
+        return self.node_outputs[-1]
 
     @property
     def decentralized(self) -> bool:
-        return self.fan_in is None
+        return self.node == "consensus"
 
-    def start_recipe(self, iteration: int, job: int, num_jobs: int, srand: int) -> StartRecipe:
-        """How job ``job`` of ``iteration`` (with ``num_jobs`` jobs) gets its start model."""
-        if not 0 <= job < num_jobs:
-            raise ValueError(f"iteration {iteration} has {num_jobs} jobs; no job {job}")
-        if iteration < 0:
-            raise ValueError(f"no iteration {iteration}")
-        if iteration == 0:
-            return StartRecipe(synced=0)
-        return self._start(iteration, job, num_jobs, srand)
 
-    def learning_rate_scale(self, sync_cfg: dict, num_jobs: int) -> float:
-        """Factor on Kaldi's per-job learning rate N · ε for this method."""
-        if self.name == "bmuf":
-            from paravg.sync import bmuf
-
-            return bmuf.job_learning_rate_scale(
-                bmuf.BmufParams.from_config(sync_cfg["bmuf"], num_jobs)
-            )
-        return 1.0
+NODE_OUTPUTS = {
+    "average": ("model", "sync_summary"),
+    "bmuf": ("model", "bmuf_global", "bmuf_delta", "sync_summary"),
+    "consensus": ("consensus_model", "consensus_summary"),
+}
 
 
 def neighbourhoods(method: str, iteration: int, num_jobs: int, srand: int) -> list[tuple[int, ...]]:
     """N_j of the mixing that builds the start models of ``iteration`` (ring methods)."""
-    from paravg.sync import ring
-
     if method == "random-ring":
         order = ring.random_ring_order(num_jobs, iteration, srand)
     elif method in ("ring", "delay-by-one"):
@@ -123,45 +143,94 @@ def neighbourhoods(method: str, iteration: int, num_jobs: int, srand: int) -> li
     return ring.ring_neighbourhoods(order)
 
 
-def _global(t: int, j: int, n: int, srand: int) -> StartRecipe:
-    return StartRecipe(synced=t)
+def _average_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
+    return _jobs(t, range(jobs_per_iter[t - 1]))
 
 
-def _ring(t: int, j: int, n: int, srand: int) -> StartRecipe:
-    return StartRecipe(mix_iteration=t - 1, mix_jobs=neighbourhoods("ring", t, n, srand)[j])
+def _bmuf_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
+    # the block state after t − 1 blocks (written by the bmuf node while iteration t − 1
+    # trained); before the first block g = 0.pt and Δ = 0
+    # and the start model s^{t−1} those jobs trained from (<t−1>.pt, written by the same
+    # node); before the first block g = s = 0.pt and Δ = 0
+    if t == 1:
+        state = {"global": [FileRef("init_model")], "delta": [], "start": [FileRef("init_model")]}
+    else:
+        state = {
+            "global": [FileRef("bmuf_global", t - 1)],
+            "delta": [FileRef("bmuf_delta", t - 1)],
+            "start": [FileRef("model", t - 1)],
+        }
+    return {**_jobs(t, range(jobs_per_iter[t - 1])), **state}
 
 
-def _random_ring(t: int, j: int, n: int, srand: int) -> StartRecipe:
-    return StartRecipe(mix_iteration=t - 1, mix_jobs=neighbourhoods("random-ring", t, n, srand)[j])
+def _ring_inputs(method: str):
+    def inputs(t, j, jobs_per_iter, srand) -> StartInputs:
+        return _jobs(t, neighbourhoods(method, t, jobs_per_iter[t - 1], srand)[j])
+
+    return inputs
 
 
-def _delay_by_one(t: int, j: int, n: int, srand: int) -> StartRecipe:
+def _delay_by_one_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
     if t == 1:  # M(w^{-1}) = s^0 = the initial model, so s_j^1 = w_j^0
-        return StartRecipe(mix_iteration=0, mix_jobs=(j,))
-    return StartRecipe(
-        mix_iteration=t - 2,
-        mix_jobs=neighbourhoods("delay-by-one", t - 1, n, srand)[j],
-        own_iteration=t - 1,
-    )
+        return _jobs(1, (j,))
+    nb = neighbourhoods("delay-by-one", t - 1, jobs_per_iter[t - 2], srand)[j]
+    return {
+        **_jobs(t - 1, nb),
+        "own_end": [FileRef("job_model", t, j)],
+        "own_start": [FileRef("job_start", t, j)],
+    }
+
+
+def _all_jobs(t, j, jobs_per_iter, srand) -> StartInputs:
+    return _jobs(t, range(jobs_per_iter[t - 1]))
+
+
+def _bmuf_lr_scale(sync_cfg: dict, num_jobs: int) -> float:
+    return job_learning_rate_scale(BmufParams.from_config(sync_cfg["bmuf"], num_jobs))
 
 
 SYNC_METHODS: dict[str, SyncMethod] = {
     m.name: m
     for m in (
-        SyncMethod("average", "average", "start", _global, "Kaldi model averaging"),
-        SyncMethod("bmuf", "bmuf", "bmuf-global", _global, "block momentum over the average"),
-        SyncMethod("ring", None, "consensus", _ring, "mix with fixed ring neighbours"),
         SyncMethod(
-            "random-ring", None, "consensus", _random_ring, "mix on a ring re-drawn per iteration"
+            "average", "Kaldi model averaging", "average", "model",
+            "paravg.sync.average:start_model", 1, _average_inputs, _all_jobs,
         ),
-        SyncMethod("delay-by-one", None, "consensus", _delay_by_one, "own progress on last mixing"),
+        SyncMethod(
+            "bmuf", "block momentum over the average", "bmuf", "bmuf_global",
+            "paravg.sync.bmuf:start_model", 1, _bmuf_inputs, _bmuf_inputs, lr_scale=_bmuf_lr_scale,
+        ),
+        SyncMethod(
+            "ring", "mix with fixed ring neighbours", "consensus", "consensus_model",
+            "paravg.sync.decentralized:start_model", 1, _ring_inputs("ring"), _all_jobs,
+            fixed_num_jobs=True,
+        ),
+        SyncMethod(
+            "random-ring", "mix on a ring re-drawn per iteration", "consensus",
+            "consensus_model", "paravg.sync.decentralized:start_model", 1,
+            _ring_inputs("random-ring"), _all_jobs, fixed_num_jobs=True,
+        ),
+        SyncMethod(
+            "delay-by-one", "own progress on last mixing", "consensus", "consensus_model",
+            "paravg.sync.decentralized:start_model", 2, _delay_by_one_inputs, _all_jobs,
+            fixed_num_jobs=True, writes_start=True,
+        ),
     )
-}
+}  # fmt: skip
 
 
 def get_method(name: str) -> SyncMethod:
-    """The registered method ``name``; a ValueError listing the known ones otherwise."""
+    """The registered method ``name``; a ConfigError listing the known ones otherwise."""
     try:
         return SYNC_METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown sync.method {name!r}; known: {sorted(SYNC_METHODS)}") from None
+        raise ConfigError(f"unknown sync.method {name!r}; known: {sorted(SYNC_METHODS)}") from None
+
+
+def methods_with(**properties) -> list[str]:
+    """Names of the methods whose attributes equal ``properties`` (e.g. node="bmuf")."""
+    return [
+        name
+        for name, m in SYNC_METHODS.items()
+        if all(getattr(m, k) == v for k, v in properties.items())
+    ]

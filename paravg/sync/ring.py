@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from paravg.sync.tensors import weighted_sum
-
 _MASK64 = (1 << 64) - 1
 _RING_DOMAIN = 0x52494E47  # "RING": keeps ring seeds apart from job seeds of the same numbers
 
@@ -85,16 +83,13 @@ def mixing_matrix(neighbourhoods: Sequence[Sequence[int]]) -> list[list[float]]:
     return [[(1.0 / len(nb)) if k in nb else 0.0 for k in range(n)] for nb in neighbourhoods]
 
 
-def mix(state_dicts: Sequence[dict]) -> dict:
-    """The uniform mixing (1/|S|) Σ_{k∈S} w_k of the given neighbourhood's models."""
-    return weighted_sum(state_dicts, [1.0 / len(state_dicts)] * len(state_dicts))
-
-
 def ring_mix(state_dicts: Sequence[dict], neighbourhoods: Sequence[Sequence[int]]) -> list[dict]:
     """M(w)_j for every job: what the next iteration's jobs start from (all at once, for tests)."""
+    from paravg.sync.tensors import mean  # torch: only here, the topology stays torch-free
+
     if len(state_dicts) != len(neighbourhoods):
         raise ValueError(f"{len(state_dicts)} models for {len(neighbourhoods)} neighbourhoods")
-    return [mix([state_dicts[k] for k in nb]) for nb in neighbourhoods]
+    return [mean([state_dicts[k] for k in nb]) for nb in neighbourhoods]
 
 
 def _check_num_jobs(num_jobs: int) -> None:

@@ -43,6 +43,28 @@ def weighted_sum(state_dicts: Sequence[dict], weights: Sequence[float], dtype=No
     return out
 
 
+def mean(state_dicts: Sequence[dict]) -> dict:
+    """(1/n) Σ_k sd_k per tensor: summed in float64, divided once, cast to the first's dtype.
+
+    The one mean of every sync method (Kaldi's ``nnet3-average``, the ring mixing, the
+    consensus): the same models in the same order give the same bits wherever it runs,
+    so a train job's in-memory start model equals the synced file written beside it.
+    """
+    if not state_dicts:
+        raise ValueError("nothing to average")
+    _check_same_keys(state_dicts)
+    out = {}
+    for name, first in state_dicts[0].items():
+        if not first.is_floating_point():
+            out[name] = first.clone()
+            continue
+        acc = torch.zeros_like(first, dtype=torch.float64)
+        for sd in state_dicts:
+            acc += sd[name].to(torch.float64)
+        out[name] = (acc / len(state_dicts)).to(first.dtype)
+    return out
+
+
 def to_float64(sd: dict) -> dict:
     """A float64 copy of the floating tensors (integer tensors copied unchanged)."""
     return {k: v.to(torch.float64) if v.is_floating_point() else v.clone() for k, v in sd.items()}

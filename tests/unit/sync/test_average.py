@@ -8,7 +8,8 @@ import torch
 
 from paravg.io import save_torch_atomic
 from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
-from paravg.sync.average import NoAcceptableJobError, average_jobs, average_state_dicts, select_jobs
+from paravg.sync.average import NoAcceptableJobError, average_jobs, select_jobs
+from paravg.sync.tensors import mean
 
 CFG = {
     "input_splice": [-1, 0, 1],
@@ -35,10 +36,10 @@ def test_selection_threshold_and_iteration_zero():
 
 def test_identical_models_average_to_themselves_and_order_is_irrelevant():
     sd = model(0).state_dict()
-    avg = average_state_dicts([sd, sd, sd])
+    avg = mean([sd, sd, sd])
     assert all(torch.equal(avg[k], sd[k]) for k in sd)
     sds = [model(s).state_dict() for s in range(4)]
-    a, b = average_state_dicts(sds), average_state_dicts(sds[::-1])
+    a, b = mean(sds), mean(sds[::-1])
     assert all(torch.allclose(a[k], b[k], atol=1e-7) for k in a)
     mean = (
         sds[0]["hidden.0.weight"]

@@ -1,0 +1,190 @@
+"""The file contract of a run, once: every path a stage writes or reads (torch-free).
+
+The rules, the plan, ``paravg.progress``, the plots and the tests all spell paths
+through a :class:`Layout`; no other module composes a results path. Each method returns
+a path for concrete values, or a Snakemake pattern when given wildcard strings::
+
+    L = Layout("results")
+    L.job_model("default", 5, 2)        # 'results/exp/default/5/job2.pt'
+    L.job_model("{exp}", "{t}", "{j}")  # 'results/exp/{exp}/{t}/job{j}.pt' (a rule output)
+
+Kaldi's numbering (``steps/nnet3/train_dnn.py``): ``<t>.pt`` is the model at the start
+of iteration t (t iterations done); the jobs of iteration t write ``<t+1>/job<j>.pt``, and
+syncing them gives ``<t+1>.pt``. So every per-iteration path here takes the **index**
+t of its directory or file name — the number of iterations completed — never the
+iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)``.
+
+::
+
+    results/data/<set>/            prepared Kaldi data dir (targets.scp, report.json)
+    results/feats/<set>/           feats.scp (+ arks), cmvn.scp, utt2num_frames
+    results/ivector/               pca, ubm.<it>, extractor.<it>; <set>/ivector_online.scp
+    results/egs/                   info.json, egs.<a>.*.npy, valid_diag, train_diag, combine
+    results/exp/<exp>/             0.pt, init.json
+        <t>/job<j>.pt, .json       job j's output model and statistics (iteration t − 1)
+        <t>/job<j>.start.pt        the start model it trained from (decentralized methods)
+        <t>.pt, sync/<t>.json      the synced model after t iterations (average, bmuf)
+        bmuf/<t>.pt, .delta.pt     BMUF's global model g and block update Δ
+        consensus/<t>.pt, .json    mean of the jobs (decentralized methods)
+        ema/<t>.pt                 the exponential moving average of the synced models
+        diag/<t>.json              diagnostics of the synced model after t iterations
+        combined.pt, combine.json, final.pt, final.json, eval/<set>.json, eval/ema/<set>.json
+        report/<figure>.png, report/config.{yaml,html}
+    results/results.md, .tsv       the results table
+    logs/<rule>/<wildcards>.log    one log per job
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Index = int | str  # a concrete index or a wildcard pattern such as "{t}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths of one run under ``results`` (config key ``results``) and ``logs``."""
+
+    results: str = "results"
+    logs: str = "logs"
+
+    # ------------------------------------------------------------ data, features
+    def demo_dir(self) -> str:
+        return f"{self.results}/demo"
+
+    def data_dir(self, set_: str) -> str:
+        return f"{self.results}/data/{set_}"
+
+    def feats_dir(self, set_: str) -> str:
+        return f"{self.results}/feats/{set_}"
+
+    def feats_scp(self, set_: str) -> str:
+        return f"{self.feats_dir(set_)}/feats.scp"
+
+    def utt2num_frames(self, set_: str) -> str:
+        return f"{self.feats_dir(set_)}/utt2num_frames"
+
+    # ------------------------------------------------------------ i-vectors
+    def ivector_dir(self) -> str:
+        return f"{self.results}/ivector"
+
+    def ivector_scp(self, set_: str) -> str:
+        return f"{self.ivector_dir()}/{set_}/ivector_online.scp"
+
+    def ivector_period(self, set_: str) -> str:
+        return f"{self.ivector_dir()}/{set_}/ivector_period"
+
+    # ------------------------------------------------------------ egs
+    def egs_dir(self) -> str:
+        return f"{self.results}/egs"
+
+    def egs_info(self) -> str:
+        return f"{self.egs_dir()}/info.json"
+
+    def egs_prefix(self, archive: Index) -> str:
+        """Prefix of training archive ``archive`` (0-based; Kaldi's ``egs.<a+1>.ark``)."""
+        return f"{self.egs_dir()}/egs.{archive}"
+
+    def egs_subset_prefix(self, name: str) -> str:
+        """Prefix of the ``valid_diag``, ``train_diag`` or ``combine`` egs."""
+        return f"{self.egs_dir()}/{name}"
+
+    def egs_split_prefix(self, job: Index) -> str:
+        """Prefix of the (temporary) egs of split job ``job`` (0-based)."""
+        return f"{self.egs_dir()}/split/job.{job}"
+
+    # ------------------------------------------------------------ one experiment
+    def exp_root(self) -> str:
+        return f"{self.results}/exp"
+
+    def exp_dir(self, exp: str) -> str:
+        return f"{self.exp_root()}/{exp}"
+
+    def init_model(self, exp: str) -> str:
+        return f"{self.exp_dir(exp)}/0.pt"
+
+    def init_stats(self, exp: str) -> str:
+        return f"{self.exp_dir(exp)}/init.json"
+
+    def model(self, exp: str, t: Index) -> str:
+        """``<t>.pt``: the synced model after t iterations (``0.pt``: the initial model)."""
+        return f"{self.exp_dir(exp)}/{t}.pt"
+
+    def job_dir(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/{t}"
+
+    def job_model(self, exp: str, t: Index, job: Index) -> str:
+        """``<t>/job<j>.pt``: job j's model after iteration t − 1 (Kaldi's ``<t>.<j>.raw``)."""
+        return f"{self.job_dir(exp, t)}/job{job}.pt"
+
+    def job_stats(self, exp: str, t: Index, job: Index) -> str:
+        """``<t>/job<j>.json``: job j's statistics, plan and start-model record."""
+        return f"{self.job_dir(exp, t)}/job{job}.json"
+
+    def job_start(self, exp: str, t: Index, job: Index) -> str:
+        """``<t>/job<j>.start.pt``: the start model job j of iteration t − 1 trained from."""
+        return f"{self.job_dir(exp, t)}/job{job}.start.pt"
+
+    def sync_summary(self, exp: str, t: Index) -> str:
+        """``sync/<t>.json``: which jobs of iteration t − 1 were averaged, and how."""
+        return f"{self.exp_dir(exp)}/sync/{t}.json"
+
+    def bmuf_global(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/bmuf/{t}.pt"
+
+    def bmuf_delta(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/bmuf/{t}.delta.pt"
+
+    def consensus_model(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/consensus/{t}.pt"
+
+    def consensus_summary(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/consensus/{t}.json"
+
+    def ema_model(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/ema/{t}.pt"
+
+    def diag(self, exp: str, t: Index) -> str:
+        return f"{self.exp_dir(exp)}/diag/{t}.json"
+
+    def combined_model(self, exp: str) -> str:
+        return f"{self.exp_dir(exp)}/combined.pt"
+
+    def combine_summary(self, exp: str) -> str:
+        return f"{self.exp_dir(exp)}/combine.json"
+
+    def final_model(self, exp: str) -> str:
+        return f"{self.exp_dir(exp)}/final.pt"
+
+    def final_summary(self, exp: str) -> str:
+        return f"{self.exp_dir(exp)}/final.json"
+
+    def eval_result(self, exp: str, set_: str) -> str:
+        return f"{self.exp_dir(exp)}/eval/{set_}.json"
+
+    def eval_ema_result(self, exp: str, set_: str) -> str:
+        return f"{self.exp_dir(exp)}/eval/ema/{set_}.json"
+
+    def report_figure(self, exp: str, name: str) -> str:
+        return f"{self.exp_dir(exp)}/report/{name}.png"
+
+    def report_config(self, exp: str, ext: str) -> str:
+        return f"{self.exp_dir(exp)}/report/config.{ext}"
+
+    # ------------------------------------------------------------ the whole run
+    def results_table(self, ext: str = "md") -> str:
+        return f"{self.results}/results.{ext}"
+
+    def report_dir(self) -> str:
+        return f"{self.results}/report"
+
+    def report_file(self, name: str) -> str:
+        """``results/report/<name>``: the comparison across experiments."""
+        return f"{self.report_dir()}/{name}"
+
+    def benchmark(self, rule: str, wildcards: str) -> str:
+        """Snakemake ``benchmark:`` file of a heavy rule."""
+        return f"{self.results}/benchmarks/{rule}/{wildcards}.tsv"
+
+    def log(self, rule: str, wildcards: str) -> str:
+        return f"{self.logs}/{rule}/{wildcards}.log"

@@ -1,0 +1,227 @@
+"""The plan of a run, once: what every training job reads, computes and writes (torch-free).
+
+The rules (``rules/common.smk``), ``paravg.progress``, the plots and the tests read one
+:class:`ExperimentPlan` per experiment instead of recomputing the schedule. For job j of
+iteration t (0-based, writing layout index t + 1) it holds
+
+* the Kaldi schedule (:mod:`paravg.schedule`): number of jobs N_t, archive and frame,
+  per-job learning rate N_t · ε_t times the sync method's factor (BMUF: (1 − bm)/η_b);
+* the seed from (srand, t, j) (:func:`job_seed`);
+* the files it reads (its archive, and the start inputs the sync method names) and
+  writes (:mod:`paravg.layout`);
+* the synced model after t iterations, the models offered to the final combination,
+  the archives the LDA-like transform and the priors are estimated on;
+* a **fingerprint chain** f_0, f_1, …: f_0 hashes what the initial model depends on,
+  f_{t+1} = H(f_t, params of every job of iteration t, the sync settings). Job j of
+  iteration t records f_{t+1} in its statistics, so a run's files say which plan made
+  them; :mod:`paravg.resume` compares them with the current plan in O(log T) reads.
+
+Only what changes a result enters a job's params (and so the fingerprint): fault
+injection and benchmarking knobs (``simulate.straggler``) and execution choices
+(``trainer.device``) do not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+from paravg.layout import Layout
+from paravg.schedule import Schedule
+from paravg.sync.registry import SyncMethod, get_method
+
+#: Kaldi accumulates the LDA statistics (and priors) over at most this many archives.
+MAX_LDA_ARCHIVES = 10
+
+
+def job_seed(srand: int, iteration: int, job: int) -> int:
+    """A 63-bit seed from (srand, iteration, job), stable across runs and machines."""
+    return (srand * 1_000_003 + iteration) * 1_000_033 + job & ((1 << 63) - 1)
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(json.dumps(part, sort_keys=True, separators=(",", ":")).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class EgsGeometry:
+    """What the plan needs of the egs (``info.json`` of the egs checkpoint)."""
+
+    num_archives: int
+    frames_per_eg: int
+    identity: str = ""  # a digest of info.json: new egs start a new chain
+
+    @classmethod
+    def from_info(cls, info: dict) -> EgsGeometry:
+        return cls(info["num_archives"], info["frames_per_eg"], _digest(info))
+
+
+class ExperimentPlan:
+    """The plan of one experiment (its resolved ``model``/``trainer``/``sync`` config)."""
+
+    def __init__(
+        self,
+        name: str,
+        experiment: dict,
+        egs: EgsGeometry,
+        layout: Layout,
+        combine: dict,
+        simulate: dict | None = None,
+    ) -> None:
+        self.name = name
+        self.experiment = experiment
+        self.trainer = experiment["trainer"]
+        self.sync_cfg = experiment["sync"]
+        self.egs = egs
+        self.layout = layout
+        self.combine = combine
+        self.simulate = simulate or {}
+        self.sync: SyncMethod = get_method(self.sync_cfg["method"])
+        self.schedule = Schedule.from_config(
+            self.trainer, egs.num_archives, egs.frames_per_eg, combine["max_models_combine"]
+        )
+
+    # ------------------------------------------------------------ schedule
+    @property
+    def num_iters(self) -> int:
+        return self.schedule.num_iters
+
+    def num_jobs(self, iteration: int) -> int:
+        return self.schedule.num_jobs(iteration)
+
+    @cached_property
+    def learning_rates(self) -> tuple[float, ...]:
+        """Per-job learning rate of every iteration, with the sync method's factor."""
+        return tuple(
+            self.schedule.learning_rate(t)
+            * self.sync.lr_scale(self.sync_cfg, self.schedule.num_jobs(t))
+            for t in range(self.num_iters)
+        )
+
+    def job_params(self, iteration: int, job: int) -> dict:
+        """What job ``job`` of ``iteration`` computes with: exactly what changes its result."""
+        archive, frame = self.schedule.archive_and_frame(iteration, job)
+        t = self.trainer
+        params = {
+            "iteration": iteration,
+            "job": job,
+            "learning_rate": self.learning_rates[iteration],
+            "minibatch_size": t["minibatch_size"],
+            "max_param_change": t["max_param_change"],
+            "frame": frame,
+            "archive": self.layout.egs_prefix(archive),
+            "shuffle_buffer_size": t["shuffle_buffer_size"],
+            "srand": t["srand"],
+            "ngsgd": t["ngsgd"],
+        }
+        if self.simulate.get("train_seconds", 0):
+            params["simulate_seconds"] = self.simulate["train_seconds"]
+        return params
+
+    def job_archive(self, iteration: int, job: int) -> int:
+        return self.schedule.archive_and_frame(iteration, job)[0]
+
+    def straggler_factor(self, iteration: int, job: int) -> float:
+        """``simulate.straggler``: how much slower this job runs (timing only, not a param)."""
+        s = self.simulate.get("straggler") or {}
+        hit = s.get("job") == job and s.get("iteration", -1) in (-1, iteration)
+        return float(s.get("factor", 1.0)) if hit else 1.0
+
+    # ------------------------------------------------------------ files
+    def start_inputs(self, iteration: int, job: int) -> dict[str, list[str]]:
+        """Role -> files job ``job`` of ``iteration`` forms its start model from."""
+        refs = self.sync.start_inputs(
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+        )
+        return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
+
+    def start_inputs_fingerprint(self, iteration: int, job: int) -> str:
+        """The fingerprint the job outputs a start model is mixed from must carry."""
+        refs = self.sync.start_inputs(
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+        )
+        stats = refs.get("stats")
+        return self.fingerprint(stats[0].t if stats else 0)
+
+    def node_inputs(self, t: int) -> dict[str, list[str]]:
+        """Role -> files the sync node of layout index ``t`` reads (off the critical path)."""
+        refs = self.sync.node_inputs(t, self.schedule.jobs_per_iter, self.trainer["srand"])
+        return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
+
+    def node_summary(self, t: int) -> str:
+        """The node's JSON of index ``t`` (``sync/<t>.json`` or ``consensus/<t>.json``)."""
+        return getattr(self.layout, self.sync.node_summary)(self.name, t)
+
+    def job_outputs(self, index: int) -> list[str]:
+        """The kept (non-temporary) outputs of the jobs that write layout index ``index``."""
+        n = self.num_jobs(index - 1)
+        return [self.layout.job_stats(self.name, index, j) for j in range(n)]
+
+    def job_models(self, index: int) -> list[str]:
+        n = self.num_jobs(index - 1)
+        return [self.layout.job_model(self.name, index, j) for j in range(n)]
+
+    def synced_model(self, t: int) -> str:
+        """The model after ``t`` iterations (diagnostics, EMA, combination read it)."""
+        return self.sync.synced_model(self.layout, self.name, t)
+
+    def combine_indices(self) -> list[int]:
+        """Kaldi's ``get_model_combine_iters``: indices of the models offered to combination."""
+        return self.schedule.models_to_combine()
+
+    def combine_models(self) -> list[str]:
+        return [self.synced_model(t) for t in self.combine_indices()]
+
+    def lda_archives(self) -> list[int]:
+        """Archives of the LDA-like transform's statistics and of the priors."""
+        return list(range(min(self.egs.num_archives, MAX_LDA_ARCHIVES)))
+
+    # ------------------------------------------------------------ fingerprints
+    def init_fingerprint(self) -> str:
+        """f_0: the model config, the egs and the seed the initial model depends on."""
+        return _digest(
+            "init", self.experiment["model"], self.experiment.get("ivector_enabled", True),
+            self.egs.identity, self.trainer["srand"],
+        )  # fmt: skip
+
+    def sync_fingerprint_part(self) -> dict:
+        """The sync settings that change the start models (not EMA: never a start)."""
+        return {k: v for k, v in self.sync_cfg.items() if k != "ema"}
+
+    @cached_property
+    def _fingerprints(self) -> list[str]:
+        chain = [self.init_fingerprint()]
+        sync = self.sync_fingerprint_part()
+        for t in range(self.num_iters):
+            jobs = [self.job_params(t, j) for j in range(self.num_jobs(t))]
+            chain.append(_digest(chain[-1], jobs, sync))
+        return chain
+
+    def fingerprint(self, index: int) -> str:
+        """f_index: the plan of everything up to layout index ``index`` (0 = ``0.pt``)."""
+        return self._fingerprints[index]
+
+
+def experiment_plans(config: dict, egs_info: dict) -> dict[str, ExperimentPlan]:
+    """Every experiment's plan from a validated config and the egs ``info.json``."""
+    from paravg.config import experiment_config
+
+    layout = Layout(config["results"])
+    egs = EgsGeometry.from_info(egs_info)
+    return {
+        name: ExperimentPlan(
+            name,
+            experiment_config(config, name),
+            egs,
+            layout,
+            config["combine"],
+            config.get("simulate"),
+        )
+        for name in config["experiments"]
+    }

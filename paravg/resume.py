@@ -1,0 +1,175 @@
+"""Where a run resumes: the DAG starts at the newest finished iteration (torch-free).
+
+A Kaldi-scale run has thousands of iterations; if the DAG reached back to ``0.pt`` every
+time it is built, every cluster job (which builds its own DAG on the node) and every
+resume would re-walk the whole history. Instead, at parse time, each per-iteration rule R
+of an experiment gets a **frontier** K_R: the largest index such that R's outputs of
+every index ≤ K_R exist (files are written atomically, so an existing file is complete).
+R is then only allowed to produce indices > K_R (:func:`indices_above`), so the files of
+finished iterations are plain inputs and the DAG holds only what is left to do: its size
+no longer grows with the run.
+
+What makes skipping the history safe is the **fingerprint chain** of
+:mod:`paravg.plan`: every job records f_{t+1} (a hash over everything its model depends
+on), and :func:`check_plan` compares the newest recorded one with the current plan. If
+the config changed what an earlier iteration computes, the first changed index m is
+found by bisection (the chain makes "matches" monotone) and, by ``run.on_plan_change``,
+
+* ``stop`` (default): a :class:`~paravg.errors.ConfigError` names the iteration, what
+  changed (old → new) and the two ways on; nothing runs;
+* ``retrain``: every frontier drops to m − 1, so Snakemake reruns iteration m − 1 and
+  everything after it (their params changed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from paravg.errors import ConfigError
+from paravg.io import read_json
+
+
+def indices_above(k: int) -> str:
+    """A regex matching exactly the decimal integers > ``k`` (no leading zeros).
+
+    Written without ``{m,n}`` quantifiers: Snakemake reads braces in a wildcard
+    constraint as the end of the wildcard.
+    """
+    if k < 0:
+        return r"\d+"
+    s = str(k)
+    alts = ["[1-9]" + r"\d" * len(s) + r"\d*"]  # more digits
+    for i, ch in enumerate(s):
+        d = int(ch)
+        if d < 9:
+            alts.append(f"{s[:i]}[{d + 1}-9]" + r"\d" * (len(s) - i - 1))
+    return "(?:" + "|".join(alts) + ")"
+
+
+def contiguous_done(paths_of: Callable[[int], Iterable[str]], first: int, last: int) -> int:
+    """The largest k in [first − 1, last] with every ``paths_of(t)`` present for t ≤ k."""
+    k = first - 1
+    for t in range(first, last + 1):
+        if not all(os.path.exists(p) for p in paths_of(t)):
+            break
+        k = t
+    return k
+
+
+@dataclass(frozen=True)
+class Frontiers:
+    """K_R of each per-iteration rule of one experiment (indices ≤ K_R are done)."""
+
+    train: int
+    node: int
+    ema: int
+    diag: int
+
+    def capped(self, k: int) -> Frontiers:
+        return Frontiers(*(min(v, k) for v in (self.train, self.node, self.ema, self.diag)))
+
+
+def scan_frontiers(plan) -> Frontiers:
+    """Frontiers from the files on disk (no plan check: see :func:`check_plan`)."""
+    L, e, n = plan.layout, plan.name, plan.num_iters
+    node_outputs = plan.sync.node_outputs
+    return Frontiers(
+        train=contiguous_done(plan.job_outputs, 1, n),
+        node=contiguous_done(lambda t: [getattr(L, k)(e, t) for k in node_outputs], 1, n),
+        ema=contiguous_done(lambda t: [L.ema_model(e, t)], 1, n),
+        diag=contiguous_done(lambda t: [L.diag(e, t)], 0, n),
+    )
+
+
+def recorded_plan(plan, index: int, job: int = 0) -> dict | None:
+    """The plan record of job ``job`` at layout ``index`` (``init.json`` for index 0)."""
+    path = (
+        plan.layout.init_stats(plan.name)
+        if index == 0
+        else plan.layout.job_stats(plan.name, index, job)
+    )
+    try:
+        return read_json(path).get("plan")
+    except (OSError, ValueError):
+        return None
+
+
+def _matches(plan, index: int) -> bool:
+    rec = recorded_plan(plan, index)
+    return rec is not None and rec.get("fingerprint") == plan.fingerprint(index)
+
+
+def first_changed_index(plan, newest: int) -> int | None:
+    """The smallest layout index ≤ ``newest`` whose recorded fingerprint differs from the
+    plan's, or None when index ``newest`` matches (bisection: O(log newest) reads)."""
+    if newest < 0 or _matches(plan, newest):
+        return None
+    lo, hi = -1, newest  # invariant: lo matches (or is −1), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _matches(plan, mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def describe_change(plan, index: int) -> str:
+    """What differs between the files at ``index`` and the plan, key by key."""
+    if index == 0:
+        return "the initial model's inputs (model config, egs or srand) changed"
+    lines = []
+    for j in range(plan.num_jobs(index - 1)):
+        rec = recorded_plan(plan, index, j) or {}
+        old, new = rec.get("params") or {}, plan.job_params(index - 1, j)
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                lines.append(f"job {j}: {key}: {old.get(key)!r} -> {new.get(key)!r}")
+        if rec.get("sync") != plan.sync_fingerprint_part():
+            lines.append(
+                f"job {j}: sync settings {rec.get('sync')!r} -> {plan.sync_fingerprint_part()!r}"
+            )
+    if not lines:
+        lines.append("(no job of that iteration has a plan record: made by another version)")
+    return "\n".join(f"    {line}" for line in lines[:12]) + (
+        f"\n    ... and {len(lines) - 12} more" if len(lines) > 12 else ""
+    )
+
+
+def check_plan(plan, frontiers: Frontiers, on_change: str) -> Frontiers:
+    """The frontiers to use: ``frontiers`` if the files match the plan; else stop or
+    retrain from the first changed iteration (see the module docstring)."""
+    newest = frontiers.train
+    changed = first_changed_index(plan, newest)
+    if changed is None:
+        return frontiers
+    if on_change == "retrain":
+        return frontiers.capped(changed - 1)
+    it = "the initial model" if changed == 0 else f"iteration {changed - 1}"
+    raise ConfigError(
+        f"experiment {plan.name!r}: the config changed what {it} computes, but its files "
+        f"exist ({plan.layout.exp_dir(plan.name)}, finished up to iteration {newest - 1}; "
+        f"recorded in {plan.layout.job_stats(plan.name, max(changed, 1), 0)}):\n"
+        f"{describe_change(plan, changed)}\n"
+        "Either restore the settings to continue the run, or retrain from there with\n"
+        "    --config run='{on_plan_change: retrain}'   (or run.on_plan_change in your config)\n"
+        "or give the changed settings a new experiment name (experiments: in the config)."
+    )
+
+
+def init_is_stale(plan) -> bool:
+    """True when ``0.pt`` is missing or older than the egs it was estimated from."""
+    init, info = plan.layout.init_model(plan.name), plan.layout.egs_info()
+    try:
+        return os.stat(init).st_mtime < os.stat(info).st_mtime
+    except OSError:
+        return True
+
+
+def resume_frontiers(plan, on_change: str = "stop") -> Frontiers:
+    """The checked frontiers of one experiment (all −1/0 when its initial model is stale)."""
+    if init_is_stale(plan):
+        return Frontiers(train=0, node=0, ema=0, diag=-1)
+    return check_plan(plan, scan_frontiers(plan), on_change)

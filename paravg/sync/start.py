@@ -1,0 +1,29 @@
+"""The start model of one train job, for any sync method (the torch side of the registry).
+
+``form_start_model`` is what every train job runs first: iteration 0 reads ``0.pt``;
+later iterations call the start function the method's registry entry names
+(``SyncMethod.start``) with the files its ``start_inputs`` named, by role. Forming the
+start inside the job keeps one node per job on the critical path of an iteration.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from paravg.sync.registry import get_method
+
+
+def form_start_model(
+    method: str, inputs: Mapping[str, Sequence[str | Path]], iteration: int, sync_cfg: dict
+) -> tuple[dict, dict]:
+    """(start model file dict, record of how it was formed) of a job of ``iteration``."""
+    if "initial" in inputs:
+        from paravg.nnet.tdnn import load_model_file
+
+        path = inputs["initial"][0]
+        return load_model_file(path), {"initial": str(path)}
+    module, function = get_method(method).start.split(":")
+    start = getattr(importlib.import_module(module), function)
+    return start({k: list(v) for k, v in inputs.items()}, iteration, sync_cfg)
