@@ -28,6 +28,7 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
         consensus/<t>.pt, .json    mean of the jobs (decentralized methods)
         ema/<t>.pt                 the exponential moving average of the synced models
         diag/<t>.json              diagnostics of the synced model after t iterations
+        blocks/<b>.json            block b of iterations is done (the DAG is expanded past it)
         combined.pt, combine.json, final.pt, final.json, eval/<set>.json, eval/ema/<set>.json
         report/<figure>.png, report/config.{yaml,html}
     results/results.md, .tsv       the results table
@@ -143,6 +144,10 @@ class Layout:
 
     def ema_model(self, exp: str, t: Index) -> str:
         return f"{self.exp_dir(exp)}/ema/{t}.pt"
+
+    def block_done(self, exp: str, block: Index) -> str:
+        """``blocks/<b>.json``: block b of iterations is trained (the DAG grows past it)."""
+        return f"{self.exp_dir(exp)}/blocks/{block}.json"
 
     def diag(self, exp: str, t: Index) -> str:
         return f"{self.exp_dir(exp)}/diag/{t}.json"

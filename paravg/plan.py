@@ -73,6 +73,7 @@ class ExperimentPlan:
         layout: Layout,
         combine: dict,
         simulate: dict | None = None,
+        block_jobs: int = 600,
     ) -> None:
         self.name = name
         self.experiment = experiment
@@ -82,6 +83,7 @@ class ExperimentPlan:
         self.layout = layout
         self.combine = combine
         self.simulate = simulate or {}
+        self.block_jobs = block_jobs
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         self.schedule = Schedule.from_config(
             self.trainer, egs.num_archives, egs.frames_per_eg, combine["max_models_combine"]
@@ -182,6 +184,23 @@ class ExperimentPlan:
         """Archives of the LDA-like transform's statistics and of the priors."""
         return list(range(min(self.egs.num_archives, MAX_LDA_ARCHIVES)))
 
+    # ------------------------------------------------------------ blocks
+    @cached_property
+    def block_iterations(self) -> int:
+        """H: iterations per block of the DAG (``run.block_jobs`` jobs at the most)."""
+        return max(1, self.block_jobs // max(self.schedule.jobs_per_iter))
+
+    @property
+    def num_blocks(self) -> int:
+        return -(-self.num_iters // self.block_iterations)
+
+    def block_of(self, index: int) -> int:
+        """The block holding layout index ``index`` (1..num_iters; block b = (bH, (b+1)H])."""
+        return max(0, min(self.num_blocks - 1, (index - 1) // self.block_iterations))
+
+    def block_end(self, block: int) -> int:
+        return min((block + 1) * self.block_iterations, self.num_iters)
+
     # ------------------------------------------------------------ fingerprints
     def init_fingerprint(self) -> str:
         """f_0: the model config, the egs and the seed the initial model depends on."""
@@ -222,6 +241,7 @@ def experiment_plans(config: dict, egs_info: dict) -> dict[str, ExperimentPlan]:
             layout,
             config["combine"],
             config.get("simulate"),
+            config["run"]["block_jobs"],
         )
         for name in config["experiments"]
     }

@@ -247,6 +247,21 @@ def check_input_fingerprints(stats_paths, expected: str) -> None:
             )
 
 
+def check_egs_identity(info_path: str | Path, expected: str) -> None:
+    """The egs on disk must be those the job was planned with (they may have been rebuilt
+    after the DAG was built, e.g. when an upstream file changed)."""
+    from paravg.errors import TrainingError
+    from paravg.io import read_json
+    from paravg.plan import EgsGeometry
+
+    got = EgsGeometry.from_info(read_json(info_path)).identity
+    if got != expected:
+        raise TrainingError(
+            f"{info_path}: the egs changed since this job was planned (identity {got}, "
+            f"planned {expected}); run snakemake again to plan the training on the new egs"
+        )
+
+
 def run_planned_job(
     inputs: dict[str, list[str]],
     plan: dict,
@@ -265,6 +280,7 @@ def run_planned_job(
     """
     from paravg.sync.start import form_start_model
 
+    check_egs_identity(Path(archive_prefix).parent / "info.json", plan["egs"])
     if "initial" not in inputs:
         check_input_fingerprints(inputs.get("stats", []), plan["inputs_fingerprint"])
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])

@@ -32,6 +32,7 @@ wildcard_constraints:
     j=r"\d+",
     it=r"\d+",
     a=r"\d+",
+    b=r"\d+",
 
 
 # ---------------------------------------------------------------- data sets
@@ -156,30 +157,40 @@ def _plans(info):
     return experiment_plans(config, info)
 
 
-_PLANS = {}
+def _parse_time_plans():
+    """Plans from the egs info.json if it exists when the Snakefile is parsed; None
+    before the egs exist (then plan() waits for the egs checkpoint). Reading the file
+    directly, rather than through the checkpoint in every input function, keeps
+    thousands of jobs from each depending on the checkpoint; a job checks at run time
+    that the egs are still those it was planned for (paravg.train_job)."""
+    from paravg.io import read_json
+
+    path = Path(LAYOUT.egs_info())
+    return _plans(read_json(path)) if path.exists() else None
+
+
+PLANS = _parse_time_plans()
+_LATE_PLANS = {}
 
 
 def plan(exp):
-    """paravg.plan.ExperimentPlan of ``exp`` (through the egs checkpoint: input functions)."""
-    info = egs_info_dict()
-    key = json.dumps(info, sort_keys=True)
-    if key not in _PLANS:
-        _PLANS[key] = _plans(info)
-    return _PLANS[key][exp]
+    """paravg.plan.ExperimentPlan of ``exp``."""
+    if PLANS is not None:
+        return PLANS[exp]
+    if not _LATE_PLANS:  # a fresh run: the egs checkpoint has just been written
+        _LATE_PLANS.update(_plans(egs_info_dict()))
+    return _LATE_PLANS[exp]
 
 
 def _parse_time_frontiers():
     """paravg.resume frontiers of every experiment, read once when the Snakefile is parsed
     (before the egs exist nothing is finished: every frontier is at the start)."""
-    from paravg.io import read_json
     from paravg.resume import Frontiers, resume_frontiers
 
-    start = Frontiers(train=0, node=0, ema=0, diag=-1)
-    if not Path(LAYOUT.egs_info()).exists():
-        return {exp: start for exp in EXPERIMENTS}
-    plans = _plans(read_json(LAYOUT.egs_info()))
+    if PLANS is None:
+        return {exp: Frontiers(train=0, node=0, ema=0, diag=-1) for exp in EXPERIMENTS}
     on_change = config["run"]["on_plan_change"]
-    return {exp: resume_frontiers(p, on_change) for exp, p in plans.items()}
+    return {exp: resume_frontiers(p, on_change) for exp, p in PLANS.items()}
 
 
 FRONTIERS = _parse_time_frontiers()
@@ -247,11 +258,23 @@ def _job(wildcards):
     return plan(wildcards.exp), int(wildcards.t) - 1, int(wildcards.j)
 
 
+def dag_edges(files):
+    """The DAG inputs among a job's role -> files: all but the ``stats`` JSONs, which
+    the same jobs write beside their models (one edge per model is enough, and a
+    Kaldi-size iteration has N² of them)."""
+    return {role: paths for role, paths in files.items() if role != "stats"}
+
+
+def egs_archive_mark(a):
+    """The completion mark of archive ``a`` (written last): the one DAG edge to it."""
+    return egs_fields(LAYOUT.egs_prefix(a))["meta"]
+
+
 def get_job_inputs(wildcards):
-    """The job's archive and exactly the files its start model is formed from (the
+    """The job's archive and exactly the models its start model is formed from (the
     sync method's start inputs: the DAG edges are the communication pattern)."""
     p, t, j = _job(wildcards)
-    return {"egs": egs_archive_files(p.job_archive(t, j)), **p.start_inputs(t, j)}
+    return {"egs": egs_archive_mark(p.job_archive(t, j)), **dag_edges(p.start_inputs(t, j))}
 
 
 def get_job_params(wildcards):
@@ -260,7 +283,9 @@ def get_job_params(wildcards):
     p, t, j = _job(wildcards)
     return {
         "job": p.job_params(t, j),
+        "files": p.start_inputs(t, j),
         "fingerprint": p.fingerprint(t + 1),
+        "egs": p.egs.identity,
         "inputs_fingerprint": p.start_inputs_fingerprint(t, j),
         "sync": p.sync_fingerprint_part(),
         "method": p.sync.name,
@@ -297,24 +322,85 @@ def get_lda_egs(wildcards):
     return [f for a in plan(wildcards.exp).lda_archives() for f in egs_archive_files(a)]
 
 
+# ---------------------------------------------------------------- blocks (rules/train.smk)
+#: The off-path files of index t (diagnostics, EMA) join the DAG with the block of t but
+#: are waited for by the block checkpoint only this many indices later, so the DAG grows
+#: past a block as soon as its last jobs end (never waiting for the last diagnostics).
+OFF_PATH_LAG = 2
+
+
+def first_block(exp):
+    """The first block with an index still to train (the frontier's block)."""
+    p = plan(exp)
+    return p.block_of(min(FRONTIERS[exp].train + 1, p.num_iters))
+
+
+def wait_for_block(exp, b):
+    """In an input function: raise until block ``b`` of ``exp`` is trained (a checkpoint),
+    so that nothing past it is put into the DAG before."""
+    if b >= first_block(exp):
+        checkpoints.train_block.get(exp=exp, b=b)
+
+
+def off_path_files(exp, first, last):
+    """Diagnostics and EMA models of indices first..last still to make (off the critical
+    path; those at or below their frontier are finished)."""
+    f = FRONTIERS[exp]
+    files = [LAYOUT.diag(exp, t) for t in range(max(first, f.diag + 1), last + 1)]
+    if exp in experiments_with_ema():
+        files += [LAYOUT.ema_model(exp, t) for t in range(max(first, f.ema + 1, 1), last + 1)]
+    return files
+
+
+def get_block_inputs(wildcards):
+    """Block b is trained when the jobs of its last index are; it also waits for the
+    off-path files up to OFF_PATH_LAG indices before its end (and so puts those of its
+    own iterations into the DAG). Block b − 1 must be done first (a checkpoint chain):
+    until then the DAG stops here."""
+    exp, b = wildcards.exp, int(wildcards.b)
+    p = plan(exp)
+    if b > first_block(exp):
+        wait_for_block(exp, b - 1)
+    start = 0 if b == first_block(exp) else p.block_end(b - 1) - OFF_PATH_LAG + 1
+    end = p.block_end(b)
+    last_off_path = end if b == p.num_blocks - 1 else end - OFF_PATH_LAG
+    return p.job_outputs(end) + off_path_files(exp, start, last_off_path)
+
+
+def get_block_params(wildcards):
+    p, b = plan(wildcards.exp), int(wildcards.b)
+    end = p.block_end(b)
+    return {"block": b, "end": end, "fingerprint": p.fingerprint(end)}
+
+
+def trained(exp):
+    """In an input function: wait until every block of ``exp`` is trained."""
+    wait_for_block(exp, plan(exp).num_blocks - 1)
+
+
 # ---------------------------------------------------------------- sync nodes (rules/sync.smk)
 def get_node_inputs(wildcards):
     """The off-path sync node of index t reads what the jobs of iteration t form their
     start from (the same inputs give the same bits): the jobs of iteration t − 1 (and,
     for BMUF, the block state after t − 1 blocks)."""
-    return plan(wildcards.exp).node_inputs(int(wildcards.t))
+    return dag_edges(plan(wildcards.exp).node_inputs(int(wildcards.t)))
 
 
 def get_node_params(wildcards):
-    p = plan(wildcards.exp)
-    return {"iteration": int(wildcards.t) - 1, "sync": p.sync_cfg}
+    p, t = plan(wildcards.exp), int(wildcards.t)
+    return {"iteration": t - 1, "sync": p.sync_cfg, "files": p.node_inputs(t)}
+
+
+def egs_subset_mark(name):
+    """The completion mark of a subset's egs (written last): the one DAG edge to it."""
+    return egs_fields(LAYOUT.egs_subset_prefix(name))["meta"]
 
 
 def get_diag_inputs(wildcards):
     p, t = plan(wildcards.exp), int(wildcards.t)
     inputs = {
         "model": p.synced_model(t),
-        "egs": egs_subset_files("valid_diag") + egs_subset_files("train_diag"),
+        "egs": [egs_subset_mark("valid_diag"), egs_subset_mark("train_diag")],
     }
     if t > 0:
         inputs["prev"] = p.synced_model(t - 1)
@@ -343,6 +429,7 @@ def final_ema_model(exp):
 def get_combine_models(wildcards):
     """Synced models of the last iterations (newest last), then the EMA model if enabled."""
     exp = wildcards.exp
+    trained(exp)
     models = plan(exp).combine_models()
     return models + ([final_ema_model(exp)] if exp in experiments_with_ema() else [])
 
@@ -361,6 +448,7 @@ def get_eval_inputs(wildcards):
 
 def get_eval_ema_inputs(wildcards):
     """As the final model's evaluation, with the last EMA model."""
+    trained(wildcards.exp)
     return {**get_eval_inputs(wildcards), "model": final_ema_model(wildcards.exp)}
 
 
@@ -369,6 +457,8 @@ def ema_eval_targets():
 
 
 def get_results_inputs(wildcards):
+    for e in EXPERIMENTS:
+        trained(e)
     files = [LAYOUT.eval_result(e, s) for e in EXPERIMENTS for s in config["eval_sets"]]
     files += [LAYOUT.final_summary(e) for e in EXPERIMENTS]
     files += [f for e in EXPERIMENTS for f in all_diagnostics(e)]
@@ -407,30 +497,28 @@ def schedule_params(exp):
     return dataclasses.asdict(plan(exp).schedule)
 
 
-def sync_summaries(exp):
-    """Per-iteration summaries of the sync node (``sync/<t>.json`` or ``consensus/<t>.json``)."""
-    p = plan(exp)
-    return [p.node_summary(t) for t in range(1, p.num_iters + 1)]
-
-
 def get_report_figure_inputs(wildcards):
-    """Every per-iteration JSON of one experiment: jobs, syncs, diagnostics, combination."""
-    exp = wildcards.exp
-    p = plan(exp)
-    jobs = [f for t in range(1, p.num_iters + 1) for f in p.job_outputs(t)]
+    """What the figures of one experiment wait for: every diagnostic (each one requests
+    its synced model, so every sync node has run), the last iteration's jobs (the chain
+    before them is done) and the combination. The figures then read every per-iteration
+    JSON through the layout; listing 12 × 2,500 job files here would make the DAG of a
+    Kaldi-size run spend seconds matching inputs that are already there."""
+    trained(wildcards.exp)
+    p = plan(wildcards.exp)
     return {
-        "jobs": jobs,
-        "syncs": sync_summaries(exp),
-        "diags": all_diagnostics(exp),
-        "combine": LAYOUT.combine_summary(exp),
+        "diags": all_diagnostics(wildcards.exp),
+        "last_jobs": p.job_outputs(p.num_iters),
+        "combine": LAYOUT.combine_summary(wildcards.exp),
     }
 
 
 def get_report_comparison_inputs(wildcards):
-    """What the comparison reads of every experiment: diagnostics, syncs, results."""
+    """What the comparison reads of every experiment: diagnostics (their synced models'
+    nodes wrote the sync summaries), combination, final model, results."""
     files = []
     for exp in EXPERIMENTS:
-        files += all_diagnostics(exp) + sync_summaries(exp)
+        trained(exp)
+        files += all_diagnostics(exp)
         files += [LAYOUT.combine_summary(exp), LAYOUT.final_summary(exp)]
         files += [LAYOUT.eval_result(exp, s) for s in config["eval_sets"]]
     return files

@@ -73,6 +73,31 @@ use rule train_job as train_job_keep_start with:
         t=index_after_frontier("train"),
 
 
+checkpoint train_block:
+    # Block b of iterations is trained: the DAG is expanded past it only now (a chain of
+    # checkpoints), so it holds about run.block_jobs training jobs at a time.
+    input:
+        get_block_inputs,
+    output:
+        LAYOUT.block_done("{exp}", "{b}"),
+    params:
+        block=get_block_params,
+    log:
+        LAYOUT.log("train_block", "{exp}/{b}"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=200,  # writes one small JSON
+        runtime=1,
+    script:
+        "../scripts/train_block.py"
+
+
+localrules:
+    train_block,
+
+
 rule diagnostics:
     input:
         unpack(get_diag_inputs),

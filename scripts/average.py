@@ -8,8 +8,8 @@ from paravg.sync.average import average_jobs
 setup_logging(snakemake.log[0])
 node = snakemake.params.node
 synced, summary = average_jobs(
-    model_paths=snakemake.input.models,
-    stats_paths=snakemake.input.stats,
+    model_paths=node["files"]["models"],
+    stats_paths=node["files"]["stats"],
     iteration=node["iteration"],
     threshold=node["sync"]["objf_threshold"],
 )

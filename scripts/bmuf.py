@@ -5,13 +5,14 @@ from paravg.logs import setup_logging
 from paravg.sync.bmuf import bmuf_sync
 
 setup_logging(snakemake.log[0])
-node, inp = snakemake.params.node, snakemake.input
+node = snakemake.params.node
+files = node["files"]
 bmuf_sync(
-    model_paths=inp.models,
-    stats_paths=inp.stats,
-    global_in=inp["global"],
-    delta_in=inp.get("delta") or None,
-    start_in=inp.start,
+    model_paths=files["models"],
+    stats_paths=files["stats"],
+    global_in=files["global"][0],
+    delta_in=(files["delta"] or [None])[0],
+    start_in=files["start"][0],
     iteration=node["iteration"],
     threshold=node["sync"]["objf_threshold"],
     bmuf_cfg=node["sync"]["bmuf"],

@@ -6,8 +6,8 @@ from paravg.sync.consensus import consensus_model
 setup_logging(snakemake.log[0])
 node = snakemake.params.node
 consensus_model(
-    model_paths=snakemake.input.models,
-    stats_paths=snakemake.input.stats,
+    model_paths=node["files"]["models"],
+    stats_paths=node["files"]["stats"],
     iteration=node["iteration"],
     threshold=node["sync"]["objf_threshold"],
     model_out=snakemake.output.model,

@@ -14,10 +14,9 @@ spec = JobSpec(
     **{k: job[k] for k in JobSpec.__dataclass_fields__ if k in job},
     straggler_factor=runtime["straggler_factor"],
 )
-inputs = {k: list(v) for k, v in snakemake.input.items() if k != "egs"}
 with select_device(runtime["device"]) as device:
     run_planned_job(
-        inputs=inputs,
+        inputs=plan["files"],
         plan=plan,
         spec=spec,
         archive_prefix=job["archive"],
