@@ -19,7 +19,8 @@ import yaml
 
 from paravg.errors import ConfigError
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "config.schema.yaml"
+REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
+SCHEMA_PATH = REPO_CONFIG.with_name("config.schema.yaml")
 EXPERIMENT_SECTIONS = ("model", "trainer", "sync")
 
 

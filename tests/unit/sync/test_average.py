@@ -41,13 +41,13 @@ def test_identical_models_average_to_themselves_and_order_is_irrelevant():
     sds = [model(s).state_dict() for s in range(4)]
     a, b = mean(sds), mean(sds[::-1])
     assert all(torch.allclose(a[k], b[k], atol=1e-7) for k in a)
-    mean = (
+    by_hand = (
         sds[0]["hidden.0.weight"]
         + sds[1]["hidden.0.weight"]
         + sds[2]["hidden.0.weight"]
         + sds[3]["hidden.0.weight"]
     ) / 4
-    assert torch.allclose(a["hidden.0.weight"], mean, atol=1e-6)
+    assert torch.allclose(a["hidden.0.weight"], by_hand, atol=1e-6)
 
 
 def write_jobs(tmp_path, objfs):

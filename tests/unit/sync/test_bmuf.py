@@ -8,14 +8,8 @@ import torch
 from paravg.io import save_torch_atomic
 from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
 from paravg.sync.average import average_jobs
-from paravg.sync.bmuf import (
-    BmufParams,
-    bmuf_start,
-    bmuf_sync,
-    bmuf_update,
-    default_block_momentum,
-    job_learning_rate_scale,
-)
+from paravg.sync.bmuf import bmuf_start, bmuf_sync, bmuf_update
+from paravg.sync.bmuf_params import BmufParams, default_block_momentum, job_learning_rate_scale
 
 CFG = {
     "input_splice": [-1, 0, 1],

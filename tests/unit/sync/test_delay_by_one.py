@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import load_model_file
-from paravg.sync.decentralized import start_model
+from paravg.layout import Layout
+from paravg.sync.decentralized import mixed_start
 from paravg.sync.delay_by_one import delay_by_one_start
 from paravg.sync.registry import get_method
 from paravg.sync.ring import fixed_ring_order, ring_mix, ring_neighbourhoods
@@ -27,17 +27,23 @@ def test_formula_and_float64_arithmetic():
 
 
 def test_edges_are_own_job_of_t_and_ring_of_t_minus_one():
-    m = get_method("delay-by-one")
+    m, L = get_method("delay-by-one"), Layout("r")
     n = 5
     nb = ring_neighbourhoods(fixed_ring_order(n))
-    assert m.start_recipe(0, 3, n, 0).synced == 0
-    r1 = m.start_recipe(1, 3, n, 0)
-    assert r1.job_outputs(3) == [(0, 3)] and r1.own_iteration is None
+    per_iter = (n,) * 8
+
+    def inputs(t, j):
+        refs = m.start_inputs(t, j, per_iter, 0)
+        return {role: [r.path(L, "e") for r in rs] for role, rs in refs.items()}
+
+    assert inputs(0, 3) == {"initial": ["r/exp/e/0.pt"]}
+    assert inputs(1, 3)["models"] == ["r/exp/e/1/job3.pt"] and "own_end" not in inputs(1, 3)
     for t in range(2, 6):
         for j in range(n):
-            r = m.start_recipe(t, j, n, 0)
-            assert sorted(r.job_outputs(j)) == sorted([(t - 2, k) for k in nb[j]] + [(t - 1, j)])
-            assert r.own_iteration == t - 1 and r.mix_iteration == t - 2
+            got = inputs(t, j)
+            assert got["models"] == [f"r/exp/e/{t - 1}/job{k}.pt" for k in nb[j]]
+            assert got["own_end"] == [f"r/exp/e/{t}/job{j}.pt"]
+            assert got["own_start"] == [f"r/exp/e/{t}/job{j}.start.pt"]
 
 
 def fake_train(start, t, j):
@@ -58,7 +64,8 @@ def test_simulation_through_files_matches_the_definition(tmp_path, method):
     n, iters, srand = 4, 6, 3
     m = get_method(method)
     init = {"w": torch.randn(3, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)}
-    save(tmp_path / "0.pt", init)
+    (tmp_path / "exp" / "e").mkdir(parents=True)
+    save(tmp_path / "exp" / "e" / "0.pt", init)
     # reference, in memory, straight from DESIGN.md's definitions
     s_ref = [[init] * n]
     w_ref = []
@@ -78,22 +85,18 @@ def test_simulation_through_files_matches_the_definition(tmp_path, method):
 
             nxt = ring_mix(w_ref[t], neighbourhoods(method, t + 1, n, srand))
         s_ref.append(nxt)
-    # the DAG's way: each job reads only the files its recipe names
+    # the DAG's way: each job reads only the files its start inputs name
+    from paravg.sync.start import form_start_model
+
+    layout = Layout(str(tmp_path))
+    sync_cfg = {"objf_threshold": 1.0}
     for t in range(iters):
         for j in range(n):
-            r = m.start_recipe(t, j, n, srand)
-            if r.synced is not None:
-                start = load_model_file(tmp_path / f"{r.synced}.pt")
-            else:
-                mix = [tmp_path / str(r.mix_iteration + 1) / f"job{k}.pt" for k in r.mix_jobs]
-                own = (None, None)
-                if r.own_iteration is not None:
-                    d = tmp_path / str(r.own_iteration + 1)
-                    own = (d / f"job{j}.pt", d / f"job{j}.start.pt")
-                start, _ = start_model(
-                    mix, [p.with_suffix(".json") for p in mix], r.mix_iteration, 1.0, *own
-                )
-            d = tmp_path / str(t + 1)
+            refs = m.start_inputs(t, j, (n,) * iters, srand)
+            files = {role: [r.path(layout, "e") for r in rs] for role, rs in refs.items()}
+            start, _ = form_start_model(method, files, t, sync_cfg)
+            d = tmp_path / "exp" / "e" / str(t + 1)
+            d.mkdir(parents=True, exist_ok=True)
             save(d / f"job{j}.start.pt", start["state_dict"])
             assert torch.allclose(start["state_dict"]["w"], s_ref[t][j]["w"], atol=1e-12), (t, j)
             save(d / f"job{j}.pt", fake_train(start["state_dict"], t, j))
@@ -104,4 +107,4 @@ def test_missing_half_of_the_own_progress_is_refused(tmp_path):
     save(tmp_path / "a.pt", {"w": torch.zeros(2)})
     (tmp_path / "a.json").write_text('{"objf": -1}')
     with pytest.raises(ValueError, match="both"):
-        start_model([tmp_path / "a.pt"], [tmp_path / "a.json"], 3, 1.0, own_end=tmp_path / "a.pt")
+        mixed_start([tmp_path / "a.pt"], [tmp_path / "a.json"], 3, 1.0, own_end=tmp_path / "a.pt")

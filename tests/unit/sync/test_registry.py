@@ -6,9 +6,17 @@ import pytest
 import torch
 
 from paravg.config import load_schema
+from paravg.errors import ConfigError, TrainingError
 from paravg.io import save_torch_atomic
-from paravg.sync.decentralized import start_model
-from paravg.sync.registry import DECENTRALIZED, SYNC_METHODS, get_method, neighbourhoods
+from paravg.layout import Layout
+from paravg.sync.decentralized import mixed_start
+from paravg.sync.registry import (
+    NODE_OUTPUTS,
+    SYNC_METHODS,
+    get_method,
+    methods_with,
+    neighbourhoods,
+)
 
 SYNC = {
     "method": "bmuf",
@@ -16,89 +24,122 @@ SYNC = {
     "bmuf": {"block_momentum": None, "block_lr": 1.0, "nesterov": True},
     "ema": {"enabled": True, "decay": 0.9},
 }
+L = Layout("r")
+DECENTRALIZED = methods_with(node="consensus")
+
+
+def paths(method, t, j, jobs_per_iter, srand=0):
+    refs = get_method(method).start_inputs(t, j, jobs_per_iter, srand)
+    return {role: [r.path(L, "e") for r in rs] for role, rs in refs.items()}
 
 
 def test_registry_covers_exactly_the_configurable_methods():
     enum = load_schema()["$defs"]["sync"]["properties"]["method"]["enum"]
     assert sorted(SYNC_METHODS) == sorted(enum)
-    with pytest.raises(ValueError, match="known"):
+    with pytest.raises(ConfigError, match="known"):
         get_method("gossip")
+    assert sorted(DECENTRALIZED) == ["delay-by-one", "random-ring", "ring"]
 
 
-def test_fan_in_and_synced_model_per_method():
-    assert get_method("average").fan_in == "average"
-    assert get_method("bmuf").fan_in == "bmuf" and get_method("bmuf").synced_model == "bmuf-global"
+def test_node_and_synced_model_per_method():
+    assert get_method("average").synced_model(L, "e", 3) == "r/exp/e/3.pt"
+    assert get_method("bmuf").synced_model(L, "e", 3) == "r/exp/e/bmuf/3.pt"
     for name in DECENTRALIZED:
         m = get_method(name)
-        assert m.decentralized and m.fan_in is None and m.synced_model == "consensus"
+        assert m.decentralized and m.synced_model(L, "e", 3) == "r/exp/e/consensus/3.pt"
+    for name, m in SYNC_METHODS.items():
+        assert m.synced_model(L, "e", 0) == "r/exp/e/0.pt"
+        assert m.node_outputs == NODE_OUTPUTS[m.node]
 
 
 @pytest.mark.parametrize("name", sorted(SYNC_METHODS))
 def test_iteration_zero_starts_from_the_initial_model(name):
     for j in range(3):
-        r = get_method(name).start_recipe(0, j, 3, 0)
-        assert r.synced == 0 and r.job_outputs(j) == []
+        assert paths(name, 0, j, (3, 3)) == {"initial": ["r/exp/e/0.pt"]}
 
 
-def test_global_methods_read_only_the_synced_model():
-    for name in ("average", "bmuf"):
-        r = get_method(name).start_recipe(7, 2, 4, 0)
-        assert r.synced == 7 and r.job_outputs(2) == []
+def test_average_jobs_read_every_job_of_the_previous_iteration():
+    got = paths("average", 2, 1, (1, 2, 3))
+    assert got == {
+        "models": ["r/exp/e/2/job0.pt", "r/exp/e/2/job1.pt"],
+        "stats": ["r/exp/e/2/job0.json", "r/exp/e/2/job1.json"],
+    }
+
+
+def test_bmuf_jobs_read_the_jobs_and_the_state_of_the_block_before():
+    first = paths("bmuf", 1, 0, (2, 2, 2))
+    assert first["global"] == first["start"] == ["r/exp/e/0.pt"] and first["delta"] == []
+    later = paths("bmuf", 2, 1, (2, 2, 2))
+    assert later["models"] == ["r/exp/e/2/job0.pt", "r/exp/e/2/job1.pt"]
+    assert later["global"] == ["r/exp/e/bmuf/1.pt"]
+    assert later["delta"] == ["r/exp/e/bmuf/1.delta.pt"]
+    assert later["start"] == ["r/exp/e/1.pt"]
+    # the node of index 2 reads what the jobs of iteration 2 read (same bits)
+    node = get_method("bmuf").node_inputs(2, (2, 2, 2), 0)
+    assert {r: [f.path(L, "e") for f in fs] for r, fs in node.items()} == later
 
 
 def test_ring_jobs_read_only_their_neighbours_of_the_previous_iteration():
-    m = get_method("ring")
     for t in (1, 2, 9):
         for j in range(6):
-            r = m.start_recipe(t, j, 6, 0)
-            assert sorted(r.job_outputs(j)) == [
-                (t - 1, k) for k in sorted({(j - 1) % 6, j, (j + 1) % 6})
-            ]
+            got = paths("ring", t, j, (6,) * 10)["models"]
+            want = [f"r/exp/e/{t}/job{k}.pt" for k in sorted({(j - 1) % 6, j, (j + 1) % 6})]
+            assert got == want
 
 
 def test_random_ring_edges_are_seeded_and_redrawn():
-    m = get_method("random-ring")
     n = 6
 
     def edges(t, srand):
-        return [tuple(m.start_recipe(t, j, n, srand).job_outputs(j)) for j in range(n)]
+        return [tuple(paths("random-ring", t, j, (n,) * 12, srand)["models"]) for j in range(n)]
 
     assert edges(3, 5) == edges(3, 5)
     assert len({tuple(edges(t, 5)) for t in range(1, 12)}) > 5
     for t in range(1, 12):
         e = edges(t, 5)
-        assert all(len(x) == 3 and all(it == t - 1 for it, _ in x) for x in e)
+        assert all(len(x) == 3 and all(p.startswith(f"r/exp/e/{t}/") for p in x) for x in e)
         # every job's output is read by exactly three jobs (mean-preserving mixing)
-        readers = [sum(1 for x in e for _, k in x if k == job) for job in range(n)]
+        readers = [sum(1 for x in e for p in x if p.endswith(f"job{k}.pt")) for k in range(n)]
         assert readers == [3] * n
     assert neighbourhoods("random-ring", 4, n, 5) != neighbourhoods("random-ring", 5, n, 5)
 
 
 def test_learning_rate_scale():
-    assert get_method("bmuf").learning_rate_scale(SYNC, 4) == pytest.approx(0.25)
+    assert get_method("bmuf").lr_scale(SYNC, 4) == pytest.approx(0.25)
     fixed = dict(SYNC, bmuf={"block_momentum": 0.0, "block_lr": 1.0, "nesterov": True})
-    assert get_method("bmuf").learning_rate_scale(fixed, 4) == 1.0
+    assert get_method("bmuf").lr_scale(fixed, 4) == 1.0
     for name in ("average", *DECENTRALIZED):
-        assert get_method(name).learning_rate_scale(SYNC, 4) == 1.0
+        assert get_method(name).lr_scale(SYNC, 4) == 1.0
 
 
 def test_bad_job_or_iteration_is_refused():
     with pytest.raises(ValueError, match="no job 4"):
-        get_method("ring").start_recipe(2, 4, 4, 0)
+        get_method("ring").start_inputs(2, 4, (4, 4, 4), 0)
+    with pytest.raises(ValueError, match="no iteration 3"):
+        get_method("ring").start_inputs(3, 0, (4, 4, 4), 0)
+
+
+def test_registry_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import paravg.plan, paravg.resume, paravg.sync.registry, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_diverged_neighbour_is_left_out_of_the_mixing(tmp_path):
-    paths, stats = [], []
+    models, stats = [], []
     for k, (v, objf) in enumerate([(1.0, -1.0), (float("nan"), -1.0), (3.0, -1.2), (9.0, -5.0)]):
         p = tmp_path / f"job{k}.pt"
         save_torch_atomic(
             p, {"format": "paravg.tdnn.v1", "state_dict": {"w": torch.full((2,), v)}, "meta": {}}
         )
         (tmp_path / f"job{k}.json").write_text(json.dumps({"objf": objf}))
-        paths.append(p)
+        models.append(p)
         stats.append(tmp_path / f"job{k}.json")
-    start, record = start_model(paths, stats, 5, 1.0)
+    start, record = mixed_start(models, stats, 5, 1.0)
     assert start["state_dict"]["w"].tolist() == [2.0, 2.0]  # mean of jobs 0 and 2
-    assert record["rejected"] == [str(paths[1]), str(paths[3])]
-    with pytest.raises(RuntimeError, match="no usable neighbour"):
-        start_model(paths[1:2], stats[1:2], 5, 1.0)
+    assert record["rejected"] == [str(models[1]), str(models[3])]
+    with pytest.raises(TrainingError, match="no usable neighbour"):
+        mixed_start(models[1:2], stats[1:2], 5, 1.0)

@@ -1,0 +1,109 @@
+"""Resume frontiers: the DAG starts at the newest finished iteration, checked by the plan."""
+
+import json
+import os
+import re
+import time
+
+import pytest
+import yaml
+
+from paravg.config import REPO_CONFIG, deep_merge, validate_config
+from paravg.errors import ConfigError
+from paravg.plan import experiment_plans
+from paravg.resume import (
+    Frontiers,
+    first_changed_index,
+    indices_above,
+    resume_frontiers,
+    scan_frontiers,
+)
+
+INFO = {"num_archives": 12, "frames_per_eg": 8, "num_frames": 1}
+
+
+def plan_in(tmp_path, overrides=None):
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    cfg = validate_config(
+        deep_merge(cfg, {"results": str(tmp_path / "results"), **(overrides or {})})
+    )
+    return experiment_plans(cfg, INFO)["default"]
+
+
+def fabricate(p, done: int, diag_done: int | None = None):
+    """Files of a run finished up to layout index ``done`` (as the jobs write them)."""
+    L, e = p.layout, p.name
+    os.makedirs(L.egs_dir(), exist_ok=True)
+    with open(L.egs_info(), "w") as f:
+        json.dump(INFO, f)
+    time.sleep(0.01)
+    os.makedirs(L.exp_dir(e), exist_ok=True)
+    open(L.init_model(e), "wb").close()
+    with open(L.init_stats(e), "w") as f:
+        json.dump({"plan": {"fingerprint": p.fingerprint(0)}}, f)
+    for t in range(1, done + 1):
+        os.makedirs(L.job_dir(e, t), exist_ok=True)
+        for j in range(p.num_jobs(t - 1)):
+            rec = {"fingerprint": p.fingerprint(t), "params": p.job_params(t - 1, j),
+                   "sync": p.sync_fingerprint_part()}  # fmt: skip
+            with open(L.job_stats(e, t, j), "w") as f:
+                json.dump({"plan": rec}, f)
+        for path in (L.model(e, t), L.sync_summary(e, t)):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "w").close()
+    for t in range(0, (done if diag_done is None else diag_done) + 1):
+        os.makedirs(os.path.dirname(L.diag(e, t)), exist_ok=True)
+        open(L.diag(e, t), "w").close()
+
+
+def test_indices_above_matches_exactly_the_larger_integers():
+    for k in [-1, 0, 1, 9, 10, 99, 100, 205, 1999, 2000, 2499]:
+        r = re.compile(indices_above(k) + "$")
+        assert [n for n in range(3000) if r.match(str(n))] == list(range(max(k + 1, 0), 3000))
+    assert "{" not in indices_above(12345)  # Snakemake reads braces as a wildcard's end
+
+
+def test_frontiers_are_the_newest_contiguous_finished_indices(tmp_path):
+    p = plan_in(tmp_path)
+    fabricate(p, done=7, diag_done=5)
+    os.remove(p.layout.job_stats("default", 4, 0))  # a job of index 4 reruns
+    f = scan_frontiers(p)
+    assert f == Frontiers(train=3, node=7, ema=0, diag=5)
+
+
+def test_a_fresh_or_stale_initial_model_starts_at_the_beginning(tmp_path):
+    p = plan_in(tmp_path)
+    assert resume_frontiers(p) == Frontiers(train=0, node=0, ema=0, diag=-1)
+    fabricate(p, done=4)
+    assert resume_frontiers(p).train == 4
+    time.sleep(0.01)
+    os.utime(p.layout.egs_info())  # the egs were rebuilt after 0.pt
+    assert resume_frontiers(p) == Frontiers(train=0, node=0, ema=0, diag=-1)
+
+
+def test_a_changed_plan_stops_with_what_changed_or_retrains(tmp_path):
+    done = plan_in(tmp_path)
+    fabricate(done, done=9)
+    # same plan: resume at 9
+    assert resume_frontiers(plan_in(tmp_path)).train == 9
+    changed = plan_in(tmp_path, {"trainer": {"minibatch_size": 128}})
+    assert first_changed_index(changed, 9) == 1
+    with pytest.raises(ConfigError) as err:
+        resume_frontiers(changed)
+    msg = str(err.value)
+    assert "iteration 0" in msg and "minibatch_size: 256 -> 128" in msg
+    assert "on_plan_change: retrain" in msg
+    assert resume_frontiers(changed, "retrain") == Frontiers(train=0, node=0, ema=0, diag=0)
+
+
+def test_bisection_finds_the_first_changed_iteration_in_log_reads(tmp_path, monkeypatch):
+    done = plan_in(tmp_path)
+    fabricate(done, done=done.num_iters)
+    late = plan_in(tmp_path, {"trainer": {"final_effective_lrate": 0.0002}})
+    import paravg.resume as resume
+
+    reads = []
+    real = resume.recorded_plan
+    monkeypatch.setattr(resume, "recorded_plan", lambda p, i, j=0: reads.append(i) or real(p, i, j))
+    assert first_changed_index(late, late.num_iters) == 2  # iteration 1 is the first changed
+    assert len(reads) <= 2 + late.num_iters.bit_length()
