@@ -205,10 +205,8 @@ def classify_rxfilename(value: str) -> str:
         return "invalid"
     if value[0] in "as" and ":" in value and _RSPECIFIER.match(value):
         return "invalid"
-    if value[-1].isdigit():
-        m = _OFFSET.match(value)
-        if m and m.group(1):
-            return "offset"
+    if value[-1].isdigit() and _OFFSET.match(value):
+        return "offset"
     if "|" in value:
         return "invalid"
     return "file"
@@ -309,6 +307,7 @@ class ScpTable(Mapping):
     """
 
     def __init__(self, path: str | os.PathLike, max_open: int = 4):
+        self._open: OrderedDict[str, BinaryIO] = OrderedDict()
         self.path = str(path)
         self.max_open = max_open
         self._entries: dict[str, tuple[RxFilename, int]] = {}
@@ -321,7 +320,6 @@ class ScpTable(Mapping):
                     "entries may be pipes"
                 )
             self._entries[row.key] = (rx, row.lineno)
-        self._open: OrderedDict[str, BinaryIO] = OrderedDict()
 
     def where(self, key: str) -> str:
         return f"{self.path}:{self._entries[key][1]}: utterance {key!r}"

@@ -246,9 +246,7 @@ def test_c_locale_order_is_byte_order(tmp_path):
 def test_duplicate_ids(tmp_path):
     src = make_dir(tmp_path)
     _replace(src / "utt2spk", "spkA-u1 spkA\n", "spkA-u0 spkA\n")
-    with pytest.raises(
-        DataError, match=r"utt2spk:2: duplicate key 'spkA-u0' \(first on line 1\)"
-    ):
+    with pytest.raises(DataError, match=r"utt2spk:2: duplicate key 'spkA-u0' \(first on line 1\)"):
         prepare(src, tmp_path)
 
 
@@ -343,9 +341,7 @@ def test_stereo_audio(tmp_path):
 def test_segment_out_of_range(tmp_path):
     src = make_dir(tmp_path, segments=True)  # spkA.wav is 1.8 s long
     _replace(src / "segments", "spkA-u2 spkA 1.20 1.70", "spkA-u2 spkA 1.90 2.00")
-    with pytest.raises(
-        DataError, match=r"segments:3: utterance 'spkA-u2': segment starts at 1.9s"
-    ):
+    with pytest.raises(DataError, match=r"segments:3: utterance 'spkA-u2': segment starts at 1.9s"):
         prepare(src, tmp_path)
     _replace(src / "segments", "spkA-u2 spkA 1.90 2.00", "spkA-u2 spkA 1.20 2.40")
     with pytest.raises(DataError, match=r"segments:3: .*more than 0.5s past the end"):
@@ -409,9 +405,7 @@ def test_pipe_with_zero_length_header_reads_to_eof(tmp_path):
 
 
 def test_failing_pipe_reports_command_and_status(tmp_path):
-    with pytest.raises(
-        DataError, match=r"wav\.scp:3: command 'exit 3' failed with exit status 3"
-    ):
+    with pytest.raises(DataError, match=r"wav\.scp:3: command 'exit 3' failed with exit status 3"):
         read_audio("exit 3 |", where="wav.scp:3")
     with pytest.raises(DataError, match="wrote no audio"):
         read_audio("true |", where="wav.scp:3")
@@ -435,3 +429,97 @@ def test_wav_in_ark_entry(tmp_path):
     entry = (tmp_path / "w.scp").read_text().split()[1]
     got = read_audio(entry, sample_rate=RATE)
     np.testing.assert_array_equal(got, samples.astype(np.float32))
+
+
+# ------------------------------------------------------------------ reliability (issue 14)
+def test_failed_preparation_leaves_no_prepared_file(tmp_path):
+    """Bug 8: a failed prepare_data leaves nothing of an earlier success (text included)."""
+    src = make_dir(tmp_path)
+    write(src / "text", "".join(f"{u} HELLO\n" for u in read_data_dir(src).utterances))
+    prepare(src, tmp_path)
+    out = tmp_path / "out"
+    assert (out / "text").exists()
+    _replace(src / "utt2spk", "spkA-u1 spkA\n", "spkA-u1 spkA extra\n")
+    with pytest.raises(DataError, match=r"utt2spk:2: expected 2 fields"):
+        prepare(src, tmp_path)
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")] == []
+
+
+def test_preparation_replaces_the_dir_and_its_scp_names_the_final_ark(tmp_path):
+    src = make_dir(tmp_path, targets="scp")
+    write(src / "segments", "")  # not there next time: a stale copy must go
+    (src / "segments").unlink()
+    prepare(src, tmp_path)
+    out = tmp_path / "out"
+    ark = (out / "targets.scp").read_text().split()[1].rsplit(":", 1)[0]
+    assert ark == str((out / "targets.ark").resolve())
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["wav.scp", "utt2spk", "spk2utt", "utt2uniq", "targets.ark", "targets.scp",
+         "origin", "report.json"]
+    )  # fmt: skip
+
+
+def test_utt2uniq_is_copied_or_the_identity(tmp_path):
+    """Bug 1: utt2uniq reaches the egs stage (always written: identity without one)."""
+    src = make_dir(tmp_path)
+    utts = read_data_dir(src).utterances
+    prepare(src, tmp_path)
+    assert (tmp_path / "out" / "utt2uniq").read_text() == "".join(f"{u} {u}\n" for u in utts)
+    uniq = "".join(f"{u} {u.split('-')[1]}\n" for u in utts)
+    write(src / "utt2uniq", uniq)
+    assert prepare(src, tmp_path)["has_utt2uniq"]
+    assert (tmp_path / "out" / "utt2uniq").read_text() == uniq
+    write(src / "utt2uniq", uniq + "zzz u0\n")
+    with pytest.raises(DataError, match=r"utt2uniq: utterances not in .*'zzz'"):
+        prepare(src, tmp_path)
+
+
+def test_source_files_are_every_file_preparation_reads(tmp_path):
+    from paravg.data import source_files
+
+    src = make_dir(tmp_path, targets="scp")
+    names = lambda: [str(p.relative_to(src)) for p in source_files(src)]  # noqa: E731
+    assert names() == ["wav.scp", "utt2spk", "targets.scp", "store/ali.ark"]
+    for name in ("segments", "text", "spk2utt", "utt2uniq", "reco2file_and_channel"):
+        write(src / name, "")
+    assert names() == [
+        "wav.scp", "utt2spk", "segments", "text", "spk2utt", "utt2uniq",
+        "reco2file_and_channel", "targets.scp", "store/ali.ark",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["txt", "scp", "ark"])
+def test_target_ids_are_checked_at_preparation(tmp_path, form):
+    """Bug 3 / weak spot 4: an id >= data.num_targets names the user's file, line (or
+    byte of a binary ark) and the utterance, at preparation."""
+    src = make_dir(tmp_path, targets="txt")
+    tg = read_targets(src / "targets.txt")
+    (src / "targets.txt").unlink()
+    tg["spkB-u0"] = tg["spkB-u0"].copy()
+    tg["spkB-u0"][17] = 45
+    write_targets(src, tg, form)
+    place = {"txt": r"targets\.txt:4", "scp": r"targets\.scp:4", "ark": r"targets\.ark: byte \d+"}
+    pattern = place[form] + r": utterance 'spkB-u0': target id 45 at frame 17 .*num_targets = 40"
+    with pytest.raises(DataError, match=pattern):
+        prepare(src, tmp_path, num_targets=40)
+    assert prepare(src, tmp_path, num_targets=46)["max_target"] == 45
+
+
+def test_origin_maps_prepared_lines_to_the_users_lines(tmp_path):
+    """Weak spot 5: the prepared dir knows each utterance's line in the user's files."""
+    from paravg.data import read_origin
+
+    src = make_dir(tmp_path, segments=True)
+    tg = read_targets(src / "targets.txt")
+    del tg["spkA-u0"]  # skipped: every later line of the prepared copy moves up
+    write_targets(src, tg, "txt")
+    prepare(src, tmp_path, fraction=0.5)
+    origin = read_origin(tmp_path / "out")
+    assert origin.wav("spkB-u1") == (
+        f"{src.resolve()}/wav.scp:2: utterance 'spkB-u1' ({src.resolve()}/segments:5)"
+    )
+    assert origin.targets_of("spkB-u1") == f"{src.resolve()}/targets.txt:4: utterance 'spkB-u1'"
+    data = read_data_dir(tmp_path / "out")
+    data.origin = origin
+    assert data.where("spkA-u1").startswith(f"{src.resolve()}/wav.scp:1:")
