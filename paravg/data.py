@@ -689,9 +689,9 @@ def _scp_archives(scp: Path) -> list[Path]:
         value = parts[1].strip()
         kind = classify_rxfilename(value)
         if kind == "offset":
-            names[value.rsplit(":", 1)[0]] = None
+            names[os.path.normpath(value.rsplit(":", 1)[0])] = None
         elif kind == "file":
-            names[value] = None
+            names[os.path.normpath(value)] = None
     return [Path(n) for n in names if Path(n).is_file()]
 
 

@@ -68,12 +68,12 @@ def get_source_inputs(wildcards):
     return [str(f) for f in source_files(src)]
 
 
-def all_prepared_reports():
-    """report.json of every configured set. Every feature job waits for them (as
+def get_other_prepared_reports(wildcards):
+    """report.json of every other configured set. Every feature job waits for them (as
     ancient inputs: an order, not a rerun trigger), so a bad eval set fails in the
     first seconds, before any feature or i-vector job, and editing one set's data
     reruns only that set."""
-    return [f"{RESULTS}/data/{s}/report.json" for s in all_sets()]
+    return [ancient(f"{RESULTS}/data/{s}/report.json") for s in all_sets() if s != wildcards.set]
 
 
 # ---------------------------------------------------------------- egs geometry

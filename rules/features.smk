@@ -11,7 +11,7 @@ rule compute_features:
         origin=f"{RESULTS}/data/{{set}}/origin",
         report=f"{RESULTS}/data/{{set}}/report.json",
         # every configured set is prepared and checked before any feature job starts
-        all_sets_checked=ancient(all_prepared_reports()),
+        other_sets_checked=get_other_prepared_reports,
     output:
         ark=f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.ark",
         scp=f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.scp",
