@@ -2,14 +2,18 @@
 
 A Kaldi data dir (``utils/validate_data_dir.sh``, ``utils/fix_data_dir.sh``) holds:
 
-* ``wav.scp``   ``<recording> <rxfilename>``: a plain path, a ``cmd |`` pipe (a shell command
-  whose stdout is a WAV file; Kaldi runs it with ``popen``, and so do we: a wav.scp is code),
-  or ``<archive>:<byte offset>`` of a WAV stored in an ark (``wav-copy`` output).
+* ``wav.scp``   ``<recording> <rxfilename>`` classified by Kaldi's rules
+  (:mod:`paravg.kaldi_io`): a value ending in ``|`` is a pipe (a shell command whose stdout
+  is a WAV file; Kaldi runs it with ``popen``, and so do we: a wav.scp is code),
+  ``<file>:<byte offset>`` a WAV stored in a file (``wav-copy`` output; ``cmd |:0`` is
+  the file named ``cmd |``, never run), anything else a plain path.
 * ``segments``  optional, ``<utt> <recording> <start s> <end s>``; ``end = -1`` means "to the
   end". Without it every recording is one utterance with the recording's id.
 * ``utt2spk``   ``<utt> <speaker>``; ``spk2utt`` (``<speaker> <utt> ...``) is derived when
   missing and checked against ``utt2spk`` when present.
 * ``text``      optional transcripts (copied, not used for training).
+* ``utt2uniq``  optional ``<utt> <source utt>`` of perturbed copies (the egs stage holds out
+  all copies of a validation utterance); ``reco2file_and_channel`` optional, copied.
 * targets       per-frame integer targets (pdf ids), as ``ali-to-pdf`` writes them:
   ``{targets,ali}.scp`` (into a binary or text ark), ``{targets,ali}.ark`` or
   ``{targets,ali}.txt`` (text form ``utt 0 0 31 ...``).
@@ -35,20 +39,35 @@ integer value); other sample formats are converted by ``soundfile`` to [-1, 1) a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import re
+import shutil
 import struct
 import subprocess
-from collections.abc import Iterable, Iterator
+import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import soundfile
 
-from paravg.io import atomic_path, write_json_atomic, write_text_atomic
+from paravg.errors import DataError
+from paravg.io import write_json_atomic
+from paravg.kaldi_io import (
+    Place,
+    RxFilename,
+    TableLine,  # noqa: F401 (re-exported: paravg.data.TableLine)
+    iter_int_vectors,
+    parse_rxfilename,
+    read_object,
+    read_table,
+    write_ark_scp,
+    write_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,134 +81,35 @@ TARGET_FILE_NAMES = (
     "ali.ark",
     "ali.txt",
 )
-OPTIONAL_COPIED_FILES = ("segments", "text")
+OPTIONAL_COPIED_FILES = ("segments", "text", "reco2file_and_channel")
+# Optional files of a source dir that preparation reads (besides targets).
+READ_OPTIONAL_FILES = ("segments", "text", "spk2utt", "utt2uniq", "reco2file_and_channel")
 
 
-class DataDirError(ValueError):
-    """A data directory that does not follow Kaldi's conventions; the message names the
-    file and the line or utterance, and what was expected."""
-
-
-# ------------------------------------------------------------------------------ tables
-@dataclass(frozen=True)
-class TableLine:
-    """One line of a Kaldi text table: its key, the remaining fields and its 1-based line."""
-
-    key: str
-    fields: tuple[str, ...]
-    lineno: int
-    rest: str  # everything after the key, stripped (wav.scp values may contain spaces)
-
-
-def read_table(
-    path: str | os.PathLike,
-    *,
-    num_fields: int | None = None,
-    min_fields: int = 2,
-    require_sorted: bool = True,
-) -> list[TableLine]:
-    """Read a whitespace-separated Kaldi table, checking Kaldi's invariants.
-
-    ``num_fields`` (key included) is the exact field count when given, else at least
-    ``min_fields``. Keys must be unique and, when ``require_sorted``, in ``LC_ALL=C``
-    order (``utils/validate_data_dir.sh`` checks ``sort -k1,1 -u`` equality).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataDirError(f"{path}: missing file")
-    raw = path.read_bytes()
-    lines: list[TableLine] = []
-    seen: dict[str, int] = {}
-    prev: TableLine | None = None
-    for lineno, bline in enumerate(raw.split(b"\n"), start=1):
-        if not bline.strip():
-            if lineno == raw.count(b"\n") + 1 and not bline:
-                break  # the empty string after the final newline
-            raise DataDirError(f"{path}:{lineno}: empty line (Kaldi tables have none)")
-        try:
-            text = bline.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataDirError(f"{path}:{lineno}: not valid UTF-8 ({exc})") from exc
-        parts = text.split()
-        if num_fields is not None and len(parts) != num_fields:
-            raise DataDirError(
-                f"{path}:{lineno}: expected {num_fields} fields, found {len(parts)}: {text!r}"
-            )
-        if len(parts) < min_fields:
-            raise DataDirError(
-                f"{path}:{lineno}: expected at least {min_fields} fields, found "
-                f"{len(parts)}: {text!r}"
-            )
-        key = parts[0]
-        if key in seen:
-            raise DataDirError(
-                f"{path}:{lineno}: duplicate key {key!r} (first on line {seen[key]})"
-            )
-        if require_sorted and prev is not None and key < prev.key:
-            raise DataDirError(
-                f"{path}:{lineno}: not sorted: key {key!r} comes after {prev.key!r} "
-                f"(line {prev.lineno}); Kaldi needs LC_ALL=C order: "
-                f"LC_ALL=C sort -k1,1 -o {path} {path}"
-            )
-        seen[key] = lineno
-        entry = TableLine(key, tuple(parts[1:]), lineno, text.strip()[len(key) :].strip())
-        lines.append(entry)
-        prev = entry
-    return lines
-
-
-def write_table(path: str | os.PathLike, rows: Iterable[tuple[str, str]]) -> None:
-    """Write ``key value`` lines atomically."""
-    write_text_atomic(path, "".join(f"{k} {v}\n" for k, v in rows))
+# The former name of DataError in this module (the same class).
+DataDirError = DataError
 
 
 # ------------------------------------------------------------------------------ rxfilenames
-@dataclass(frozen=True)
-class RxFilename:
-    """A parsed wav.scp value. ``kind`` is ``file``, ``pipe`` or ``ark`` (WAV at an offset)."""
-
-    kind: str
-    target: str  # path, shell command, or ark path
-    offset: int = 0
-    text: str = ""  # the original value
+_AUDIO_RANGE = re.compile(r"^(.*\S):(\d+)\[.*\]$")
 
 
-_ARK_OFFSET = re.compile(r"^(.*\S):(\d+)$")
-_ARK_RANGE = re.compile(r"^(.*\S):(\d+)\[.*\]$")
-
-
-def parse_rxfilename(value: str, where: str = "") -> RxFilename:
-    """Classify a Kaldi rxfilename (``util/kaldi-io.h``: ClassifyRxfilename).
-
-    Supported: ``cmd |`` (run by the shell), ``path`` and ``path:offset`` (an ark holding a
-    WAV). Rejected with an error: ``-`` (stdin), ``| cmd`` (an output pipe) and
-    ``path:offset[range]`` (matrix ranges are not audio).
-    """
-    value = value.strip()
+def parse_wav_rxfilename(value: str, where: str = "") -> RxFilename:
+    """A ``wav.scp`` value: Kaldi's ``ClassifyRxfilename`` (:func:`paravg.kaldi_io.
+    classify_rxfilename`: ``cmd |`` is a pipe, ``name:offset`` a WAV inside a file,
+    anything else a file), plus two checks that give a better message than "does not
+    exist": ``ark:offset[range]`` (matrix ranges are not audio) and a file name with
+    whitespace that names no file (usually a pipe without its trailing ``|``)."""
+    rx = parse_rxfilename(value, where)
     prefix = f"{where}: " if where else ""
-    if not value:
-        raise DataDirError(f"{prefix}empty rxfilename")
-    if value.endswith("|"):
-        cmd = value[:-1].strip()
-        if not cmd:
-            raise DataDirError(f"{prefix}pipe entry {value!r} has no command")
-        return RxFilename("pipe", cmd, text=value)
-    if value.startswith("|"):
-        raise DataDirError(
-            f"{prefix}{value!r} is an output pipe; an input pipe ends with '|' (cmd |)"
-        )
-    if value == "-":
-        raise DataDirError(f"{prefix}'-' (standard input) cannot be used in a wav.scp")
-    if _ARK_RANGE.match(value) and not Path(value).exists():
-        raise DataDirError(f"{prefix}{value!r}: ark ranges '[...]' are not supported for audio")
-    m = _ARK_OFFSET.match(value)
-    if m and not Path(value).exists():
-        return RxFilename("ark", m.group(1), int(m.group(2)), text=value)
-    if " " in value or "\t" in value:
-        raise DataDirError(
-            f"{prefix}{value!r} contains whitespace but is not a pipe (a pipe ends with '|')"
-        )
-    return RxFilename("file", value, text=value)
+    if rx.kind == "file" and not Path(rx.target).exists():
+        if _AUDIO_RANGE.match(rx.target):
+            raise DataError(f"{prefix}{value!r}: ark ranges '[...]' are not supported for audio")
+        if any(c.isspace() for c in rx.target):
+            raise DataError(
+                f"{prefix}{value!r} contains whitespace but is not a pipe (a pipe ends with '|')"
+            )
+    return rx
 
 
 # ------------------------------------------------------------------------------ data dir
@@ -210,13 +130,13 @@ class Segment:
         prefix = f"{where}: " if where else ""
         dur = num_samples / rate
         if start >= num_samples:
-            raise DataDirError(
+            raise DataError(
                 f"{prefix}segment starts at {self.start}s but recording {self.recording!r} "
                 f"is {dur:.3f}s long"
             )
         if end > num_samples:
             if end >= num_samples + int(MAX_OVERSHOOT_S * rate):
-                raise DataDirError(
+                raise DataError(
                     f"{prefix}segment ends at {self.end}s, more than {MAX_OVERSHOOT_S}s "
                     f"past the end of recording {self.recording!r} ({dur:.3f}s)"
                 )
@@ -236,6 +156,9 @@ class DataDir:
     segments: dict[str, Segment] | None = None
     text: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
+    utt2uniq: dict[str, str] | None = None
+    reco2file_and_channel: dict[str, str] | None = None
+    origin: Origin | None = None  # of a prepared dir: where each line came from
 
     @property
     def utterances(self) -> list[str]:
@@ -249,7 +172,10 @@ class DataDir:
         return self.segments[utt] if self.segments is not None else None
 
     def where(self, utt: str) -> str:
-        """'file:line' of the wav.scp entry an utterance comes from, for error messages."""
+        """'file:line' of the wav.scp entry an utterance comes from, for error messages:
+        the user's file and line when this is a prepared dir with its :class:`Origin`."""
+        if self.origin is not None and utt in self.origin.wav_line:
+            return self.origin.wav(utt)
         reco = self.recording(utt)
         seg = f" (segments line {self.segments[utt].lineno})" if self.segments else ""
         return f"{self.path / 'wav.scp'}:{self.wav_lines[reco]}: utterance {utt!r}{seg}"
@@ -272,18 +198,18 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     """
     path = Path(path)
     if not path.is_dir():
-        raise DataDirError(f"{path}: data directory does not exist")
+        raise DataError(f"{path}: data directory does not exist")
     wav_file = path / "wav.scp"
     wav: dict[str, RxFilename] = {}
     wav_lines: dict[str, int] = {}
     for line in read_table(wav_file):
-        wav[line.key] = parse_rxfilename(line.rest, f"{wav_file}:{line.lineno}")
+        wav[line.key] = parse_wav_rxfilename(line.rest, f"{wav_file}:{line.lineno}")
         wav_lines[line.key] = line.lineno
 
     u2s_file = path / "utt2spk"
     utt2spk = {line.key: line.fields[0] for line in read_table(u2s_file, num_fields=2)}
     if not utt2spk:
-        raise DataDirError(f"{u2s_file}: no utterances")
+        raise DataError(f"{u2s_file}: no utterances")
 
     segments = None
     seg_file = path / "segments"
@@ -292,26 +218,26 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
         for line in read_table(seg_file, min_fields=4):
             where = f"{seg_file}:{line.lineno}"
             if len(line.fields) == 4 and line.fields[3] != "0":
-                raise DataDirError(
+                raise DataError(
                     f"{where}: channel field {line.fields[3]!r}: only mono audio (channel 0) "
                     "is supported"
                 )
             if len(line.fields) > 4:
-                raise DataDirError(f"{where}: expected 4 or 5 fields, found {len(line.fields) + 1}")
+                raise DataError(f"{where}: expected 4 or 5 fields, found {len(line.fields) + 1}")
             reco, s_start, s_end = line.fields[:3]
             try:
                 start, end = float(s_start), float(s_end)
             except ValueError as exc:
-                raise DataDirError(
+                raise DataError(
                     f"{where}: start/end times must be numbers, got {s_start!r} {s_end!r}"
                 ) from exc
             if not (start >= 0 and (end == -1 or end > start)):
-                raise DataDirError(
+                raise DataError(
                     f"{where}: invalid segment {start} .. {end} (need 0 <= start < end, "
                     "or end = -1)"
                 )
             if reco not in wav:
-                raise DataDirError(f"{where}: recording {reco!r} is not in {wav_file}")
+                raise DataError(f"{where}: recording {reco!r} is not in {wav_file}")
             segments[line.key] = Segment(reco, start, end, line.lineno, " ".join(line.fields[:3]))
         utts_of_audio, audio_file = set(segments), seg_file
     else:
@@ -325,7 +251,7 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
             msg.append(f"in {u2s_file} but not in {audio_file}: {_first(only_spk)}")
         if only_audio:
             msg.append(f"in {audio_file} but not in {u2s_file}: {_first(only_audio)}")
-        raise DataDirError("utterance lists disagree; " + "; ".join(msg))
+        raise DataError("utterance lists disagree; " + "; ".join(msg))
 
     derived: dict[str, list[str]] = {}
     for utt in sorted(utt2spk):
@@ -336,14 +262,14 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
         given = read_table(s2u_file, min_fields=2)
         for line in given:
             if sorted(line.fields) != spk2utt.get(line.key):
-                raise DataDirError(
+                raise DataError(
                     f"{s2u_file}:{line.lineno}: speaker {line.key!r} lists utterances "
                     f"{_first(line.fields)} but utt2spk gives "
                     f"{_first(spk2utt.get(line.key, []))}"
                 )
         missing = set(spk2utt) - {line.key for line in given}
         if missing:
-            raise DataDirError(f"{s2u_file}: speakers of utt2spk missing: {_first(missing)}")
+            raise DataError(f"{s2u_file}: speakers of utt2spk missing: {_first(missing)}")
 
     warnings = []
     by_speaker = sorted(utt2spk, key=lambda u: (utt2spk[u], u))
@@ -360,9 +286,89 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
         text = {line.key: line.rest for line in read_table(text_file, min_fields=1)}
         unknown = set(text) - set(utt2spk)
         if unknown:
-            raise DataDirError(f"{text_file}: utterances not in {u2s_file}: {_first(unknown)}")
+            raise DataError(f"{text_file}: utterances not in {u2s_file}: {_first(unknown)}")
 
-    return DataDir(path, wav, wav_lines, utt2spk, spk2utt, segments, text, warnings)
+    utt2uniq = None
+    uniq_file = path / "utt2uniq"
+    if uniq_file.exists():
+        utt2uniq = {line.key: line.fields[0] for line in read_table(uniq_file, num_fields=2)}
+        unknown = set(utt2uniq) - set(utt2spk)
+        if unknown:
+            raise DataError(f"{uniq_file}: utterances not in {u2s_file}: {_first(unknown)}")
+
+    r2fc = None
+    r2fc_file = path / "reco2file_and_channel"
+    if r2fc_file.exists():
+        r2fc = {line.key: line.rest for line in read_table(r2fc_file, num_fields=3)}
+        unknown = set(r2fc) - set(wav)
+        if unknown:
+            raise DataError(f"{r2fc_file}: recordings not in {wav_file}: {_first(unknown)}")
+
+    return DataDir(path, wav, wav_lines, utt2spk, spk2utt, segments, text, warnings, utt2uniq, r2fc)
+
+
+# ------------------------------------------------------------------------------ origin
+ORIGIN_FILE = "origin"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where each utterance of a prepared dir came from in the user's files, so every
+    later error cites the user's file and line, never the prepared copy.
+
+    Stored as ``results/data/<set>/origin``, one line per kept utterance:
+    ``<utt> <wav.scp line> <segments line, 0 without segments> <targets place>`` (a line
+    number, or ``@<byte>`` in a binary ark), plus the three source paths in
+    ``report.json`` (``source_files``).
+    """
+
+    wav_scp: str
+    segments: str | None
+    targets: str
+    wav_line: dict[str, int]
+    segment_line: dict[str, int]
+    targets_place: dict[str, Place]
+
+    def wav(self, utt: str) -> str:
+        seg = ""
+        if self.segments and self.segment_line.get(utt):
+            seg = f" ({self.segments}:{self.segment_line[utt]})"
+        return f"{self.wav_scp}:{self.wav_line[utt]}: utterance {utt!r}{seg}"
+
+    def targets_of(self, utt: str) -> str:
+        place = self.targets_place.get(utt)
+        return f"{place if place else self.targets}: utterance {utt!r}"
+
+    def write(self, prepared: Path, utts: Iterable[str]) -> None:
+        rows = (
+            (
+                u,
+                f"{self.wav_line[u]} {self.segment_line.get(u, 0)} {self.targets_place[u].token()}",
+            )
+            for u in utts
+        )
+        write_table(prepared / ORIGIN_FILE, rows)
+
+    def files(self) -> dict[str, str | None]:
+        return {"wav.scp": self.wav_scp, "segments": self.segments, "targets": self.targets}
+
+
+def read_origin(prepared: str | os.PathLike) -> Origin | None:
+    """The :class:`Origin` of a prepared dir; ``None`` when it has none."""
+    from paravg.io import read_json
+
+    prepared = Path(prepared)
+    if not (prepared / ORIGIN_FILE).is_file() or not (prepared / "report.json").is_file():
+        return None
+    files = read_json(prepared / "report.json").get("source_files")
+    if not files:
+        return None
+    wav_line, seg_line, places = {}, {}, {}
+    for row in read_table(prepared / ORIGIN_FILE, num_fields=4):
+        wav_line[row.key] = int(row.fields[0])
+        seg_line[row.key] = int(row.fields[1])
+        places[row.key] = Place.from_token(files["targets"], row.fields[2])
+    return Origin(files["wav.scp"], files["segments"], files["targets"], wav_line, seg_line, places)
 
 
 # ------------------------------------------------------------------------------ targets
@@ -372,182 +378,49 @@ def find_targets_file(path: str | os.PathLike) -> Path:
     for name in TARGET_FILE_NAMES:
         if (path / name).is_file():
             return path / name
-    raise DataDirError(
+    raise DataError(
         f"{path}: no targets file; expected one of {', '.join(TARGET_FILE_NAMES)} holding "
         "per-frame pdf ids (Kaldi's ali.*.gz hold transition ids: convert them with "
         "ali-to-pdf final.mdl 'ark:gunzip -c ali.*.gz|' ark,t:ali.txt)"
     )
 
 
-_INT_VEC_DTYPE = np.dtype([("size", "u1"), ("value", "<i4")])
+def read_targets_with_places(
+    path: str | os.PathLike, num_targets: int = 0
+) -> tuple[dict[str, np.ndarray], dict[str, Place]]:
+    """Per-frame integer targets of a ``.scp``, ``.ark`` or ``.txt`` file
+    (:func:`paravg.kaldi_io.iter_int_vectors`) and where each is in ``path`` (its line, or
+    its byte in a binary ark).
 
-
-def _read_binary_int_vector(buf: bytes, pos: int, where: str) -> tuple[np.ndarray, int]:
-    """Parse a binary Kaldi int32 vector at ``buf[pos:]`` (after the ``\\0B`` marker).
-
-    Layout (``util/kaldi-io-inl.h`` WriteIntegerVector): ``\\x04 <int32 n>`` then n times
-    ``\\x04 <int32 value>``.
+    Every vector must be non-empty with entries in ``[0, num_targets)`` (``[0, 2^31)``
+    when ``num_targets`` is 0: not configured) and keys unique; errors name the file, the
+    line and the utterance.
     """
-    if buf[pos : pos + 1] != b"\x04":
-        kind = buf[pos : pos + 3]
-        raise DataDirError(
-            f"{where}: expected an int32 vector (ali-to-pdf output), found object type {kind!r}"
-        )
-    if pos + 5 > len(buf):
-        raise DataDirError(f"{where}: truncated int32 vector header")
-    (n,) = struct.unpack_from("<i", buf, pos + 1)
-    pos += 5
-    end = pos + 5 * n
-    if n < 0 or end > len(buf):
-        raise DataDirError(f"{where}: truncated int32 vector (length {n})")
-    items = np.frombuffer(buf, dtype=_INT_VEC_DTYPE, count=n, offset=pos)
-    if n and not np.all(items["size"] == 4):
-        raise DataDirError(f"{where}: corrupt int32 vector (bad element size bytes)")
-    return items["value"].astype(np.int32), end
-
-
-def _parse_text_int_vector(tokens: list[str], where: str) -> np.ndarray:
-    try:
-        return np.array([int(t) for t in tokens], dtype=np.int64)
-    except ValueError as exc:
-        raise DataDirError(f"{where}: targets must be integers ({exc})") from exc
-
-
-def _iter_ark(
-    path: Path, buf: bytes, offset: int | None = None
-) -> Iterator[tuple[str, np.ndarray, str]]:
-    """Iterate ``(key, vector, where)`` over the bytes ``buf`` of a binary or text
-    int-vector ark ``path``. With ``offset`` (from an scp), read the single object there.
-    """
-    if offset is not None:
-        where = f"{path}:{offset}"
-        if offset > len(buf):
-            raise DataDirError(f"{where}: offset past the end of the file")
-        if buf[offset : offset + 2] == b"\0B":
-            vec, _ = _read_binary_int_vector(buf, offset + 2, where)
-            yield "", vec, where
-            return
-        end = buf.find(b"\n", offset)
-        text = buf[offset : None if end < 0 else end].decode("utf-8", "replace")
-        yield "", _parse_text_int_vector(text.split(), where), where
-        return
-    pos, lineno = 0, 1
-    while pos < len(buf):
-        while pos < len(buf) and buf[pos : pos + 1] in (b"\n", b" ", b"\t", b"\r"):
-            lineno += buf[pos : pos + 1] == b"\n"
-            pos += 1
-        if pos >= len(buf):
-            break
-        space = buf.find(b" ", pos)
-        newline = buf.find(b"\n", pos)
-        if space < 0 or (0 <= newline < space):
-            where = f"{path}:{lineno}"
-            raise DataDirError(f"{where}: malformed entry (a key without targets)")
-        key = buf[pos:space].decode("utf-8", "replace")
-        if buf[space + 1 : space + 3] == b"\0B":
-            where = f"{path}: byte {pos}: utterance {key!r}"
-            vec, pos = _read_binary_int_vector(buf, space + 3, where)
-            yield key, vec, where
-        else:
-            end = len(buf) if newline < 0 else newline
-            tokens = buf[space + 1 : end].decode("utf-8", "replace").split()
-            where = f"{path}:{lineno}: utterance {key!r}"
-            yield key, _parse_text_int_vector(tokens, f"{path}:{lineno}"), where
-            pos = end
-
-
-def read_targets(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read per-frame integer targets from a ``.scp``, ``.ark`` or ``.txt`` file.
-
-    ``.ark`` may be binary (``ali-to-pdf ... ark:``) or text (``ark,t:``); ``.txt`` is the
-    text form ``utt 0 0 31 ...``; ``.scp`` lines are ``utt <ark>:<offset>``. Every vector
-    must be non-empty with non-negative entries; keys must be unique.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataDirError(f"{path}: missing targets file")
-    entries: list[tuple[str, np.ndarray, str]] = []
-    arks: dict[Path, bytes] = {}
-    if path.suffix == ".scp":
-        for line in read_table(path, num_fields=2, require_sorted=False):
-            m = _ARK_OFFSET.match(line.fields[0])
-            where = f"{path}:{line.lineno}: utterance {line.key!r}"
-            if not m:
-                raise DataDirError(f"{where}: expected <ark>:<offset>, got {line.fields[0]!r}")
-            ark = Path(m.group(1))
-            if not ark.is_file():
-                raise DataDirError(f"{where}: archive {ark} does not exist")
-            if ark not in arks:
-                arks[ark] = ark.read_bytes()
-            (_, vec, _), *_ = _iter_ark(ark, arks[ark], int(m.group(2)))
-            entries.append((line.key, vec, where))
-    elif path.suffix == ".ark":
-        entries = list(_iter_ark(path, path.read_bytes()))
-    else:
-        for line in read_table(path, min_fields=2, require_sorted=False):
-            where = f"{path}:{line.lineno}: utterance {line.key!r}"
-            entries.append(
-                (
-                    line.key,
-                    _parse_text_int_vector(list(line.fields), f"{path}:{line.lineno}"),
-                    where,
-                )
-            )
     out: dict[str, np.ndarray] = {}
-    for key, vec, where in entries:
+    places: dict[str, Place] = {}
+    limit = num_targets or 2**31
+    what = f"data.num_targets = {num_targets}" if num_targets else "2^31"
+    for key, vec, place in iter_int_vectors(path):
+        where = f"{place}: utterance {key!r}"
         if key in out:
-            raise DataDirError(f"{where}: duplicate targets for this utterance")
+            raise DataError(
+                f"{where}: duplicate targets for this utterance (first at {places[key]})"
+            )
         if vec.size == 0:
-            raise DataDirError(f"{where}: empty target vector")
-        if vec.min() < 0 or vec.max() > np.iinfo(np.int32).max:
-            raise DataDirError(f"{where}: targets must be in [0, 2^31), got {vec.min()}")
+            raise DataError(f"{where}: empty target vector")
+        low, high = int(vec.min()), int(vec.max())
+        if low < 0 or high >= limit:
+            bad = low if low < 0 else high
+            frame = int(np.flatnonzero(vec == bad)[0])
+            raise DataError(f"{where}: target id {bad} at frame {frame} is outside [0, {what})")
         out[key] = vec.astype(np.int32)
-    return out
+        places[key] = place
+    return out, places
 
 
-# ------------------------------------------------------------------------------ ark writing
-def _int32_vector_bytes(vec: np.ndarray) -> bytes:
-    """Kaldi's binary int32 vector (``WriteIntegerVector``), vectorised: ``\\0B\\x04 <n>``
-    then ``\\x04 <value>`` per element."""
-    items = np.empty(vec.size, dtype=_INT_VEC_DTYPE)
-    items["size"] = 4
-    items["value"] = vec
-    return b"\0B\x04" + struct.pack("<i", vec.size) + items.tobytes()
-
-
-def write_ark_scp(
-    items: Iterable[tuple[str, np.ndarray]],
-    ark: str | os.PathLike,
-    scp: str | os.PathLike,
-    compression_method: int | None = None,
-) -> int:
-    """Write ``(key, array)`` pairs as a binary Kaldi ark plus its scp, atomically.
-
-    float32/float64 matrices become ``FM``/``DM`` (or Kaldi's compressed matrix with
-    ``compression_method``, kaldiio's numbering of ``CompressionMethod``), int32 vectors
-    Kaldi's integer vectors. The scp points at the absolute path of ``ark`` (as Kaldi's
-    ``make_mfcc.sh`` does), so it stays valid from any working directory. The ark is
-    renamed into place before the scp, so an scp never names an incomplete ark.
-    """
-    from kaldiio.matio import write_array
-
-    ark, scp = Path(ark), Path(scp)
-    ark_abs = ark.resolve()
-    lines = []
-    n = 0
-    with atomic_path(ark) as tmp_ark, open(tmp_ark, "wb") as fd:
-        for key, array in items:
-            if not key or any(c.isspace() for c in key):
-                raise ValueError(f"{ark}: invalid key {key!r}")
-            fd.write(key.encode("utf-8") + b" ")
-            lines.append(f"{key} {ark_abs}:{fd.tell()}\n")
-            if array.dtype == np.int32 and array.ndim == 1:
-                fd.write(_int32_vector_bytes(array))
-            else:
-                write_array(fd, array, compression_method=compression_method)
-            n += 1
-    write_text_atomic(scp, "".join(lines))
-    return n
+def read_targets(path: str | os.PathLike, num_targets: int = 0) -> dict[str, np.ndarray]:
+    """Per-frame integer targets (see :func:`read_targets_with_places`)."""
+    return read_targets_with_places(path, num_targets)[0]
 
 
 # ------------------------------------------------------------------------------ audio
@@ -579,29 +452,29 @@ def _wav_declared_data_bytes(path: Path) -> tuple[int, int] | None:
 def audio_info(rx: RxFilename, where: str) -> AudioInfo | None:
     """Cheap header check of a file or ark entry; ``None`` for pipes (not run here).
 
-    Raises :class:`DataDirError` for a missing, unreadable or truncated file.
+    Raises :class:`DataError` for a missing, unreadable or truncated file.
     """
     if rx.kind == "pipe":
         return None
-    if rx.kind == "ark":
+    if rx.kind == "offset":
         rate, samples = _read_ark_wav(rx, where)
         return AudioInfo(samples.shape[0], rate, 1 if samples.ndim == 1 else samples.shape[1])
     path = Path(rx.target)
     if not path.is_file():
-        raise DataDirError(
+        raise DataError(
             f"{where}: audio file {rx.target!r} does not exist (relative paths are resolved "
             f"against the working directory {os.getcwd()})"
         )
     try:
         info = soundfile.info(str(path))
     except Exception as exc:  # libsndfile raises its own error types
-        raise DataDirError(f"{where}: cannot read audio {rx.target!r}: {exc}") from exc
+        raise DataError(f"{where}: cannot read audio {rx.target!r}: {exc}") from exc
     if info.format == "WAV":
         declared = _wav_declared_data_bytes(path)
         if declared is not None:
             want, have = declared
             if want not in (0, 0xFFFFFFFF) and have < want:
-                raise DataDirError(
+                raise DataError(
                     f"{where}: audio file {rx.target!r} is truncated: header declares "
                     f"{want} data bytes, file holds {have}"
                 )
@@ -627,14 +500,14 @@ def _patch_streamed_wav(data: bytes) -> bytes:
 
 
 def _read_ark_wav(rx: RxFilename, where: str) -> tuple[int, np.ndarray]:
-    import kaldiio
-
+    """The WAV at byte ``rx.offset`` of the file ``rx.target`` (opened here: a name ending
+    in ``|`` is a file name, never a command)."""
     try:
-        obj = kaldiio.load_mat(f"{rx.target}:{rx.offset}")
-    except Exception as exc:
-        raise DataDirError(f"{where}: cannot read WAV from ark entry {rx.text!r}: {exc}") from exc
+        obj = read_object(rx.target, rx.offset, where)
+    except DataError as exc:
+        raise DataError(f"{exc} (cannot read WAV from ark entry {rx.text!r})") from exc
     if not isinstance(obj, tuple):
-        raise DataDirError(f"{where}: ark entry {rx.text!r} is not audio")
+        raise DataError(f"{where}: ark entry {rx.text!r} is not audio")
     rate, samples = obj
     samples = np.asarray(samples)
     if np.issubdtype(samples.dtype, np.integer) and samples.dtype.itemsize == 2:
@@ -642,7 +515,7 @@ def _read_ark_wav(rx: RxFilename, where: str) -> tuple[int, np.ndarray]:
     elif np.issubdtype(samples.dtype, np.floating):
         samples = (samples * INT16_SCALE).astype(np.float32)
     else:
-        raise DataDirError(f"{where}: ark entry {rx.text!r}: unsupported sample type")
+        raise DataError(f"{where}: ark entry {rx.text!r}: unsupported sample type")
     return int(rate), samples
 
 
@@ -650,7 +523,7 @@ def _decode(source, where: str, what: str) -> tuple[int, np.ndarray]:
     try:
         samples, rate = soundfile.read(source, dtype="float32", always_2d=True)
     except Exception as exc:
-        raise DataDirError(f"{where}: cannot read audio from {what}: {exc}") from exc
+        raise DataError(f"{where}: cannot read audio from {what}: {exc}") from exc
     return int(rate), samples * np.float32(INT16_SCALE)
 
 
@@ -661,17 +534,17 @@ def read_recording(rx: RxFilename, where: str = "") -> tuple[int, np.ndarray]:
         proc = subprocess.run(rx.target, shell=True, capture_output=True, check=False)
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip()[-500:]
-            raise DataDirError(
+            raise DataError(
                 f"{where}: command {rx.target!r} failed with exit status {proc.returncode}: {err}"
             )
         if not proc.stdout:
-            raise DataDirError(f"{where}: command {rx.target!r} wrote no audio")
+            raise DataError(f"{where}: command {rx.target!r} wrote no audio")
         rate, samples = _decode(io.BytesIO(_patch_streamed_wav(proc.stdout)), where, rx.text)
-    elif rx.kind == "ark":
+    elif rx.kind == "offset":
         rate, samples = _read_ark_wav(rx, where)
     else:
         if not Path(rx.target).is_file():
-            raise DataDirError(f"{where}: audio file {rx.target!r} does not exist")
+            raise DataError(f"{where}: audio file {rx.target!r} does not exist")
         rate, samples = _decode(rx.target, where, repr(rx.target))
     if samples.ndim == 2 and samples.shape[1] == 1:
         samples = samples[:, 0]
@@ -687,11 +560,11 @@ def read_audio(
     """Samples of one utterance as ``float32 [N]`` at int16 scale.
 
     ``entry`` is a wav.scp value (or a parsed one); ``segment`` cuts it as
-    ``extract-segments`` does. Raises :class:`DataDirError` (naming ``where``) for
+    ``extract-segments`` does. Raises :class:`DataError` (naming ``where``) for
     unreadable audio, a sample rate other than ``sample_rate``, more than one channel,
     or a segment out of range.
     """
-    rx = entry if isinstance(entry, RxFilename) else parse_rxfilename(entry, where)
+    rx = entry if isinstance(entry, RxFilename) else parse_wav_rxfilename(entry, where)
     rate, samples = read_recording(rx, where)
     check_audio_format(rate, samples.shape[1] if samples.ndim == 2 else 1, sample_rate, where)
     if segment is not None:
@@ -703,12 +576,12 @@ def read_audio(
 def check_audio_format(rate: int, channels: int, sample_rate: int | None, where: str) -> None:
     """Raise unless the audio is mono at ``sample_rate`` (when given)."""
     if sample_rate is not None and rate != sample_rate:
-        raise DataDirError(
+        raise DataError(
             f"{where}: sample rate {rate} Hz, expected {sample_rate} Hz (data.sample_rate); "
             f"resample it, e.g. with a pipe: sox <file> -r {sample_rate} -t wav - |"
         )
     if channels != 1:
-        raise DataDirError(
+        raise DataError(
             f"{where}: {channels} channels, expected mono; e.g. sox <file> -t wav - remix 1 |"
         )
 
@@ -772,30 +645,129 @@ def check_audio(data: DataDir, sample_rate: int) -> dict:
 
 
 # ------------------------------------------------------------------------------ prepare
+# Every file a prepared dir may hold (the declared outputs of rule prepare_data and the
+# optional copies); only these are ever removed from it.
+PREPARED_FILES = (
+    "wav.scp",
+    "utt2spk",
+    "spk2utt",
+    "utt2uniq",
+    "targets.ark",
+    "targets.scp",
+    ORIGIN_FILE,
+    "report.json",
+    *OPTIONAL_COPIED_FILES,
+)
+
+
+def source_files(src: str | os.PathLike) -> list[Path]:
+    """Every file of the data dir ``src`` that :func:`prepare_data_dir` reads (the
+    inputs of rule ``prepare_data``): ``wav.scp``, ``utt2spk`` and those of the optional
+    files, the targets file and the archives its scp names that exist. Audio files are
+    not listed (an edit of wav.scp is seen; a wav replaced under the same name is not)."""
+    src = Path(src)
+    files = [src / "wav.scp", src / "utt2spk"]
+    files += [src / n for n in READ_OPTIONAL_FILES if (src / n).is_file()]
+    targets = next((src / n for n in TARGET_FILE_NAMES if (src / n).is_file()), None)
+    if targets is not None:
+        files.append(targets)
+        if targets.suffix == ".scp":
+            files += _scp_archives(targets)
+    return files
+
+
+def _scp_archives(scp: Path) -> list[Path]:
+    """The existing files an scp's offset/file entries name (unparsable lines skipped:
+    preparation reports them)."""
+    from paravg.kaldi_io import classify_rxfilename
+
+    names: dict[str, None] = {}
+    for raw in scp.read_text(errors="replace").splitlines():
+        parts = raw.strip().split(maxsplit=1)
+        if len(parts) != 2:
+            continue
+        value = parts[1].strip()
+        kind = classify_rxfilename(value)
+        if kind == "offset":
+            names[os.path.normpath(value.rsplit(":", 1)[0])] = None
+        elif kind == "file":
+            names[os.path.normpath(value)] = None
+    return [Path(n) for n in names if Path(n).is_file()]
+
+
 def prepare_data_dir(
     src: str | os.PathLike,
     dst: str | os.PathLike,
     sample_rate: int,
     max_missing_fraction: float,
+    num_targets: int = 0,
 ) -> dict:
     """Validate the Kaldi data dir ``src`` and write the normalised prepared dir ``dst``.
 
     All checks run before anything is written: the tables (:func:`read_data_dir`), the
-    targets (:func:`read_targets`), the audio headers (:func:`check_audio`). Utterances
+    targets (:func:`read_targets_with_places`: ids in ``[0, num_targets)`` when
+    ``data.num_targets`` is set), the audio headers (:func:`check_audio`). Utterances
     without targets are skipped and counted, as Kaldi's ``get_egs.sh`` does (it warns per
     utterance); more than ``max_missing_fraction`` of them is an error.
 
     ``dst`` gets ``wav.scp`` (recordings still used; plain paths made absolute), ``utt2spk``,
-    ``spk2utt``, ``targets.ark`` + ``targets.scp`` (binary int32 vectors), ``segments`` and
-    ``text`` when ``src`` has them (stale copies are removed otherwise), and ``report.json``.
-    Returns the report.
+    ``spk2utt``, ``utt2uniq`` (the source's, or the identity: every utterance its own
+    source, which is what Kaldi assumes without one), ``targets.ark`` + ``targets.scp``
+    (binary int32 vectors), ``origin`` (:class:`Origin`), ``segments``, ``text`` and
+    ``reco2file_and_channel`` when ``src`` has them, and ``report.json``. Returns the report.
+
+    Atomic: the files are built in a temporary directory beside ``dst`` that replaces
+    ``dst`` at the end; on any error ``dst`` keeps no prepared file at all (no stale
+    ``text`` beside a failed preparation).
     """
     src, dst = Path(src), Path(dst)
     if src.resolve() == dst.resolve():
-        raise DataDirError(f"{dst}: the prepared dir must differ from the source dir")
+        raise DataError(f"{dst}: the prepared dir must differ from the source dir")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent))
+    try:
+        report = _prepare_into(src, tmp, dst, sample_rate, max_missing_fraction, num_targets)
+        _replace_dir(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_prepared(dst)
+        raise
+    return report
+
+
+def _remove_prepared(dst: Path) -> None:
+    for name in PREPARED_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            (dst / name).unlink()
+
+
+def _replace_dir(tmp: Path, dst: Path) -> None:
+    """Move the finished ``tmp`` to ``dst``: prepared files of ``dst`` are dropped, other
+    entries (none are expected) kept; ``tmp`` is renamed in one step when ``dst`` is gone
+    or empty."""
+    _remove_prepared(dst)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        dst.rmdir()  # only if empty
+    if not dst.exists():
+        os.replace(tmp, dst)
+        return
+    for f in sorted(tmp.iterdir(), key=lambda p: p.name == "report.json"):
+        os.replace(f, dst / f.name)  # report.json last: it marks completion
+    tmp.rmdir()
+
+
+def _prepare_into(
+    src: Path,
+    out: Path,
+    dst: Path,
+    sample_rate: int,
+    max_missing_fraction: float,
+    num_targets: int,
+) -> dict:
+    """Check ``src`` and write the prepared files into ``out`` (which becomes ``dst``)."""
     data = read_data_dir(src)
     targets_file = find_targets_file(src)
-    targets = read_targets(targets_file)
+    targets, places = read_targets_with_places(targets_file, num_targets)
     audio = check_audio(data, sample_rate)
 
     utts = data.utterances
@@ -803,7 +775,7 @@ def prepare_data_dir(
     kept = [u for u in utts if u in targets]
     fraction = len(missing) / len(utts)
     if not kept or fraction > max_missing_fraction:
-        raise DataDirError(
+        raise DataError(
             f"{targets_file}: {len(missing)} of {len(utts)} utterances "
             f"({100 * fraction:.1f}%) have no targets, more than "
             f"data.max_missing_targets_fraction = {max_missing_fraction}; first: "
@@ -817,39 +789,53 @@ def prepare_data_dir(
 
     kept_set = set(kept)
     recos = sorted({data.recording(u) for u in kept})
-    dst.mkdir(parents=True, exist_ok=True)
 
     def wav_value(reco: str) -> str:
         rx = data.wav[reco]
         if rx.kind == "file":
             return str(Path(rx.target).resolve())
-        if rx.kind == "ark":
+        if rx.kind == "offset":
             return f"{Path(rx.target).resolve()}:{rx.offset}"
         return rx.text
 
-    write_table(dst / "wav.scp", ((r, wav_value(r)) for r in recos))
-    write_table(dst / "utt2spk", ((u, data.utt2spk[u]) for u in kept))
+    write_table(out / "wav.scp", ((r, wav_value(r)) for r in recos))
+    write_table(out / "utt2spk", ((u, data.utt2spk[u]) for u in kept))
     spk2utt = {}
     for spk, spk_utts in data.spk2utt.items():
         mine = [u for u in spk_utts if u in kept_set]
         if mine:
             spk2utt[spk] = mine
-    write_table(dst / "spk2utt", ((s, " ".join(us)) for s, us in spk2utt.items()))
+    write_table(out / "spk2utt", ((s, " ".join(us)) for s, us in spk2utt.items()))
+    uniq = data.utt2uniq or {}
+    write_table(out / "utt2uniq", ((u, uniq.get(u, u)) for u in kept))
     if data.segments is not None:
-        write_table(
-            dst / "segments",
-            ((u, data.segments[u].text) for u in kept),
-        )
+        write_table(out / "segments", ((u, data.segments[u].text) for u in kept))
     if data.text is not None:
-        write_table(dst / "text", ((u, data.text[u]) for u in kept if u in data.text))
-    for name in OPTIONAL_COPIED_FILES:
-        if not (src / name).exists() and (dst / name).exists():
-            (dst / name).unlink()
-    write_ark_scp(((u, targets[u]) for u in kept), dst / "targets.ark", dst / "targets.scp")
+        write_table(out / "text", ((u, data.text[u]) for u in kept if u in data.text))
+    if data.reco2file_and_channel is not None:
+        r2fc = data.reco2file_and_channel
+        write_table(out / "reco2file_and_channel", ((r, r2fc[r]) for r in recos if r in r2fc))
+    write_ark_scp(
+        ((u, targets[u]) for u in kept),
+        out / "targets.ark",
+        out / "targets.scp",
+        scp_ark_path=dst / "targets.ark",
+    )
+    seg_file = src / "segments"
+    origin = Origin(
+        wav_scp=str((src / "wav.scp").resolve()),
+        segments=str(seg_file.resolve()) if data.segments is not None else None,
+        targets=str(targets_file.resolve()),
+        wav_line={u: data.wav_lines[data.recording(u)] for u in kept},
+        segment_line={u: data.segments[u].lineno for u in kept} if data.segments else {},
+        targets_place={u: places[u] for u in kept},
+    )
+    origin.write(out, kept)
 
     frames = int(sum(targets[u].size for u in kept))
     report = {
         "source": str(src.resolve()),
+        "source_files": origin.files(),
         "targets_source": str(targets_file.resolve()),
         "sample_rate": sample_rate,
         "num_recordings": len(recos),
@@ -861,14 +847,16 @@ def prepare_data_dir(
         "skipped_utterances": missing,
         "num_targets_without_utterance": len(extra),
         "num_target_frames": frames,
+        "num_targets_configured": num_targets,
         "max_target": int(max(int(targets[u].max()) for u in kept)),
         "duration_s_checked": audio["duration_s"],
         "unchecked_pipe_recordings": len(audio["unchecked_pipes"]),
         "has_segments": data.segments is not None,
         "has_text": data.text is not None,
+        "has_utt2uniq": data.utt2uniq is not None,
         "warnings": data.warnings,
     }
-    write_json_atomic(dst / "report.json", report)
+    write_json_atomic(out / "report.json", report)
     log.info(
         "prepared %s -> %s: %d of %d utterances kept, %d speakers, %d target frames",
         src,
@@ -879,3 +867,37 @@ def prepare_data_dir(
         frames,
     )
     return report
+
+
+# ------------------------------------------------------------------------------ feature lengths
+def check_target_lengths(
+    prepared: str | os.PathLike,
+    utt2num_frames: Mapping[str, int],
+    tolerance: int,
+) -> dict:
+    """Kaldi's ``nnet3-get-egs`` length rule, right after the features exist: every
+    utterance with features has targets with ``|len(targets) - T| <= tolerance``
+    (``egs.targets_length_tolerance``). The error names the utterance and its place in
+    the user's targets file (through the prepared dir's :class:`Origin`)."""
+    prepared = Path(prepared)
+    origin = read_origin(prepared)
+    lengths = {key: vec.size for key, vec, _ in iter_int_vectors(prepared / "targets.scp")}
+    worst = 0
+    for utt, frames in utt2num_frames.items():
+        if utt not in lengths:
+            continue
+        diff = lengths[utt] - frames
+        if abs(diff) > tolerance:
+            src = (
+                origin.targets_of(utt)
+                if origin
+                else f"{prepared / 'targets.scp'}: utterance {utt!r}"
+            )
+            raise DataError(
+                f"{src}: {lengths[utt]} targets but {frames} feature frames; at most "
+                f"{tolerance} frames of difference are allowed "
+                "(egs.targets_length_tolerance): is this alignment of this audio, "
+                "made with the same frame shift?"
+            )
+        worst = max(worst, abs(diff))
+    return {"max_target_length_difference": worst, "targets_length_tolerance": tolerance}

@@ -6,6 +6,11 @@ and frame t gets the online i-vector row ⌊t / period⌋ (the estimate a decode
 have at that point). Targets may differ from the feature length by at most
 ``tolerance`` frames (Kaldi's ``targets_length_tolerance``); the shorter length is used.
 Cross-entropy is −(1/N) Σ_t log p(label_t | x), in nats per frame.
+
+Before the first forward pass every target id is checked against the model's outputs
+(with ``data.num_targets: 0`` the training set's largest id decides the output count,
+and an eval set may hold a larger one): the error names the utterance and its place in
+the user's targets file (the prepared dir's ``origin``), never a raw index error.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import kaldiio
 import numpy as np
 import torch
 
+from paravg.data import read_origin
+from paravg.errors import DataError
 from paravg.io import write_json_atomic
+from paravg.kaldi_io import load_scp
 from paravg.nnet.objective import ObjectiveStats
 from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
 
@@ -43,6 +50,22 @@ def utterance_logprobs(
     return model(x, iv)[0]
 
 
+def check_target_ids(targets, num_outputs: int, prepared_dir: Path, model_path) -> None:
+    """Raise :class:`DataError` unless every target id is below the model's outputs."""
+    origin = read_origin(prepared_dir)
+    for utt in targets:
+        vec = np.asarray(targets[utt])
+        if vec.size and int(vec.max()) >= num_outputs:
+            bad = int(vec.max())
+            where = origin.targets_of(utt) if origin else targets.where(utt)
+            raise DataError(
+                f"{where}: target id {bad} at frame {int(np.argmax(vec == bad))}, but the "
+                f"model {model_path} has {num_outputs} outputs (ids 0..{num_outputs - 1}; "
+                "with data.num_targets: 0 the training set's largest id sets the count: "
+                "set data.num_targets to the number of pdfs)"
+            )
+
+
 def evaluate_set(
     model_path: str | Path,
     feats_scp: str | Path,
@@ -55,10 +78,11 @@ def evaluate_set(
     """Write ``eval/<set>.json`` with frame accuracy, cross-entropy and counts."""
     torch.set_grad_enabled(False)
     model = build_model(load_model_file(model_path)).eval()
-    feats = kaldiio.load_scp(str(feats_scp))
-    targets = kaldiio.load_scp(str(targets_scp))
-    ivecs = kaldiio.load_scp(str(ivectors_scp)) if (ivectors_scp and model.ivector_dim) else None
+    feats = load_scp(feats_scp)
+    targets = load_scp(targets_scp)
+    ivecs = load_scp(ivectors_scp) if (ivectors_scp and model.ivector_dim) else None
     period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
+    check_target_ids(targets, model.num_targets, Path(targets_scp).parent, model_path)
     stats = ObjectiveStats()
     skipped = []
     for utt in sorted(feats.keys()):
@@ -68,7 +92,7 @@ def evaluate_set(
         x = feats[utt]
         y = np.asarray(targets[utt])
         if abs(len(y) - len(x)) > tolerance:
-            raise ValueError(
+            raise DataError(
                 f"{targets_scp}: utterance {utt} has {len(y)} targets but {len(x)} feature "
                 f"frames (tolerance {tolerance})"
             )
@@ -76,13 +100,13 @@ def evaluate_set(
         iv = None
         if ivecs is not None:
             if utt not in ivecs:
-                raise ValueError(f"{ivectors_scp}: no i-vectors for utterance {utt}")
+                raise DataError(f"{ivectors_scp}: no i-vectors for utterance {utt}")
             iv = frame_ivectors(ivecs[utt], period, len(x), model.left_context, model.right_context)
         logp = utterance_logprobs(model, x, iv)[:n]
         labels = torch.from_numpy(y[:n].astype(np.int64))
         stats.add(logp, labels, torch.ones(n))
     if stats.weight == 0:
-        raise ValueError(f"{feats_scp}: no utterance with targets to evaluate")
+        raise DataError(f"{feats_scp}: no utterance with targets to evaluate")
     result = {
         "frame_accuracy": stats.accuracy,
         "cross_entropy": -stats.logprob,

@@ -36,8 +36,10 @@ from typing import Any
 import kaldi_native_fbank as knf
 import numpy as np
 
-from paravg.data import AudioReader, DataDirError, read_data_dir, read_table, write_ark_scp
+from paravg.data import AudioReader, check_target_lengths, read_data_dir, read_origin
+from paravg.errors import ConfigError, DataError
 from paravg.io import read_json, write_json_atomic, write_text_atomic
+from paravg.kaldi_io import load_scp, read_table, write_ark_scp
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,9 @@ BLOCK_FRAMES = 2000
 COMPRESSION_AUTOMATIC = 1
 
 
-class FeatureConfigError(ValueError):
-    """Feature options that Kaldi would reject."""
+# The former name of ConfigError in this module (the same class): feature options that
+# Kaldi would reject.
+FeatureConfigError = ConfigError
 
 
 @dataclass(frozen=True)
@@ -103,17 +106,17 @@ class MfccOptions:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         for token in options.split():
             if not token.startswith("--") or "=" not in token:
-                raise FeatureConfigError(f"option {token!r}: expected --name=value")
+                raise ConfigError(f"option {token!r}: expected --name=value")
             name, value = token[2:].split("=", 1)
             key = {"frame-length": "frame_length_ms", "frame-shift": "frame_shift_ms"}.get(
                 name, name.replace("-", "_")
             )
             if key not in fields:
-                raise FeatureConfigError(f"option --{name}: not an MFCC option")
+                raise ConfigError(f"option --{name}: not an MFCC option")
             default = fields[key].default
             if isinstance(default, bool):
                 if value not in ("true", "false"):
-                    raise FeatureConfigError(f"option --{name}: expected true or false")
+                    raise ConfigError(f"option --{name}: expected true or false")
                 kwargs[key] = value == "true"
             else:
                 kwargs[key] = type(default)(value)
@@ -137,21 +140,21 @@ class MfccOptions:
         nyquist = 0.5 * self.sample_frequency
         high = self.high_freq if self.high_freq > 0 else nyquist + self.high_freq
         if self.window_size < 2 or self.window_shift < 1:
-            raise FeatureConfigError(
+            raise ConfigError(
                 f"frame length {self.frame_length_ms} ms / shift {self.frame_shift_ms} ms "
                 f"give {self.window_size} / {self.window_shift} samples"
             )
         if not (0 <= self.low_freq < high <= nyquist):
-            raise FeatureConfigError(
+            raise ConfigError(
                 f"need 0 <= low_freq < high_freq <= Nyquist: low_freq={self.low_freq}, "
                 f"high_freq={self.high_freq} -> {high} Hz, Nyquist {nyquist} Hz"
             )
         if not (1 <= self.num_ceps <= self.num_mel_bins):
-            raise FeatureConfigError(
+            raise ConfigError(
                 f"num_ceps={self.num_ceps} must be in [1, num_mel_bins={self.num_mel_bins}]"
             )
         if self.dither < 0:
-            raise FeatureConfigError(f"dither={self.dither} must be >= 0")
+            raise ConfigError(f"dither={self.dither} must be >= 0")
 
     # -- knf
     def to_knf(self, framed: bool = False) -> knf.MfccOptions:
@@ -358,11 +361,13 @@ def compute_features_split(
 
     Utterances too short for one frame are skipped with a warning (Kaldi writes nothing
     usable for them either). Audio problems found only now (pipes) raise
-    :class:`~paravg.data.DataDirError` naming the wav.scp line; no output is then left.
+    :class:`~paravg.errors.DataError` naming the user's wav.scp line (the prepared dir's
+    :class:`~paravg.data.Origin`); no output is then left.
     """
     if not 1 <= job <= nj:
         raise ValueError(f"job {job} is not in 1..{nj}")
     data = read_data_dir(data_dir)
+    data.origin = read_origin(data_dir)
     utts = split_utterances(data.utterances, nj, data.utt2spk)[job - 1]
     reader = AudioReader(data, int(opts.sample_frequency))
     counts: dict[str, str | int] = {}
@@ -412,10 +417,17 @@ def merge_feature_splits(
     utt2num_frames: str | os.PathLike,
     split_reports: list[str | os.PathLike] | None = None,
     report: str | os.PathLike | None = None,
+    prepared_dir: str | os.PathLike | None = None,
+    targets_length_tolerance: int = 2,
 ) -> dict:
     """Concatenate split scps (which point into the split arks) into ``feats.scp`` and
     their ``utt2num_frames`` likewise, checking keys are unique, sorted and agree.
-    With ``split_reports``/``report``, also sum the split reports into one JSON."""
+    With ``split_reports``/``report``, also sum the split reports into one JSON.
+
+    With ``prepared_dir``, the targets of the set are checked against the feature
+    lengths before anything is written (:func:`paravg.data.check_target_lengths`): a
+    wrong alignment is reported here, naming the utterance and the user's targets line,
+    not after the i-vector training."""
     if len(split_scps) != len(split_utt2num_frames):
         raise ValueError("need one utt2num_frames per split scp")
     scp_lines: list[str] = []
@@ -425,9 +437,9 @@ def merge_feature_splits(
         scp_rows = read_table(scp_path, num_fields=2)
         u2nf_rows = read_table(u2nf_path, num_fields=2)
         if [r.key for r in scp_rows] != [r.key for r in u2nf_rows]:
-            raise DataDirError(f"{scp_path} and {u2nf_path} list different utterances")
+            raise DataError(f"{scp_path} and {u2nf_path} list different utterances")
         if scp_rows and prev is not None and scp_rows[0].key <= prev:
-            raise DataDirError(
+            raise DataError(
                 f"{scp_path}:1: utterance {scp_rows[0].key!r} does not sort after the "
                 f"previous split's last {prev!r}"
             )
@@ -436,13 +448,18 @@ def merge_feature_splits(
         scp_lines += [f"{r.key} {r.fields[0]}\n" for r in scp_rows]
         u2nf_lines += [f"{r.key} {r.fields[0]}\n" for r in u2nf_rows]
     if not scp_lines:
-        raise DataDirError(f"{feats_scp}: no utterance has features")
+        raise DataError(f"{feats_scp}: no utterance has features")
+    lengths_check = {}
+    if prepared_dir is not None:
+        frames = {line.split()[0]: int(line.split()[1]) for line in u2nf_lines}
+        lengths_check = check_target_lengths(prepared_dir, frames, targets_length_tolerance)
     write_text_atomic(utt2num_frames, "".join(u2nf_lines))
     write_text_atomic(feats_scp, "".join(scp_lines))
     summary: dict[str, Any] = {
         "num_utterances": len(scp_lines),
         "num_frames": sum(int(line.split()[1]) for line in u2nf_lines),
         "num_splits": len(split_scps),
+        **lengths_check,
     }
     if split_reports:
         parts = [read_json(p) for p in split_reports]
@@ -479,9 +496,7 @@ def compute_cmvn(
     :func:`cmvn_stats` over each speaker's utterances that have features, written as
     float64 ``DM`` matrices. Speakers none of whose utterances have features are skipped
     with a warning, as Kaldi does."""
-    import kaldiio
-
-    feats = kaldiio.load_scp(str(feats_scp))
+    feats = load_scp(feats_scp)
     speakers = read_table(spk2utt, min_fields=2)
     skipped_spk: list[str] = []
     missing_utts = 0
@@ -505,7 +520,7 @@ def compute_cmvn(
 
     n = write_ark_scp(items(), cmvn_ark, cmvn_scp)
     if n == 0:
-        raise DataDirError(f"{spk2utt}: no speaker has features in {feats_scp}")
+        raise DataError(f"{spk2utt}: no speaker has features in {feats_scp}")
     return {
         "num_speakers": n,
         "skipped_speakers": skipped_spk,

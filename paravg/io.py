@@ -8,6 +8,7 @@ model that exists is a model that was finished.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -21,7 +22,9 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it to ``path`` on success.
 
     The temporary keeps ``suffix`` (e.g. ``.npy``) for writers that insist on one.
-    On an exception the temporary is removed and ``path`` is left untouched.
+    On an exception the temporary is removed and ``path`` is left untouched; a full disk
+    (``ENOSPC``, ``EDQUOT``) is re-raised as an ``OSError`` that says so, names ``path``
+    and how to resume.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,10 +38,35 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full_error(path) from exc
         raise
+
+
+def disk_full_error(path: str | os.PathLike) -> OSError:
+    """The error of a write that found the disk (or quota) full."""
+    return OSError(
+        errno.ENOSPC,
+        f"no space left on the device (or quota) of {Path(path).parent} while writing "
+        f"{Path(path).name}; nothing was left under that name. Free space there and run "
+        "the same command again: only the unfinished jobs rerun",
+        str(path),
+    )
+
+
+def preallocate(path: str | os.PathLike, size: int) -> None:
+    """Reserve ``size`` bytes of the file ``path`` on disk (``posix_fallocate``), so a
+    memory-mapped writer meets a full disk here, as an ``OSError``, instead of dying of
+    ``SIGBUS`` on its first write to an unbacked page."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if size > 0:
+            os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -54,21 +54,40 @@ def all_sets():
 
 
 def get_source_dir(wildcards):
+    from paravg.errors import ConfigError
+
     sets = data_sets()
     if wildcards.set not in sets:
-        raise ValueError(
+        raise ConfigError(
             f"data set {wildcards.set!r} is not configured; data.sets has {sorted(sets)}"
         )
     return sets[wildcards.set]
 
 
 def get_source_inputs(wildcards):
-    """The demo corpus is produced by a rule; a user's data dir is read (and its edits
-    rerun the preparation: its wav.scp and utt2spk are inputs)."""
+    """Every file of the source dir that prepare_data reads (paravg.data.source_files:
+    wav.scp, utt2spk, the optional tables that exist, the targets file and the arks its
+    scp names), so an edit of any of them reruns the preparation of that set only.
+    The demo corpus is produced by a rule: its wav.scp and done file stand for it."""
+    from paravg.data import source_files
+    from paravg.errors import DataError
+
     if uses_demo():
         return [f"{DEMO_DIR}/{wildcards.set}/wav.scp", f"{DEMO_DIR}/done"]
     src = get_source_dir(wildcards)
-    return [f"{src}/wav.scp", f"{src}/utt2spk"]
+    if not Path(src).is_dir():
+        raise DataError(
+            f"data.sets.{wildcards.set} = {src}: the data directory does not exist"
+        )
+    return [str(f) for f in source_files(src)]
+
+
+def get_other_prepared_reports(wildcards):
+    """report.json of every other configured set. Every feature job waits for them (as
+    ancient inputs: an order, not a rerun trigger), so a bad eval set fails in the
+    first seconds, before any feature or i-vector job, and editing one set's data
+    reruns only that set."""
+    return [ancient(f"{RESULTS}/data/{s}/report.json") for s in all_sets() if s != wildcards.set]
 
 
 # ---------------------------------------------------------------- egs geometry

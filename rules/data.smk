@@ -36,6 +36,9 @@ rule demo_corpus:
 # ---------------------------------------------------------------- prepare_data (features helper)
 # Validate a Kaldi data dir (tables, targets, audio headers) and write the normalised copy
 # every later stage reads. Pipes in wav.scp are run by the feature stage, not here.
+# Every file it reads is an input (an edit reruns it); the outputs are written to a
+# temporary dir that replaces results/data/<set> at the end (nothing stale survives an
+# error). segments, text and reco2file_and_channel are copied when the source has them.
 rule prepare_data:
     input:
         source=get_source_inputs,
@@ -43,13 +46,16 @@ rule prepare_data:
         wav_scp=f"{RESULTS}/data/{{set}}/wav.scp",
         utt2spk=f"{RESULTS}/data/{{set}}/utt2spk",
         spk2utt=f"{RESULTS}/data/{{set}}/spk2utt",
+        utt2uniq=f"{RESULTS}/data/{{set}}/utt2uniq",
         targets_ark=f"{RESULTS}/data/{{set}}/targets.ark",
         targets_scp=f"{RESULTS}/data/{{set}}/targets.scp",
+        origin=f"{RESULTS}/data/{{set}}/origin",
         report=f"{RESULTS}/data/{{set}}/report.json",
     params:
         src=get_source_dir,
         sample_rate=config["data"]["sample_rate"],
         max_missing_fraction=config["data"]["max_missing_targets_fraction"],
+        num_targets=config["data"]["num_targets"],
     log:
         "logs/prepare_data/{set}.log",
     conda:

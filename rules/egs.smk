@@ -10,6 +10,9 @@
 checkpoint egs:
     input:
         **egs_source_files(),
+        # Kaldi expands the held-out set over all copies of a source utterance
+        # (prepare_data always writes it: the identity when the source has none)
+        utt2uniq=f"{RESULTS}/data/{config['data']['train_set']}/utt2uniq",
     output:
         info=f"{RESULTS}/egs/info.json",
         valid=f"{RESULTS}/egs/lists/valid",
@@ -19,8 +22,6 @@ checkpoint egs:
         egs=config["egs"],
         context=egs_context(),
         num_targets=config["data"]["num_targets"],
-        # optional: Kaldi expands the held-out set over all copies of a source utterance
-        utt2uniq=f"{RESULTS}/data/{config['data']['train_set']}/utt2uniq",
     log:
         "logs/egs/plan.log",
     conda:

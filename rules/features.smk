@@ -8,7 +8,10 @@ rule compute_features:
         wav_scp=f"{RESULTS}/data/{{set}}/wav.scp",
         utt2spk=f"{RESULTS}/data/{{set}}/utt2spk",
         spk2utt=f"{RESULTS}/data/{{set}}/spk2utt",
+        origin=f"{RESULTS}/data/{{set}}/origin",
         report=f"{RESULTS}/data/{{set}}/report.json",
+        # every configured set is prepared and checked before any feature job starts
+        other_sets_checked=get_other_prepared_reports,
     output:
         ark=f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.ark",
         scp=f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.scp",
@@ -56,16 +59,23 @@ rule merge_features:
             j=range(1, config["features"]["nj"] + 1),
             allow_missing=True,
         ),
+        # target lengths are checked against the features here, naming the user's line
+        targets_scp=f"{RESULTS}/data/{{set}}/targets.scp",
+        origin=f"{RESULTS}/data/{{set}}/origin",
+        data_report=f"{RESULTS}/data/{{set}}/report.json",
     output:
         feats_scp=f"{RESULTS}/feats/{{set}}/feats.scp",
         utt2num_frames=f"{RESULTS}/feats/{{set}}/utt2num_frames",
         report=f"{RESULTS}/feats/{{set}}/report.json",
+    params:
+        targets_length_tolerance=config["egs"]["targets_length_tolerance"],
     log:
         "logs/merge_features/{set}.log",
     conda:
         "../envs/paravg.yaml"
     threads: 1
-    # Concatenates small text files only.
+    # Concatenates small text files and reads the set's targets once (int32 vectors:
+    # 4-5 bytes per frame, ~2 GB for 1000 h at 100 frames/s in the worst case).
     resources:
         mem_mb=1000,
         runtime=10,

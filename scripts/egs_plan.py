@@ -18,5 +18,5 @@ plan_egs(
     options=EgsOptions.from_config(params.egs, left, right, params.num_targets),
     ivector_scp=inp.get("ivector_scp"),
     ivector_period_file=inp.get("ivector_period"),
-    utt2uniq=params.utt2uniq,
+    utt2uniq=inp.utt2uniq,
 )

@@ -11,4 +11,5 @@ prepare_data_dir(
     dst=Path(snakemake.output.wav_scp).parent,
     sample_rate=snakemake.params.sample_rate,
     max_missing_fraction=snakemake.params.max_missing_fraction,
+    num_targets=snakemake.params.num_targets,
 )

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from paravg.io import atomic_path, read_json, write_json_atomic, write_text_atomic
+from paravg.io import atomic_path, preallocate, read_json, write_json_atomic, write_text_atomic
 
 ARRAY_FIELDS = ("feats", "labels", "weights", "ivectors")
 
@@ -135,9 +136,17 @@ class ArchiveWriter:
         self._arrays: dict[str, np.ndarray] = {}
         self._keys: list[str] = []
         self._pos = 0
-        for name, (shape, dtype) in meta.shapes().items():
-            tmp = self._stack.enter_context(atomic_path(self.files[name], suffix=".npy"))
-            self._arrays[name] = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        try:
+            for name, (shape, dtype) in meta.shapes().items():
+                tmp = self._stack.enter_context(atomic_path(self.files[name], suffix=".npy"))
+                array = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+                # a full disk is an OSError here, not a SIGBUS at the first write
+                preallocate(tmp, os.path.getsize(tmp))
+                self._arrays[name] = array
+        except BaseException:
+            self._arrays.clear()
+            if not self._stack.__exit__(*sys.exc_info()):  # removes the temporaries
+                raise
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:

@@ -18,41 +18,24 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import kaldiio
 import numpy as np
+
+from paravg.errors import DataError
+from paravg.kaldi_io import load_scp, read_int_table, table_dict
+
+__all__ = ["read_int_table", "read_scp_keys", "read_table"]  # used by the egs modules
 
 IVECTOR_LENGTH_TOLERANCE = 100
 
 
-class EgsInputError(ValueError):
-    """Bad input to the egs stage (names the file and the utterance or line)."""
+# Bad input to the egs stage (names the file and the utterance or line).
+# (The former name of paravg.errors.DataError here: the same class.)
+EgsInputError = DataError
 
 
 def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
-    """Read a Kaldi ``<key> <value>`` text table (value = rest of the line if columns == 0)."""
-    out: dict[str, str] = {}
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.split(maxsplit=1)
-            if not parts:
-                continue
-            if len(parts) != 2 or (columns == 2 and len(parts[1].split()) != 1):
-                raise EgsInputError(f"{path}:{lineno}: expected '<key> <value>', got {line!r}")
-            if parts[0] in out:
-                raise EgsInputError(f"{path}:{lineno}: duplicate key {parts[0]!r}")
-            out[parts[0]] = parts[1].strip()
-    return out
-
-
-def read_int_table(path: str | os.PathLike) -> dict[str, int]:
-    """Read ``<key> <int>`` lines (e.g. ``utt2num_frames``)."""
-    out = {}
-    for key, value in read_table(path).items():
-        try:
-            out[key] = int(value)
-        except ValueError:
-            raise EgsInputError(f"{path}: {key}: expected an integer, got {value!r}") from None
-    return out
+    """A Kaldi ``<key> <value>`` table (value = rest of the line if columns == 0)."""
+    return table_dict(path, num_fields=2 if columns == 2 else None)
 
 
 def read_scp_keys(path: str | os.PathLike) -> list[str]:
@@ -63,7 +46,7 @@ def read_scp_keys(path: str | os.PathLike) -> list[str]:
 def read_ivector_period(path: str | os.PathLike) -> int:
     text = Path(path).read_text().split()
     if len(text) != 1 or not text[0].isdigit() or int(text[0]) < 1:
-        raise EgsInputError(f"{path}: expected one positive integer (the i-vector period)")
+        raise DataError(f"{path}: expected one positive integer (the i-vector period)")
     return int(text[0])
 
 
@@ -77,11 +60,9 @@ def fit_targets(
     """
     targets = np.asarray(targets)
     if targets.ndim != 1:
-        raise EgsInputError(
-            f"{where}: utterance {utt}: expected an int vector, got {targets.shape}"
-        )
+        raise DataError(f"{where}: utterance {utt}: expected an int vector, got {targets.shape}")
     if abs(len(targets) - num_frames) > tolerance:
-        raise EgsInputError(
+        raise DataError(
             f"{where}: utterance {utt}: {len(targets)} targets but {num_frames} feature "
             f"frames (tolerance {tolerance} frames, egs.targets_length_tolerance)"
         )
@@ -98,7 +79,7 @@ def check_ivector_rows(
 ) -> None:
     """Kaldi's check: rows > 0 and |T − rows·period| ≤ 100."""
     if num_rows == 0 or abs(num_frames - num_rows * period) > IVECTOR_LENGTH_TOLERANCE:
-        raise EgsInputError(
+        raise DataError(
             f"{where}: utterance {utt}: {num_rows} i-vector rows (period {period}, i.e. "
             f"{num_rows * period} frames) but {num_frames} feature frames (tolerance "
             f"{IVECTOR_LENGTH_TOLERANCE} frames)"
@@ -117,7 +98,8 @@ class Utterance:
 
 
 class EgsSources:
-    """Random access to the features, targets and i-vectors of utterances (kaldiio)."""
+    """Random access to the features, targets and i-vectors of utterances
+    (:class:`paravg.kaldi_io.ScpTable`)."""
 
     def __init__(
         self,
@@ -132,18 +114,18 @@ class EgsSources:
         self.ivector_scp = str(ivector_scp) if ivector_scp else None
         self.ivector_period = ivector_period
         self.tolerance = targets_length_tolerance
-        self._feats = kaldiio.load_scp(self.feats_scp, max_cache_fd=4)
-        self._targets = kaldiio.load_scp(self.targets_scp, max_cache_fd=4)
-        self._ivectors = kaldiio.load_scp(self.ivector_scp, max_cache_fd=4) if ivector_scp else None
+        self._feats = load_scp(self.feats_scp)
+        self._targets = load_scp(self.targets_scp)
+        self._ivectors = load_scp(self.ivector_scp) if ivector_scp else None
 
     def load(self, utt: str, expected_frames: int | None = None) -> Utterance:
         """Load and check one utterance (errors name the file and the utterance)."""
         feats = np.asarray(self._feats[utt], dtype=np.float32)
         if feats.ndim != 2:
-            raise EgsInputError(f"{self.feats_scp}: utterance {utt}: expected a matrix")
+            raise DataError(f"{self.feats_scp}: utterance {utt}: expected a matrix")
         T = feats.shape[0]
         if expected_frames is not None and expected_frames != T:
-            raise EgsInputError(
+            raise DataError(
                 f"{self.feats_scp}: utterance {utt}: {T} frames but utt2num_frames says "
                 f"{expected_frames}"
             )

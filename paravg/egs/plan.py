@@ -34,20 +34,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import kaldiio
 import numpy as np
 
 from paravg.egs.chunking import UtteranceSplitter, utterance_rng
 from paravg.egs.info import EgsInfo
 from paravg.egs.inputs import (
-    EgsInputError,
     check_ivector_rows,
     read_int_table,
     read_ivector_period,
     read_scp_keys,
     read_table,
 )
+from paravg.errors import DataError
 from paravg.io import write_text_atomic
+from paravg.kaldi_io import load_scp
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def effective_subset_size(num_utts: int, requested: int) -> int:
     """min(requested, (N − 1) // 4): Kaldi requires N > 4·n; error below 5 utterances."""
     n = min(requested, (num_utts - 1) // 4)
     if n < 1:
-        raise EgsInputError(
+        raise DataError(
             f"only {num_utts} usable utterances for egs: need at least 5 (Kaldi needs more "
             f"than 4 x egs.num_utts_subset to hold out validation utterances)"
         )
@@ -146,22 +146,24 @@ def count_egs(utts: list[tuple[str, int]], frames_per_eg: int, srand: int) -> in
     return sum(len(splitter.chunk_sizes(T, utterance_rng(srand, u))) for u, T in utts)
 
 
-def _scan_targets(targets_scp: str, wanted: dict[str, int]) -> tuple[dict[str, int], int]:
-    """Lengths of the wanted target vectors and the largest target id among them."""
+def _scan_targets(targets_scp: str, wanted: dict[str, int]) -> tuple[dict[str, int], int, str]:
+    """Lengths of the wanted target vectors, the largest target id among them and the
+    ``scp:line: utterance`` that holds it."""
     lengths: dict[str, int] = {}
-    largest = -1
-    for utt, vec in kaldiio.load_scp_sequential(targets_scp):
+    largest, where_largest = -1, ""
+    table = load_scp(targets_scp)
+    for utt in table:
         if utt not in wanted:
             continue
-        vec = np.asarray(vec)
+        vec = np.asarray(table[utt])
         if vec.ndim != 1:
-            raise EgsInputError(f"{targets_scp}: utterance {utt}: expected an int vector")
+            raise DataError(f"{targets_scp}: utterance {utt}: expected an int vector")
         if len(vec) and vec.min() < 0:
-            raise EgsInputError(f"{targets_scp}: utterance {utt}: negative target {vec.min()}")
+            raise DataError(f"{targets_scp}: utterance {utt}: negative target {vec.min()}")
         lengths[utt] = len(vec)
-        if len(vec):
-            largest = max(largest, int(vec.max()))
-    return lengths, largest
+        if len(vec) and int(vec.max()) > largest:
+            largest, where_largest = int(vec.max()), table.where(utt)
+    return lengths, largest, where_largest
 
 
 def plan_egs(
@@ -187,26 +189,24 @@ def plan_egs(
     utts = read_scp_keys(feats_scp)
     missing = [u for u in utts if u not in lengths]
     if missing:
-        raise EgsInputError(f"{utt2num_frames}: no entry for utterance {missing[0]} of {feats_scp}")
+        raise DataError(f"{utt2num_frames}: no entry for utterance {missing[0]} of {feats_scp}")
     spk = read_table(utt2spk)
     no_spk = [u for u in utts if u not in spk]
     if no_spk:
-        raise EgsInputError(f"{utt2spk}: no speaker for utterance {no_spk[0]} of {feats_scp}")
+        raise DataError(f"{utt2spk}: no speaker for utterance {no_spk[0]} of {feats_scp}")
     num_frames = sum(lengths[u] for u in utts)
     wanted = {u: lengths[u] for u in utts}
 
-    target_lengths, largest = _scan_targets(str(targets_scp), wanted)
+    target_lengths, largest, where_largest = _scan_targets(str(targets_scp), wanted)
     for u, n in target_lengths.items():
         if abs(n - wanted[u]) > o.targets_length_tolerance:
-            raise EgsInputError(
+            raise DataError(
                 f"{targets_scp}: utterance {u}: {n} targets but {wanted[u]} feature frames "
                 f"(tolerance {o.targets_length_tolerance} frames, egs.targets_length_tolerance)"
             )
     num_targets = o.num_targets or largest + 1
     if largest >= num_targets:
-        raise EgsInputError(
-            f"{targets_scp}: target id {largest} >= data.num_targets ({num_targets})"
-        )
+        raise DataError(f"{where_largest}: target id {largest} >= data.num_targets ({num_targets})")
     have = set(target_lengths)
 
     ivector_dim = period = 0
@@ -215,13 +215,14 @@ def plan_egs(
             raise ValueError("ivector_scp given without ivector_period_file")
         period = read_ivector_period(ivector_period_file)
         ivec_have = set()
-        for u, mat in kaldiio.load_scp_sequential(str(ivector_scp)):
+        ivector_table = load_scp(ivector_scp)
+        for u in ivector_table:
             if u not in wanted:
                 continue
-            mat = np.asarray(mat)
+            mat = np.asarray(ivector_table[u])
             check_ivector_rows(u, mat.shape[0], wanted[u], period, str(ivector_scp))
             if ivector_dim and mat.shape[1] != ivector_dim:
-                raise EgsInputError(
+                raise DataError(
                     f"{ivector_scp}: utterance {u}: i-vector dim {mat.shape[1]}, others have "
                     f"{ivector_dim}"
                 )
@@ -265,7 +266,7 @@ def plan_egs(
     for j, job in enumerate(jobs):
         write_uttlist(lists_dir / f"job.{j}", job, lengths)
 
-    feat_dim = int(np.asarray(kaldiio.load_scp(str(feats_scp))[utts[0]]).shape[1])
+    feat_dim = int(np.asarray(load_scp(feats_scp)[utts[0]]).shape[1])
     num_archives = num_archives_for(num_frames, F, o.samples_per_iter)
     info = EgsInfo(
         num_archives=num_archives,

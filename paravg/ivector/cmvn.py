@@ -26,9 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paravg.errors import DataError
 
-class CmvnError(ValueError):
-    """CMVN statistics that cannot be used (wrong shape, zero count)."""
+# CMVN statistics that cannot be used (wrong shape, zero count).
+# (The former name of paravg.errors.DataError here: the same class.)
+CmvnError = DataError
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from paravg.errors import DataError
+
 log = logging.getLogger(__name__)
 
 
-class DataError(ValueError):
-    """A data-directory file that cannot be used, naming the file and line."""
+# DataError (a data-directory file that cannot be used, naming the file and line) is
+# paravg.errors.DataError, imported here under its former place.
 
 
 def read_spk2utt(path: str | os.PathLike) -> dict[str, list[str]]:
@@ -81,12 +83,12 @@ class FeatureSource:
     """Lazy ``feats.scp`` reader that names the file and utterance in every error."""
 
     def __init__(self, feats_scp: str | os.PathLike):
-        import kaldiio
+        from paravg.kaldi_io import load_scp
 
         self.path = str(feats_scp)
         try:
-            self.table = kaldiio.load_scp(self.path)
-        except Exception as exc:  # kaldiio raises assorted errors on a malformed scp
+            self.table = load_scp(self.path)
+        except DataError as exc:
             raise DataError(f"{self.path}: cannot read feature table ({exc})") from exc
 
     def __contains__(self, utt: str) -> bool:

@@ -29,13 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paravg.errors import DataError
 from paravg.ivector.npz import load_npz, save_npz
 from paravg.ivector.posteriors import SparsePosteriors
 from paravg.ivector.ubm import LOG_2PI, DiagGmm
 
-
-class ExtractorError(ValueError):
-    """Features, posteriors or files that do not fit the i-vector extractor."""
+# Features, posteriors or files that do not fit the i-vector extractor.
+# (The former name of paravg.errors.DataError here: the same class.)
+ExtractorError = DataError
 
 
 def _logdet_pd(a: np.ndarray) -> np.ndarray:

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from paravg.errors import DataError
 from paravg.ivector import cmvn
 from paravg.ivector.npz import load_npz, save_npz
 from paravg.ivector.pca import apply_affine, splice
 
-
-class FeatureDimError(ValueError):
-    """Features whose dimension does not match the i-vector system."""
+# Features whose dimension does not match the i-vector system.
+# (The former name of paravg.errors.DataError here: the same class.)
+FeatureDimError = DataError
 
 
 @dataclass

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from paravg.errors import DataError
 from paravg.ivector import cmvn
 from paravg.ivector.extractor import ExtractorError, IvectorExtractor
 from paravg.ivector.features import IvectorFeaturePipeline
@@ -44,8 +45,9 @@ from paravg.ivector.ubm import DiagGmm
 log = logging.getLogger(__name__)
 
 
-class UtteranceTooShortError(ValueError):
-    """An utterance with no frames: it cannot have an i-vector."""
+# An utterance with no frames: it cannot have an i-vector.
+# (The former name of paravg.errors.DataError here: the same class.)
+UtteranceTooShortError = DataError
 
 
 def linear_cg(

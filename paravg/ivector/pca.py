@@ -21,11 +21,14 @@ import logging
 
 import numpy as np
 
+from paravg.errors import DataError
+
 log = logging.getLogger(__name__)
 
 
-class PcaError(ValueError):
-    """A transform that cannot be estimated or applied."""
+# A transform that cannot be estimated or applied.
+# (The former name of paravg.errors.DataError here: the same class.)
+PcaError = DataError
 
 
 def splice(feats: np.ndarray, context: int) -> np.ndarray:

@@ -50,10 +50,10 @@ _SEED_EXTRACTOR_INIT = 2
 # ---------------------------------------------------------------- shared readers
 def global_cmvn_stats(cmvn_scp: PathLike) -> np.ndarray:
     """Sum of every entry of ``cmvn.scp`` (``matrix-sum``: Kaldi's ``global_cmvn.stats``)."""
-    import kaldiio
+    from paravg.kaldi_io import load_scp
 
     total = None
-    for key, stats in kaldiio.load_scp(str(cmvn_scp)).items():
+    for key, stats in load_scp(cmvn_scp).items():
         stats = np.asarray(stats, dtype=np.float64)
         if stats.ndim != 2 or stats.shape[0] != 2:
             raise cmvn.CmvnError(
@@ -404,17 +404,11 @@ def merge_ivectors(
     scps: list[PathLike], out_scp: PathLike, period: int, out_period: PathLike
 ) -> int:
     """Concatenate the per-job scp files (sorted by utterance) and write ``ivector_period``."""
-    lines: list[str] = []
-    for path in scps:
-        with open(path) as f:
-            lines.extend(line for line in f.read().splitlines() if line.strip())
-    lines.sort(key=lambda line: line.split(maxsplit=1)[0])
-    keys = [line.split(maxsplit=1)[0] for line in lines]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"duplicate utterances across {scps}")
-    write_text_atomic(out_scp, "".join(line + "\n" for line in lines))
+    from paravg.kaldi_io import merge_scps
+
+    keys = merge_scps(scps, out_scp, sort=True)
     write_text_atomic(out_period, f"{period}\n")
-    return len(lines)
+    return len(keys)
 
 
 def _jsonable(obj):

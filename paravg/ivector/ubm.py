@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paravg.errors import DataError
 from paravg.ivector.npz import load_npz, save_npz
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,9 @@ log = logging.getLogger(__name__)
 LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-class UbmError(ValueError):
-    """A GMM or statistics file that does not fit what it is used with."""
+# A GMM or statistics file that does not fit what it is used with.
+# (The former name of paravg.errors.DataError here: the same class.)
+UbmError = DataError
 
 
 @dataclass

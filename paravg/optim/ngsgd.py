@@ -67,6 +67,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from paravg.errors import ConfigError
 from paravg.nnet.affine import Affine, plain_affine_factory
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,9 @@ _REORTH_UNIT_TOL = 1.0e-3  # ReorthogonalizeRt1: O within this of I -> nothing t
 _MAX_CHOLESKY_INVERSE = 100.0  # ... and max(C^-1) >= this -> Gram-Schmidt instead
 
 
-class NgsgdConfigError(ValueError):
-    """A natural-gradient option outside the range Kaldi accepts."""
+# A natural-gradient option outside the range Kaldi accepts.
+# (The former name of paravg.errors.ConfigError here: the same class.)
+NgsgdConfigError = ConfigError
 
 
 def _check_options(

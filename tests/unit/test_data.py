@@ -13,14 +13,14 @@ import pytest
 import soundfile
 
 from paravg.data import (
-    DataDirError,
     Segment,
-    parse_rxfilename,
+    parse_wav_rxfilename,
     prepare_data_dir,
     read_audio,
     read_data_dir,
     read_targets,
 )
+from paravg.errors import DataError
 
 RATE = 16000
 HAS_SOX = shutil.which("sox") is not None
@@ -90,8 +90,8 @@ def write_targets(d: Path, tg: dict[str, np.ndarray], form: str, stem: str = "ta
         raise ValueError(form)
 
 
-def prepare(src: Path, tmp_path: Path, fraction: float = 0.0) -> dict:
-    return prepare_data_dir(src, tmp_path / "out", RATE, fraction)
+def prepare(src: Path, tmp_path: Path, fraction: float = 0.0, num_targets: int = 0) -> dict:
+    return prepare_data_dir(src, tmp_path / "out", RATE, fraction, num_targets)
 
 
 # ------------------------------------------------------------------ happy paths
@@ -181,7 +181,7 @@ def test_missing_targets_above_fraction_fail_naming_utterances(tmp_path):
     src = make_dir(tmp_path, speakers=2, per_speaker=5)
     lines = (src / "targets.txt").read_text().splitlines()
     write(src / "targets.txt", "\n".join(lines[2:]) + "\n")  # 2 of 10 missing
-    with pytest.raises(DataDirError, match=r"2 of 10 utterances .*'spkA-u0', 'spkA-u1'"):
+    with pytest.raises(DataError, match=r"2 of 10 utterances .*'spkA-u0', 'spkA-u1'"):
         prepare(src, tmp_path, fraction=0.1)
     assert not (tmp_path / "out").exists()  # nothing written before the checks pass
 
@@ -205,19 +205,19 @@ def _replace(path: Path, old: str, new: str) -> None:
 def test_missing_required_file(tmp_path, name):
     src = make_dir(tmp_path)
     (src / name).unlink()
-    with pytest.raises(DataDirError, match=rf"{name}: missing file"):
+    with pytest.raises(DataError, match=rf"{name}: missing file"):
         prepare(src, tmp_path)
 
 
 def test_missing_targets_file_explains_the_expected_forms(tmp_path):
     src = make_dir(tmp_path)
     (src / "targets.txt").unlink()
-    with pytest.raises(DataDirError, match=r"no targets file.*targets\.scp.*ali-to-pdf"):
+    with pytest.raises(DataError, match=r"no targets file.*targets\.scp.*ali-to-pdf"):
         prepare(src, tmp_path)
 
 
 def test_missing_data_dir(tmp_path):
-    with pytest.raises(DataDirError, match="does not exist"):
+    with pytest.raises(DataError, match="does not exist"):
         prepare(tmp_path / "nope", tmp_path)
 
 
@@ -226,7 +226,7 @@ def test_unsorted_table_names_file_and_line(tmp_path):
     lines = (src / "utt2spk").read_text().splitlines()
     lines[1], lines[2] = lines[2], lines[1]
     write(src / "utt2spk", "\n".join(lines) + "\n")
-    with pytest.raises(DataDirError, match=r"utt2spk:3: not sorted.*LC_ALL=C"):
+    with pytest.raises(DataError, match=r"utt2spk:3: not sorted.*LC_ALL=C"):
         prepare(src, tmp_path)
 
 
@@ -239,16 +239,14 @@ def test_c_locale_order_is_byte_order(tmp_path):
     write(src / "targets.txt", "B 1\na 2\n")
     assert read_data_dir(src).utterances == ["B", "a"]
     write(src / "utt2spk", "a s\nB s\n")
-    with pytest.raises(DataDirError, match="utt2spk:2: not sorted"):
+    with pytest.raises(DataError, match="utt2spk:2: not sorted"):
         read_data_dir(src)
 
 
 def test_duplicate_ids(tmp_path):
     src = make_dir(tmp_path)
     _replace(src / "utt2spk", "spkA-u1 spkA\n", "spkA-u0 spkA\n")
-    with pytest.raises(
-        DataDirError, match=r"utt2spk:2: duplicate key 'spkA-u0' \(first on line 1\)"
-    ):
+    with pytest.raises(DataError, match=r"utt2spk:2: duplicate key 'spkA-u0' \(first on line 1\)"):
         prepare(src, tmp_path)
 
 
@@ -256,7 +254,7 @@ def test_duplicate_targets(tmp_path):
     src = make_dir(tmp_path)
     with open(src / "targets.txt", "a") as f:
         f.write("spkA-u0 1 2 3\n")
-    with pytest.raises(DataDirError, match=r"targets\.txt:7: duplicate key 'spkA-u0'"):
+    with pytest.raises(DataError, match=r"targets\.txt:7: duplicate key 'spkA-u0'"):
         prepare(src, tmp_path)
 
 
@@ -277,28 +275,28 @@ def test_duplicate_targets(tmp_path):
 def test_malformed_lines(tmp_path, name, old, new, pattern):
     src = make_dir(tmp_path, segments=name == "segments")
     _replace(src / name, old, new)
-    with pytest.raises(DataDirError, match=pattern):
+    with pytest.raises(DataError, match=pattern):
         prepare(src, tmp_path)
 
 
 def test_inconsistent_spk2utt(tmp_path):
     src = make_dir(tmp_path)
     write(src / "spk2utt", "spkA spkA-u0 spkA-u1\nspkB spkA-u2 spkB-u0 spkB-u1 spkB-u2\n")
-    with pytest.raises(DataDirError, match=r"spk2utt:1: speaker 'spkA' lists"):
+    with pytest.raises(DataError, match=r"spk2utt:1: speaker 'spkA' lists"):
         prepare(src, tmp_path)
 
 
 def test_utterance_lists_disagree(tmp_path):
     src = make_dir(tmp_path)
     _replace(src / "utt2spk", "spkB-u2 spkB\n", "")
-    with pytest.raises(DataDirError, match=r"in .*wav\.scp but not in .*utt2spk: 'spkB-u2'"):
+    with pytest.raises(DataError, match=r"in .*wav\.scp but not in .*utt2spk: 'spkB-u2'"):
         prepare(src, tmp_path)
 
 
 def test_text_with_unknown_utterance(tmp_path):
     src = make_dir(tmp_path)
     write(src / "text", "zzz hello\n")
-    with pytest.raises(DataDirError, match=r"text: utterances not in .*'zzz'"):
+    with pytest.raises(DataError, match=r"text: utterances not in .*'zzz'"):
         prepare(src, tmp_path)
 
 
@@ -306,7 +304,7 @@ def test_missing_audio_file(tmp_path):
     src = make_dir(tmp_path)
     (src / "wav" / "spkA-u1.wav").unlink()
     with pytest.raises(
-        DataDirError, match=r"wav\.scp:2: recording 'spkA-u1': audio file .* does not exist"
+        DataError, match=r"wav\.scp:2: recording 'spkA-u1': audio file .* does not exist"
     ):
         prepare(src, tmp_path)
 
@@ -314,7 +312,7 @@ def test_missing_audio_file(tmp_path):
 def test_corrupt_audio_file(tmp_path):
     src = make_dir(tmp_path)
     write(src / "wav" / "spkA-u1.wav", "this is not audio")
-    with pytest.raises(DataDirError, match=r"wav\.scp:2: recording 'spkA-u1': cannot read audio"):
+    with pytest.raises(DataError, match=r"wav\.scp:2: recording 'spkA-u1': cannot read audio"):
         prepare(src, tmp_path)
 
 
@@ -322,33 +320,31 @@ def test_truncated_audio_file(tmp_path):
     src = make_dir(tmp_path)
     path = src / "wav" / "spkB-u0.wav"
     path.write_bytes(path.read_bytes()[:5000])
-    with pytest.raises(DataDirError, match=r"wav\.scp:4: .*truncated: header declares 16000"):
+    with pytest.raises(DataError, match=r"wav\.scp:4: .*truncated: header declares 16000"):
         prepare(src, tmp_path)
 
 
 def test_wrong_sample_rate(tmp_path):
     src = make_dir(tmp_path)
     write_wav(src / "wav" / "spkA-u2.wav", noise(0.5, 0), rate=8000)
-    with pytest.raises(DataDirError, match=r"wav\.scp:3: .*sample rate 8000 Hz, expected 16000"):
+    with pytest.raises(DataError, match=r"wav\.scp:3: .*sample rate 8000 Hz, expected 16000"):
         prepare(src, tmp_path)
 
 
 def test_stereo_audio(tmp_path):
     src = make_dir(tmp_path)
     write_wav(src / "wav" / "spkA-u0.wav", noise(0.5, 0, channels=2))
-    with pytest.raises(DataDirError, match=r"wav\.scp:1: .*2 channels, expected mono"):
+    with pytest.raises(DataError, match=r"wav\.scp:1: .*2 channels, expected mono"):
         prepare(src, tmp_path)
 
 
 def test_segment_out_of_range(tmp_path):
     src = make_dir(tmp_path, segments=True)  # spkA.wav is 1.8 s long
     _replace(src / "segments", "spkA-u2 spkA 1.20 1.70", "spkA-u2 spkA 1.90 2.00")
-    with pytest.raises(
-        DataDirError, match=r"segments:3: utterance 'spkA-u2': segment starts at 1.9s"
-    ):
+    with pytest.raises(DataError, match=r"segments:3: utterance 'spkA-u2': segment starts at 1.9s"):
         prepare(src, tmp_path)
     _replace(src / "segments", "spkA-u2 spkA 1.90 2.00", "spkA-u2 spkA 1.20 2.40")
-    with pytest.raises(DataDirError, match=r"segments:3: .*more than 0.5s past the end"):
+    with pytest.raises(DataError, match=r"segments:3: .*more than 0.5s past the end"):
         prepare(src, tmp_path)
 
 
@@ -363,19 +359,21 @@ def test_small_overshoot_is_truncated_like_kaldi(tmp_path):
 
 # ------------------------------------------------------------------ rxfilenames and pipes
 def test_rxfilename_forms(tmp_path):
-    assert parse_rxfilename("a.wav").kind == "file"
-    assert parse_rxfilename("sox a.wav -t wav - |").kind == "pipe"
-    rx = parse_rxfilename("/x/wav.ark:1234")
-    assert (rx.kind, rx.target, rx.offset) == ("ark", "/x/wav.ark", 1234)
+    assert parse_wav_rxfilename("a.wav").kind == "file"
+    assert parse_wav_rxfilename("sox a.wav -t wav - |").kind == "pipe"
+    rx = parse_wav_rxfilename("/x/wav.ark:1234")
+    assert (rx.kind, rx.target, rx.offset) == ("offset", "/x/wav.ark", 1234)
     for bad, pattern in [
         ("-", "standard input"),
         ("| gzip > x", "output pipe"),
-        (" |", "no command"),
+        (" |", "output pipe"),  # Kaldi checks a leading '|' first
+        ("cat a.wav | sox - -t wav -", "pipe symbol in the wrong place"),
+        ("ark:/x/wav.ark:12", "table specifier"),
         ("a b.wav", "contains whitespace but is not a pipe"),
         ("x.ark:12[1:3]", "ranges"),
     ]:
-        with pytest.raises(DataDirError, match=pattern):
-            parse_rxfilename(bad, "wav.scp:7")
+        with pytest.raises(DataError, match=pattern):
+            parse_wav_rxfilename(bad, "wav.scp:7")
 
 
 def test_cat_pipe_reads_the_same_samples(tmp_path):
@@ -394,7 +392,7 @@ def test_sox_pipes(tmp_path):
     # sox writing to a pipe after an effect cannot know the length: streamed header
     faster = read_audio(f"sox {path} -t wav - speed 1.5 |", sample_rate=RATE)
     assert abs(faster.size - same.size / 1.5) < 200
-    with pytest.raises(DataDirError, match=r"line 9: sample rate 8000 Hz, expected 16000"):
+    with pytest.raises(DataError, match=r"line 9: sample rate 8000 Hz, expected 16000"):
         read_audio(f"sox {path} -r 8000 -t wav - |", sample_rate=RATE, where="line 9")
 
 
@@ -407,11 +405,9 @@ def test_pipe_with_zero_length_header_reads_to_eof(tmp_path):
 
 
 def test_failing_pipe_reports_command_and_status(tmp_path):
-    with pytest.raises(
-        DataDirError, match=r"wav\.scp:3: command 'exit 3' failed with exit status 3"
-    ):
+    with pytest.raises(DataError, match=r"wav\.scp:3: command 'exit 3' failed with exit status 3"):
         read_audio("exit 3 |", where="wav.scp:3")
-    with pytest.raises(DataDirError, match="wrote no audio"):
+    with pytest.raises(DataError, match="wrote no audio"):
         read_audio("true |", where="wav.scp:3")
 
 
@@ -433,3 +429,97 @@ def test_wav_in_ark_entry(tmp_path):
     entry = (tmp_path / "w.scp").read_text().split()[1]
     got = read_audio(entry, sample_rate=RATE)
     np.testing.assert_array_equal(got, samples.astype(np.float32))
+
+
+# ------------------------------------------------------------------ reliability (issue 14)
+def test_failed_preparation_leaves_no_prepared_file(tmp_path):
+    """Bug 8: a failed prepare_data leaves nothing of an earlier success (text included)."""
+    src = make_dir(tmp_path)
+    write(src / "text", "".join(f"{u} HELLO\n" for u in read_data_dir(src).utterances))
+    prepare(src, tmp_path)
+    out = tmp_path / "out"
+    assert (out / "text").exists()
+    _replace(src / "utt2spk", "spkA-u1 spkA\n", "spkA-u1 spkA extra\n")
+    with pytest.raises(DataError, match=r"utt2spk:2: expected 2 fields"):
+        prepare(src, tmp_path)
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")] == []
+
+
+def test_preparation_replaces_the_dir_and_its_scp_names_the_final_ark(tmp_path):
+    src = make_dir(tmp_path, targets="scp")
+    write(src / "segments", "")  # not there next time: a stale copy must go
+    (src / "segments").unlink()
+    prepare(src, tmp_path)
+    out = tmp_path / "out"
+    ark = (out / "targets.scp").read_text().split()[1].rsplit(":", 1)[0]
+    assert ark == str((out / "targets.ark").resolve())
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["wav.scp", "utt2spk", "spk2utt", "utt2uniq", "targets.ark", "targets.scp",
+         "origin", "report.json"]
+    )  # fmt: skip
+
+
+def test_utt2uniq_is_copied_or_the_identity(tmp_path):
+    """Bug 1: utt2uniq reaches the egs stage (always written: identity without one)."""
+    src = make_dir(tmp_path)
+    utts = read_data_dir(src).utterances
+    prepare(src, tmp_path)
+    assert (tmp_path / "out" / "utt2uniq").read_text() == "".join(f"{u} {u}\n" for u in utts)
+    uniq = "".join(f"{u} {u.split('-')[1]}\n" for u in utts)
+    write(src / "utt2uniq", uniq)
+    assert prepare(src, tmp_path)["has_utt2uniq"]
+    assert (tmp_path / "out" / "utt2uniq").read_text() == uniq
+    write(src / "utt2uniq", uniq + "zzz u0\n")
+    with pytest.raises(DataError, match=r"utt2uniq: utterances not in .*'zzz'"):
+        prepare(src, tmp_path)
+
+
+def test_source_files_are_every_file_preparation_reads(tmp_path):
+    from paravg.data import source_files
+
+    src = make_dir(tmp_path, targets="scp")
+    names = lambda: [str(p.relative_to(src)) for p in source_files(src)]  # noqa: E731
+    assert names() == ["wav.scp", "utt2spk", "targets.scp", "store/ali.ark"]
+    for name in ("segments", "text", "spk2utt", "utt2uniq", "reco2file_and_channel"):
+        write(src / name, "")
+    assert names() == [
+        "wav.scp", "utt2spk", "segments", "text", "spk2utt", "utt2uniq",
+        "reco2file_and_channel", "targets.scp", "store/ali.ark",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["txt", "scp", "ark"])
+def test_target_ids_are_checked_at_preparation(tmp_path, form):
+    """Bug 3 / weak spot 4: an id >= data.num_targets names the user's file, line (or
+    byte of a binary ark) and the utterance, at preparation."""
+    src = make_dir(tmp_path, targets="txt")
+    tg = read_targets(src / "targets.txt")
+    (src / "targets.txt").unlink()
+    tg["spkB-u0"] = tg["spkB-u0"].copy()
+    tg["spkB-u0"][17] = 45
+    write_targets(src, tg, form)
+    place = {"txt": r"targets\.txt:4", "scp": r"targets\.scp:4", "ark": r"targets\.ark: byte \d+"}
+    pattern = place[form] + r": utterance 'spkB-u0': target id 45 at frame 17 .*num_targets = 40"
+    with pytest.raises(DataError, match=pattern):
+        prepare(src, tmp_path, num_targets=40)
+    assert prepare(src, tmp_path, num_targets=46)["max_target"] == 45
+
+
+def test_origin_maps_prepared_lines_to_the_users_lines(tmp_path):
+    """Weak spot 5: the prepared dir knows each utterance's line in the user's files."""
+    from paravg.data import read_origin
+
+    src = make_dir(tmp_path, segments=True)
+    tg = read_targets(src / "targets.txt")
+    del tg["spkA-u0"]  # skipped: every later line of the prepared copy moves up
+    write_targets(src, tg, "txt")
+    prepare(src, tmp_path, fraction=0.5)
+    origin = read_origin(tmp_path / "out")
+    assert origin.wav("spkB-u1") == (
+        f"{src.resolve()}/wav.scp:2: utterance 'spkB-u1' ({src.resolve()}/segments:5)"
+    )
+    assert origin.targets_of("spkB-u1") == f"{src.resolve()}/targets.txt:4: utterance 'spkB-u1'"
+    data = read_data_dir(tmp_path / "out")
+    data.origin = origin
+    assert data.where("spkA-u1").startswith(f"{src.resolve()}/wav.scp:1:")

@@ -12,9 +12,9 @@ import pytest
 import soundfile
 import yaml
 
-from paravg.data import DataDirError, prepare_data_dir
+from paravg.data import prepare_data_dir
+from paravg.errors import ConfigError, DataError
 from paravg.features import (
-    FeatureConfigError,
     MfccOptions,
     cmvn_stats,
     compute_cmvn,
@@ -185,14 +185,14 @@ def test_options_from_config_file():
     ],
 )
 def test_invalid_options(kwargs, pattern):
-    with pytest.raises(FeatureConfigError, match=pattern):
+    with pytest.raises(ConfigError, match=pattern):
         MfccOptions(**kwargs)
 
 
 def test_invalid_kaldi_option_strings():
-    with pytest.raises(FeatureConfigError, match="not an MFCC option"):
+    with pytest.raises(ConfigError, match="not an MFCC option"):
         MfccOptions.from_kaldi_options("--num-bins=40")
-    with pytest.raises(FeatureConfigError, match="true or false"):
+    with pytest.raises(ConfigError, match="true or false"):
         MfccOptions.from_kaldi_options("--snip-edges=no")
 
 
@@ -332,10 +332,71 @@ def test_bad_pipe_found_at_feature_time_leaves_no_output(feats_dirs, tmp_path):
     lines[-1] = f"spk2-zshort cat {low_rate} |"
     (bad / "wav.scp").write_text("\n".join(lines) + "\n")
     out = tmp_path / "f"
-    with pytest.raises(DataDirError, match=r"wav\.scp:7: utterance 'spk2-zshort'.*8000 Hz"):
+    with pytest.raises(DataError, match=r"wav\.scp:7: utterance 'spk2-zshort'.*8000 Hz"):
         compute_features_split(
             bad, 1, 1, MfccOptions(), 0, out / "a.ark", out / "a.scp", out / "u2nf"
         )
     assert not out.exists() or not any(out.iterdir())  # no ark, scp or temporary left
     with pytest.raises(ValueError, match=r"job 4 is not in 1\.\.3"):
         compute_features_split(bad, 3, 4, MfccOptions(), 0, out / "a", out / "b", out / "c")
+
+
+# ------------------------------------------------------------------ reliability (issue 14)
+def _user_dir(tmp_path: Path, n: int = 4, frames: int = 98) -> Path:
+    """A source dir of n 1-s utterances; utterance u0 has no targets (skipped)."""
+    src = tmp_path / "src"
+    (src / "wav").mkdir(parents=True)
+    sig = golden("white_noise_1s")["wav"]
+    wav, u2s, tg = [], [], []
+    for i in range(n):
+        path = src / "wav" / f"u{i}.wav"
+        soundfile.write(str(path), sig[:16000], RATE, subtype="PCM_16")
+        wav.append(f"s-u{i} {path}")
+        u2s.append(f"s-u{i} s")
+        if i:
+            tg.append(f"s-u{i} " + " ".join(["1"] * frames))
+    for name, lines in (("wav.scp", wav), ("utt2spk", u2s), ("targets.txt", tg)):
+        (src / name).write_text("\n".join(lines) + "\n")
+    return src
+
+
+def test_feature_errors_cite_the_users_file_and_line(tmp_path):
+    """Weak spot 5: a failing pipe found at feature time names the user's wav.scp line
+    (line 3), not the prepared copy's (line 2: utterance s-u0 was skipped)."""
+    src = _user_dir(tmp_path)
+    lines = (src / "wav.scp").read_text().splitlines()
+    lines[2] = "s-u2 exit 7 |"
+    (src / "wav.scp").write_text("\n".join(lines) + "\n")
+    prepare_data_dir(src, tmp_path / "data", RATE, 0.5)
+    out = tmp_path / "f"
+    pattern = rf"{src.resolve()}/wav\.scp:3: utterance 's-u2'.*'exit 7' failed with exit status 7"
+    with pytest.raises(DataError, match=pattern):
+        compute_features_split(
+            tmp_path / "data", 1, 1, MfccOptions(), 0, out / "a", out / "b", out / "c"
+        )
+
+
+@pytest.mark.parametrize("extra, ok", [(0, True), (2, True), (10, False), (-3, False)])
+def test_target_lengths_are_checked_when_features_are_merged(tmp_path, extra, ok):
+    """Bug 3 / weak spot 4: targets 10 frames too long fail at merge_features, naming the
+    utterance and the user's targets line, not after the i-vector training."""
+    src = _user_dir(tmp_path, frames=98 + extra)
+    prepare_data_dir(src, tmp_path / "data", RATE, 0.5)
+    d = tmp_path / "feats"
+    compute_features_split(
+        tmp_path / "data", 1, 1, MfccOptions(), 0, d / "f.ark", d / "f.scp", d / "u2nf"
+    )
+    merge = lambda: merge_feature_splits(  # noqa: E731
+        [d / "f.scp"], [d / "u2nf"], d / "feats.scp", d / "utt2num_frames",
+        prepared_dir=tmp_path / "data", targets_length_tolerance=2,
+    )  # fmt: skip
+    if ok:
+        assert merge()["max_target_length_difference"] == abs(extra)
+        return
+    pattern = (
+        rf"{src.resolve()}/targets\.txt:1: utterance 's-u1': {98 + extra} targets but 98 "
+        r"feature frames; at most 2 frames"
+    )
+    with pytest.raises(DataError, match=pattern):
+        merge()
+    assert not (d / "feats.scp").exists() and not (d / "utt2num_frames").exists()

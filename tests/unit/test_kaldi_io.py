@@ -1,0 +1,162 @@
+"""Kaldi rxfilenames, tables and objects (paravg.kaldi_io): Kaldi's rules, never a command
+or a pickle where Kaldi reads a file."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pytest
+import soundfile
+
+from paravg.data import prepare_data_dir, read_audio
+from paravg.errors import DataError
+from paravg.kaldi_io import (
+    Place,
+    classify_rxfilename,
+    iter_int_vectors,
+    load_scp,
+    merge_scps,
+    read_object,
+    write_ark_scp,
+)
+
+RATE = 16000
+
+
+# Kaldi's ClassifyRxfilename (src/util/kaldi-io.cc), case by case.
+@pytest.mark.parametrize(
+    "value, kind",
+    [
+        ("", "stdin"),
+        ("-", "stdin"),
+        ("| gzip -c > x.gz", "invalid"),  # an output pipe
+        ("|", "invalid"),  # first character first
+        ("gunzip -c a.gz |", "pipe"),
+        ("sox a.flac -t wav - |", "pipe"),
+        ("cmd |:0", "offset"),  # the file named "cmd |", byte 0
+        ("a.ark:1234", "offset"),
+        ("/x/y z.ark:12", "offset"),
+        ("ark:a.ark", "invalid"),  # an rspecifier where a file was meant
+        ("scp,p:a.scp", "invalid"),
+        ("a.ark", "file"),
+        ("a b.wav", "file"),  # whitespace inside a name is allowed
+        ("12", "file"),  # digits without a colon: a file name
+        (":12", "offset"),
+        ("cat a | sox", "invalid"),  # pipe symbol in the wrong place
+        ("a.wav ", "invalid"),  # trailing whitespace
+    ],
+)
+def test_classify_rxfilename_follows_kaldi(value, kind):
+    assert classify_rxfilename(value) == kind
+
+
+def write_wav_ark(path: Path, samples: np.ndarray) -> int:
+    """A wav-copy style ark at ``path`` holding one WAV; returns its byte offset."""
+    kaldiio.save_ark(str(path), {"r1": (RATE, samples)}, scp=str(path) + ".scp")
+    return int((Path(str(path) + ".scp")).read_text().rsplit(":", 1)[1])
+
+
+def test_cmd_pipe_offset_is_a_file_and_never_runs(tmp_path, monkeypatch):
+    """Weak spot 6: 'utt cmd |:0' is byte 0 of the file 'cmd |' (Kaldi), never a command
+    (kaldiio's header check ran it)."""
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "ran"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "wav.scp").write_text("u1 touch ran |:0\n")  # run in tmp_path: creates 'ran'
+
+    (src / "utt2spk").write_text("u1 s1\n")
+    (src / "targets.txt").write_text("u1 " + " ".join(["0"] * 48) + "\n")
+    with pytest.raises(DataError, match=r"wav\.scp:1: .*does not exist"):
+        prepare_data_dir(src, tmp_path / "out", RATE, 0.0)
+    assert not marker.exists()
+    # ... and when a file of that name exists, its WAV is read from the given offset
+    samples = (np.arange(8000) % 200 - 100).astype(np.int16)
+    name = "touch ran |"
+    offset = write_wav_ark(tmp_path / name, samples)
+    got = read_audio(f"{name}:{offset}", sample_rate=RATE)
+    np.testing.assert_array_equal(got, samples.astype(np.float32))
+    assert not marker.exists()
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickled_objects_are_refused_not_loaded(tmp_path):
+    """kaldiio unpickles a 'PKL' object at an ark offset; a wav.scp or scp entry must
+    never run a pickle payload."""
+    marker = tmp_path / "ran"
+    ark = tmp_path / "evil.ark"
+    ark.write_bytes(b"r1 PKL" + pickle.dumps(_Payload(marker)))
+    with pytest.raises(DataError, match="holds a pickled object, not a Kaldi object; refused"):
+        read_object(ark, 3)
+    with pytest.raises(DataError, match="pickled object"):
+        read_audio(f"{ark}:3", sample_rate=RATE, where="wav.scp:4")
+    (tmp_path / "x.scp").write_text(f"r1 {ark}:3\n")
+    with pytest.raises(DataError, match=r"x\.scp:1: utterance 'r1'.*pickled"):
+        load_scp(tmp_path / "x.scp")["r1"]
+    assert not marker.exists()
+
+
+def test_scp_table_refuses_pipes_and_reads_what_kaldi_writes(tmp_path):
+    rng = np.random.default_rng(0)
+    mats = {f"u{i}": rng.standard_normal((5 + i, 3)).astype(np.float32) for i in range(3)}
+    mats["v"] = np.arange(7, dtype=np.int32)
+    write_ark_scp(mats.items(), tmp_path / "a.ark", tmp_path / "a.scp")
+    table = load_scp(tmp_path / "a.scp")
+    assert list(table) == list(mats)
+    for key, value in mats.items():
+        np.testing.assert_array_equal(table[key], value)
+    marker = tmp_path / "ran"
+    (tmp_path / "p.scp").write_text(f"u0 touch {marker} |\n")
+    with pytest.raises(DataError, match=r"p\.scp:1: utterance 'u0'.*only wav\.scp"):
+        load_scp(tmp_path / "p.scp")
+    assert not marker.exists()
+
+
+def test_int_vectors_carry_their_place(tmp_path):
+    vecs = {"a": np.array([1, 2, 3], np.int32), "b": np.array([4], np.int32)}
+    kaldiio.save_ark(str(tmp_path / "t.ark"), vecs, scp=str(tmp_path / "t.scp"))
+    (tmp_path / "t.txt").write_text("a 1 2 3\nb 4\n")
+    for name, places in [
+        ("t.scp", ["t.scp:1", "t.scp:2"]),
+        ("t.txt", ["t.txt:1", "t.txt:2"]),
+        ("t.ark", ["t.ark: byte 0", "t.ark: byte 24"]),
+    ]:
+        got = list(iter_int_vectors(tmp_path / name))
+        assert [k for k, _, _ in got] == ["a", "b"]
+        assert [str(p).replace(f"{tmp_path}/", "") for _, _, p in got] == places
+        np.testing.assert_array_equal(got[0][1], vecs["a"])
+    assert Place.from_token("f", Place("f", byte=21).token()) == Place("f", byte=21)
+
+
+def test_merge_scps_checks_keys(tmp_path):
+    (tmp_path / "1.scp").write_text("a x:1\nc x:2\n")
+    (tmp_path / "2.scp").write_text("b y:1\n")
+    assert merge_scps([tmp_path / "1.scp", tmp_path / "2.scp"], tmp_path / "m", sort=True) == [
+        "a",
+        "b",
+        "c",
+    ]
+    with pytest.raises(DataError, match=r"2\.scp:1: key 'b' does not sort after"):
+        merge_scps([tmp_path / "1.scp", tmp_path / "2.scp"], tmp_path / "m")
+    (tmp_path / "3.scp").write_text("a z:1\n")
+    with pytest.raises(DataError, match=r"3\.scp:1: key 'a' is also in"):
+        merge_scps([tmp_path / "1.scp", tmp_path / "3.scp"], tmp_path / "m", sort=True)
+
+
+@pytest.mark.skipif(shutil.which("sox") is None, reason="sox not installed")
+def test_pipe_entries_still_run(tmp_path):
+    path = tmp_path / "a.wav"
+    soundfile.write(str(path), np.zeros(1600, np.int16), RATE, subtype="PCM_16")
+    assert read_audio(f"sox {path} -t wav - |", sample_rate=RATE).size == 1600
