@@ -47,7 +47,7 @@ def test_node_and_synced_model_per_method():
     for name in DECENTRALIZED:
         m = get_method(name)
         assert m.decentralized and m.synced_model(L, "e", 3) == "r/exp/e/consensus/3.pt"
-    for name, m in SYNC_METHODS.items():
+    for m in SYNC_METHODS.values():
         assert m.synced_model(L, "e", 0) == "r/exp/e/0.pt"
         assert m.node_outputs == NODE_OUTPUTS[m.node]
 
@@ -123,7 +123,10 @@ def test_registry_imports_no_torch():
     import subprocess
     import sys
 
-    code = "import paravg.plan, paravg.resume, paravg.sync.registry, sys; print('torch' in sys.modules)"
+    code = (
+        "import paravg.plan, paravg.resume, paravg.sync.registry, sys; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
