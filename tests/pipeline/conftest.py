@@ -45,20 +45,24 @@ def run_snakemake(
     )
 
 
-def tiny_schedule(ws: Path, overlay: dict | None = None, experiment: str = "default"):
-    """The Kaldi schedule of an experiment of the tiny config in workspace ``ws``."""
+def tiny_plan(ws: Path, overlay: dict | None = None, experiment: str = "default"):
+    """The paravg.plan.ExperimentPlan of an experiment of the tiny config in ``ws``."""
     import json
 
-    from paravg.config import deep_merge, experiment_config, validate_config
-    from paravg.schedule import Schedule
+    from paravg.config import deep_merge, validate_config
+    from paravg.plan import experiment_plans
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     cfg = deep_merge(cfg, yaml.safe_load(TINY.read_text()))
     cfg = deep_merge(cfg, overlay or {})
     validate_config(cfg)
     info = json.loads((ws / "results" / "egs" / "info.json").read_text())
-    trainer = experiment_config(cfg, experiment)["trainer"]
-    return Schedule.from_config(trainer, info["num_archives"], info["frames_per_eg"])
+    return experiment_plans(cfg, info)[experiment]
+
+
+def tiny_schedule(ws: Path, overlay: dict | None = None, experiment: str = "default"):
+    """The Kaldi schedule of an experiment of the tiny config in workspace ``ws``."""
+    return tiny_plan(ws, overlay, experiment).schedule
 
 
 def check_ok(proc: subprocess.CompletedProcess, what: str) -> None:
