@@ -178,7 +178,7 @@ def main() -> None:
                 [
                     "--profile",
                     str(REPO / "profiles" / "slurm"),
-                    "--slurm-init-seconds-before-status-checks",
+                    "--paravg-slurm-init-seconds-before-status-checks",
                     str(init),
                     *slurm_args,
                 ],

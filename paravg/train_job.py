@@ -208,6 +208,7 @@ def run_train_job(
     formed, the job's plan and fingerprint) is stored in the stats as is."""
     from paravg.optim.ngsgd import make_affine_factory
 
+    started_at = time.time()
     torch.manual_seed(spec.seed)
     model = build_model(start, make_affine_factory(ngsgd))
     if spec.simulate_seconds > 0:
@@ -216,6 +217,8 @@ def run_train_job(
         stats = train_one_job(model, EgsArchive(archive_prefix), spec, device)
     stats["archive"] = str(archive_prefix)
     stats.update(record or {})
+    # wall-clock times (Unix seconds) of the training part, for timelines and benchmarks
+    stats["wall"] = {"started_at": started_at, "finished_at": time.time()}
     model.to("cpu")
     if not math.isfinite(stats["objf"]):
         log.warning("job %d of iteration %d: non-finite objective", spec.job, spec.iteration)

@@ -16,6 +16,9 @@
 #                              plugin polls job status with sacct); 0: no accounting (then run
 #                              snakemake with `--slurm-status-command squeue`).
 #   LOCAL_SLURM_GPUS=2         fake GPUs (GRES gpu, files cloned from /dev/null); 0 for none.
+#   LOCAL_SLURM_CPUS=          declare this many CPUs (one socket, one thread per core)
+#                              instead of what slurmd sees, e.g. to run 4 sleeping jobs at
+#                              once on a 2-core machine (benchmarks of scheduling overhead).
 #   LOCAL_SLURM_PARTITION=main the one (default) partition.
 #   LOCAL_SLURM_CLUSTER=paravg ClusterName in slurm.conf and in the accounting database.
 #   LOCAL_SLURM_WAIT=60        seconds to wait for each daemon and for the node to be idle.
@@ -40,6 +43,7 @@ shopt -s inherit_errexit
 
 ACCOUNTING="${LOCAL_SLURM_ACCOUNTING:-1}"
 NGPUS="${LOCAL_SLURM_GPUS:-2}"
+CPUS="${LOCAL_SLURM_CPUS:-}"
 PARTITION="${LOCAL_SLURM_PARTITION:-main}"
 CLUSTER="${LOCAL_SLURM_CLUSTER:-paravg}"
 WAIT="${LOCAL_SLURM_WAIT:-60}"
@@ -205,6 +209,7 @@ render_slurm_conf() { # node
     [[ -n "$sockets" && -n "$cores" && -n "$threads" && -n "$mem" ]] ||
         die "cannot parse 'slurmd -C': $hw"
     mem=$((mem * 9 / 10))
+    if [[ -n "$CPUS" ]]; then sockets=1 cores="$CPUS" threads=1; fi
     if [[ "$(getent ahostsv4 "$node" | awk 'NR == 1 {print $1}')" == 127.0.0.1 ]]; then
         addr_params="CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"
     fi
@@ -237,6 +242,8 @@ MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 ReturnToService=2
+# a declared CPU count may exceed the hardware's (LOCAL_SLURM_CPUS)
+SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory

@@ -146,7 +146,7 @@ def test_toy_workflow_through_slurm_equals_local_run(slurm_cluster, tmp_path):
         [
             "--profile",
             str(REPO / "profiles" / "slurm"),
-            "--slurm-init-seconds-before-status-checks",
+            "--paravg-slurm-init-seconds-before-status-checks",
             POLL_TOY,
             "--config",
             "iterations=1",
@@ -212,7 +212,7 @@ def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone
         remote,
         "--profile",
         str(REPO / "profiles" / "slurm"),
-        "--slurm-init-seconds-before-status-checks",
+        "--paravg-slurm-init-seconds-before-status-checks",
         POLL_PIPELINE,
     )
     check_ok(proc, "SLURM run")
