@@ -119,7 +119,7 @@ def main() -> None:
                 (ws / "overlay.yaml").write_text(yaml.safe_dump(overlay))
                 cfg = ["--configfile", str(TINY), str(ws / "overlay.yaml")]
                 budget = int(args.iterations * (seconds + 120) + 600)
-                wall = snakemake(ws, [*profile, *cfg, *targets], budget)
+                wall = snakemake(ws, [*profile, *targets, *cfg], budget)
                 over = overhead_per_iteration(ws, args.iterations, args.jobs, seconds)
                 row[name] = statistics.mean(over)
                 row[f"{name}_max"] = max(over)

@@ -101,9 +101,14 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
         sub["$defs"] = schema["$defs"]
         _validate(merged, sub, f"experiments.{name}.{section}")
         out[section] = merged
-    out["ivector_enabled"] = bool(
-        config["ivector"]["enabled"] and overrides.get("ivector", {}).get("enabled", True)
-    )
+    wants = overrides.get("ivector", {}).get("enabled")
+    if wants and not config["ivector"]["enabled"]:
+        raise ConfigError(
+            f"experiments.{name}.ivector.enabled is true but ivector.enabled is false: the "
+            "i-vectors are extracted once for every experiment; set ivector.enabled: true "
+            "and turn them off per experiment with ivector: {enabled: false}"
+        )
+    out["ivector_enabled"] = bool(config["ivector"]["enabled"] and wants is not False)
     _check_experiment(name, out)
     return out
 
@@ -115,7 +120,9 @@ def _check_experiment(name: str, exp: dict) -> None:
             f"experiments.{name}.trainer: num_jobs_final ({trainer['num_jobs_final']}) must be "
             f">= num_jobs_initial ({trainer['num_jobs_initial']})"
         )
-    if sync["method"] in ("ring", "random-ring", "delay-by-one") and (
+    from paravg.sync.registry import get_method
+
+    if get_method(sync["method"]).fixed_num_jobs and (
         trainer["num_jobs_initial"] != trainer["num_jobs_final"]
     ):
         raise ConfigError(

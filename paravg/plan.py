@@ -50,6 +50,41 @@ def _digest(*parts) -> str:
 
 
 @dataclass(frozen=True)
+class PlannedSchedule:
+    """The schedule as the jobs really get it (the sync method's factor included), in plain
+    values: what the report, ``paravg.progress`` and the config view draw and print.
+    Same accessors as :class:`~paravg.schedule.Schedule` for what they read."""
+
+    num_archives: int
+    frames_per_eg: int
+    num_archives_to_process: int
+    jobs_per_iter: tuple[int, ...]
+    learning_rates: tuple[float, ...]  # per-job rate, sync factor included
+    effective_lrates: tuple[float, ...]  # Kaldi's effective rate ε_t
+    combine: tuple[int, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PlannedSchedule:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    @property
+    def num_iters(self) -> int:
+        return len(self.jobs_per_iter)
+
+    def num_jobs(self, t: int) -> int:
+        return self.jobs_per_iter[t]
+
+    def learning_rate(self, t: int) -> float:
+        return self.learning_rates[t]
+
+    def effective_lrate(self, t: int) -> float:
+        return self.effective_lrates[t]
+
+    def models_to_combine(self) -> list[int]:
+        return list(self.combine)
+
+
+@dataclass(frozen=True)
 class EgsGeometry:
     """What the plan needs of the egs (``info.json`` of the egs checkpoint)."""
 
@@ -104,6 +139,18 @@ class ExperimentPlan:
             self.schedule.learning_rate(t)
             * self.sync.lr_scale(self.sync_cfg, self.schedule.num_jobs(t))
             for t in range(self.num_iters)
+        )
+
+    def planned(self) -> PlannedSchedule:
+        s = self.schedule
+        return PlannedSchedule(
+            num_archives=s.num_archives,
+            frames_per_eg=s.frames_per_eg,
+            num_archives_to_process=s.num_archives_to_process,
+            jobs_per_iter=s.jobs_per_iter,
+            learning_rates=self.learning_rates,
+            effective_lrates=tuple(s.effective_lrate(t) for t in range(self.num_iters)),
+            combine=tuple(self.combine_indices()),
         )
 
     def job_params(self, iteration: int, job: int) -> dict:

@@ -30,11 +30,11 @@ from pathlib import Path
 import yaml
 
 from paravg.io import read_json, write_text_atomic
+from paravg.plan import PlannedSchedule
 from paravg.plots import FIGURES, series
 from paravg.plots.compare import write_comparison
 from paravg.plots.figures import write_experiment_figures
 from paravg.plots.runs import ExperimentRun, load_run
-from paravg.schedule import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -50,33 +50,29 @@ def load_config(paths: Sequence[str | Path]) -> dict:
     return validate_config(config)
 
 
-def schedule_for(exp_dir: Path, config: dict | None) -> Schedule | None:
-    """The experiment's schedule when the config names it and the egs exist, else None."""
+def schedule_for(exp_dir: Path, config: dict | None) -> PlannedSchedule | None:
+    """The experiment's planned schedule (paravg.plan) when the config names it and the egs
+    exist, else None."""
     if config is None:
         return None
-    from paravg.config import experiment_config
+    from paravg.layout import Layout
+    from paravg.plan import experiment_plans
 
     name = exp_dir.name
     if name not in config.get("experiments", {}):
         log.warning("%s: experiment %r is not in the config; no planned schedule", exp_dir, name)
         return None
-    info_path = exp_dir.parent.parent / "egs" / "info.json"
+    info_path = Path(Layout(str(exp_dir.parent.parent)).egs_info())
     if not info_path.is_file():
         return None
     try:
-        info = read_json(info_path)
-        return Schedule.from_config(
-            experiment_config(config, name)["trainer"],
-            int(info["num_archives"]),
-            int(info["frames_per_eg"]),
-            config["combine"]["max_models_combine"],
-        )
+        return experiment_plans(config, read_json(info_path))[name].planned()
     except (ValueError, KeyError, TypeError) as exc:
         log.warning("%s: no planned schedule (%s)", exp_dir, exc)
         return None
 
 
-def status_line(run: ExperimentRun, schedule: Schedule | None = None) -> str:
+def status_line(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> str:
     """One line: iterations done, the running iteration's jobs, last diagnostics, final."""
     done = len(run.completed_iterations)
     total = f"/{schedule.num_iters}" if schedule else ""

@@ -510,10 +510,11 @@ def report_figure(name, subcategory, label):
 
 
 def schedule_params(exp):
-    """The fields of ``exp``'s Schedule (plain values: a rule param, a rerun trigger)."""
+    """``exp``'s planned schedule as the jobs get it, sync factor included (paravg.plan
+    PlannedSchedule, plain values: a rule param, a rerun trigger)."""
     import dataclasses
 
-    return dataclasses.asdict(plan(exp).schedule)
+    return dataclasses.asdict(plan(exp).planned())
 
 
 def get_report_figure_inputs(wildcards):

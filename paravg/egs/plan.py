@@ -45,7 +45,7 @@ from paravg.egs.inputs import (
     read_scp_keys,
     read_table,
 )
-from paravg.errors import DataError
+from paravg.errors import ConfigError, DataError
 from paravg.io import write_text_atomic
 from paravg.kaldi_io import load_scp
 
@@ -65,7 +65,7 @@ class EgsOptions:
     num_train_frames_combine: int = 60000
     targets_length_tolerance: int = 2
     compress: bool = True
-    nj: int = 1
+    nj: int = 2
     srand: int = 0
     num_targets: int = 0  # 0 = 1 + the largest target seen
 
@@ -73,8 +73,10 @@ class EgsOptions:
     def from_config(
         cls, egs: dict, left_context: int, right_context: int, num_targets: int = 0
     ) -> EgsOptions:
-        known = {f.name for f in dataclasses.fields(cls)}
-        egs = {k: v for k, v in egs.items() if k in known}
+        known = {f.name for f in dataclasses.fields(cls)} - {"left_context", "right_context"}
+        unknown = sorted(set(egs) - known)
+        if unknown:
+            raise ConfigError(f"egs: unknown option(s) {unknown}; known: {sorted(known)}")
         return cls(
             left_context=left_context, right_context=right_context, num_targets=num_targets, **egs
         )

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from paravg.io import atomic_path
+from paravg.plan import PlannedSchedule
 from paravg.plots import FIGURES, series
 from paravg.plots.runs import ExperimentRun
-from paravg.schedule import Schedule
 
 LOGPROB_LABEL = "log-probability (nats/frame)"
 TRAIN_STYLE = {"color": "tab:blue", "linestyle": "--", "label": "train subset"}
@@ -263,7 +263,7 @@ def plot_job_objectives(run: ExperimentRun) -> Figure:
     return fig
 
 
-def plot_schedule(run: ExperimentRun, schedule: Schedule | None = None) -> Figure:
+def plot_schedule(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> Figure:
     """Per-job and effective learning rate (log scale) and the number of jobs."""
     s = series.schedule_series(run, schedule)
     fig, (ax_lr, ax_n) = new_figure(2, height=2.8)
@@ -413,7 +413,7 @@ DRAWERS: dict[str, Callable[..., Figure]] = {
 def write_experiment_figures(
     run: ExperimentRun,
     outputs: dict[str, str | Path] | str | Path,
-    schedule: Schedule | None = None,
+    schedule: PlannedSchedule | None = None,
 ) -> dict[str, Path]:
     """Draw every figure of :data:`FIGURES` for ``run``; return name -> PNG path.
 

@@ -6,29 +6,27 @@ never enters the package.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from paravg.plan import PlannedSchedule
 from paravg.plots.compare import ComparisonRow, write_comparison
 from paravg.plots.config_view import write_experiment_config
 from paravg.plots.figures import write_experiment_figures
 from paravg.plots.runs import load_run
-from paravg.schedule import Schedule
 
 log = logging.getLogger(__name__)
 
 
-def schedule_from_params(params: Mapping | None) -> Schedule | None:
-    """Rebuild a :class:`Schedule` from its fields (``dataclasses.asdict``); None stays None."""
+def schedule_from_params(params: Mapping | None) -> PlannedSchedule | None:
+    """Rebuild the :class:`~paravg.plan.PlannedSchedule` from ``dataclasses.asdict``."""
     if not params:
         return None
-    names = {f.name for f in dataclasses.fields(Schedule)}
-    return Schedule(**{k: v for k, v in params.items() if k in names})
+    return PlannedSchedule.from_dict(dict(params))
 
 
-def schedule_summary(schedule: Schedule) -> dict:
+def schedule_summary(schedule: PlannedSchedule) -> dict:
     """The derived numbers worth reading: iterations, job ramp, rates, models combined."""
     n = schedule.num_iters
     lr0, lr1 = schedule.effective_lrate(0), schedule.effective_lrate(n - 1)

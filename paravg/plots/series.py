@@ -14,8 +14,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from paravg.plan import PlannedSchedule
 from paravg.plots.runs import ExperimentRun
-from paravg.schedule import Schedule
 
 NAN = math.nan
 
@@ -154,7 +154,7 @@ class ScheduleSeries:
     planned_num_jobs: list[int] = field(default_factory=list)
 
 
-def schedule_series(run: ExperimentRun, schedule: Schedule | None = None) -> ScheduleSeries:
+def schedule_series(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> ScheduleSeries:
     out = ScheduleSeries()
     for t in run.iterations:
         lrs = [_num(job.get("lr")) for job in run.jobs.get(t, {}).values()]
@@ -296,7 +296,7 @@ class RunSummary:
     evals: dict[str, dict]
 
 
-def run_summary(run: ExperimentRun, schedule: Schedule | None = None) -> RunSummary:
+def run_summary(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> RunSummary:
     """Last diagnostics, job counts, combination and evaluation of one run."""
     last = max(run.diags) if run.diags else None
     d = run.diags.get(last, {}) if last is not None else {}

@@ -51,6 +51,16 @@ def test_job_params_follow_the_schedule_and_the_bmuf_factor():
             assert b.job_params(t, j)["learning_rate"] == pytest.approx(s.effective_lrate(t))
 
 
+def test_the_report_plans_the_rate_the_jobs_get():
+    """BMUF's jobs train at N·ε·(1 − bm)/η_b: the planned curve is that, not N·ε."""
+    b = plans({"sync": {"method": "bmuf"}})["default"]
+    planned = b.planned()
+    for t in range(b.num_iters):
+        assert planned.learning_rate(t) == b.job_params(t, 0)["learning_rate"]
+        assert planned.effective_lrate(t) == b.schedule.effective_lrate(t)
+    assert planned.models_to_combine() == b.combine_indices()
+
+
 def test_benchmarking_and_execution_knobs_are_not_params():
     base = plans()["default"].job_params(2, 0)
     slow = plans({"simulate": {"straggler": {"job": 0, "factor": 3.0}}})["default"]

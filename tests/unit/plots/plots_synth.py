@@ -146,3 +146,19 @@ def write_run(
 
 
 JOBS = [1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4]  # a 12-iteration run, jobs ramping 1 -> 4
+
+
+def planned_schedule(schedule, lr_scale: float = 1.0):
+    """The PlannedSchedule of a bare Schedule (an ``average`` run: factor 1)."""
+    from paravg.plan import PlannedSchedule
+
+    n = schedule.num_iters
+    return PlannedSchedule(
+        num_archives=schedule.num_archives,
+        frames_per_eg=schedule.frames_per_eg,
+        num_archives_to_process=schedule.num_archives_to_process,
+        jobs_per_iter=schedule.jobs_per_iter,
+        learning_rates=tuple(schedule.learning_rate(t) * lr_scale for t in range(n)),
+        effective_lrates=tuple(schedule.effective_lrate(t) for t in range(n)),
+        combine=tuple(schedule.models_to_combine()),
+    )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 from matplotlib.image import imread
-from plots_synth import JOBS, write_run
+from plots_synth import JOBS, planned_schedule, write_run
 
 from paravg.plots import FIGURES, figures
 from paravg.plots.compare import (
@@ -28,14 +28,16 @@ from paravg.plots.runs import load_run
 from paravg.schedule import Schedule
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SCHED = Schedule(
-    num_archives=4,
-    frames_per_eg=8,
-    num_epochs=1.5,
-    jobs_initial=1,
-    jobs_final=4,
-    initial_effective_lrate=0.0015,
-    final_effective_lrate=0.00015,
+SCHED = planned_schedule(
+    Schedule(
+        num_archives=4,
+        frames_per_eg=8,
+        num_epochs=1.5,
+        jobs_initial=1,
+        jobs_final=4,
+        initial_effective_lrate=0.0015,
+        final_effective_lrate=0.00015,
+    )
 )
 
 

@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-from plots_synth import COMPONENTS, DIVERGED_AT, JOBS, REJECTED_AT, write_run
+from plots_synth import COMPONENTS, DIVERGED_AT, JOBS, REJECTED_AT, planned_schedule, write_run
 
 from paravg.plots import series
 from paravg.plots.runs import load_run
@@ -92,7 +92,8 @@ def test_schedule_series_equals_job_json_and_schedule(full_run):
         initial_effective_lrate=0.0015,
         final_effective_lrate=0.00015,
     )
-    s = series.schedule_series(run, sched)
+    planned = planned_schedule(sched)
+    s = series.schedule_series(run, planned)
     assert s.iteration == list(range(len(JOBS)))
     for t, n in enumerate(JOBS):
         lr = read(full_run / str(t + 1) / "job0.json")["lr"]

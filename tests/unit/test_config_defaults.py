@@ -1,0 +1,57 @@
+"""The config is validated once, at the boundary: schema defaults are the code's defaults,
+experiment overrides are strict, unknown keys are errors wherever a section is read."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from paravg.config import REPO_CONFIG, deep_merge, load_schema, validate_config
+from paravg.egs.plan import EgsOptions
+from paravg.errors import ConfigError
+from paravg.features import MfccOptions
+from paravg.optim.ngsgd import NgsgdOptions
+
+SCHEMA = load_schema()
+
+
+def schema_defaults(section: dict) -> dict:
+    props = section.get("properties", {})
+    return {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
+
+
+@pytest.mark.parametrize(
+    "cls, section",
+    [
+        (EgsOptions, SCHEMA["properties"]["egs"]),
+        (NgsgdOptions, SCHEMA["$defs"]["trainer"]["properties"]["ngsgd"]),
+        (MfccOptions, SCHEMA["properties"]["features"]),
+    ],
+)
+def test_schema_defaults_are_the_dataclass_defaults(cls, section):
+    defaults = schema_defaults(section)
+    for f in dataclasses.fields(cls):
+        if f.name in defaults:
+            assert defaults[f.name] == f.default, f"{cls.__name__}.{f.name}"
+
+
+def base():
+    return yaml.safe_load(REPO_CONFIG.read_text())
+
+
+def test_unknown_keys_of_an_experiment_are_errors():
+    cfg = deep_merge(base(), {"experiments": {"x": {"trainer": {"keep_job_models": True}}}})
+    with pytest.raises(ConfigError, match="keep_job_models"):
+        validate_config(cfg)
+
+
+def test_ivectors_cannot_be_turned_on_by_an_experiment_when_off_globally():
+    cfg = deep_merge(base(), {"ivector": {"enabled": False},
+                              "experiments": {"x": {"ivector": {"enabled": True}}}})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"ivector\.enabled is false"):
+        validate_config(cfg)
+
+
+def test_egs_options_refuse_unknown_keys():
+    with pytest.raises(ConfigError, match="samples_per_itr"):
+        EgsOptions.from_config({"samples_per_itr": 3}, 4, 4)
