@@ -168,7 +168,9 @@ def main() -> None:
         label, n_jobs, stages, prepare = workload(args, tmp)
         local_args = prepare(tmp / "local")
         profile = str(REPO / "profiles" / "local")
-        base = run(["--profile", profile, "--cores", str(args.cores), *local_args], tmp, 1800)
+        base = run(
+            ["--profile", profile, "--cores", str(args.cores), *local_args], tmp / "local", 1800
+        )
         rows.append((f"local --cores {args.cores}", base, None, None))
         for init in args.init:
             work = tmp / f"slurm_init{init}"
