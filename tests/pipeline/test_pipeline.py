@@ -113,6 +113,45 @@ def test_unrelated_config_change_does_not_retrain(trained):
     assert not rules & {"train_job", "average", "init_model", "diagnostics", "egs"}, rules
 
 
+def test_trainer_change_after_training_stops_or_retrains(trained):
+    """Editing what trained iterations computed never continues with models of two configs:
+    the run stops naming the change, or retrains from the first iteration it affects."""
+    changed = {**EXPERIMENTS, "default": {"trainer": {"max_param_change": 1.0}}}
+    proc = run_snakemake(trained, "-n", "--cores", "2", overlay={"experiments": changed})
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "max_param_change: 2.0 -> 1.0" in proc.stdout, proc.stdout[-3000:]
+    assert "on_plan_change: retrain" in proc.stdout
+    overlay = {"experiments": changed, "run": {"on_plan_change": "retrain"}}
+    plan = run_snakemake(trained, "-n", "--cores", "2", overlay=overlay)
+    check_ok(plan, "dry-run of the retraining")
+    trains = [out for r, out in planned_jobs(plan.stdout) if r == "train_job"]
+    sched = tiny_schedule(trained, {"experiments": changed})
+    assert len(trains) == sum(sched.jobs_per_iter), trains  # all of default, from iteration 0
+    assert all("/default/" in out for out in trains), "the other experiment must not retrain"
+
+
+def test_a_cluster_jobs_dag_is_the_job_alone(trained):
+    """What the SLURM executor runs on the node for one training job builds a DAG of that
+    job only: the history before it is finished input (paravg.resume), however long."""
+    sched = tiny_schedule(trained, {"experiments": EXPERIMENTS})
+    t = sched.num_iters
+    proc = run_snakemake(
+        trained,
+        "--target-jobs",
+        f"train_job:exp=default,t={t},j=0",
+        "--allowed-rules",
+        "train_job",
+        "--force",
+        "--nolock",
+        "-n",
+        "--cores",
+        "1",
+        overlay={"experiments": EXPERIMENTS},
+    )
+    check_ok(proc, "the node's dry-run")
+    assert [r for r, _ in planned_jobs(proc.stdout)] == ["train_job"], proc.stdout[-3000:]
+
+
 def delete_from(exp: Path, t: int, keep: set[str]) -> None:
     """Remove what a run that stopped in job dir ``t`` would not have made: every file of
     iterations >= t (but the job files named in ``keep``) and the end of the pipeline."""
