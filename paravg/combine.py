@@ -5,6 +5,20 @@ uniform average of the newest n models is evaluated on the ``combine`` egs (all 
 average log-prob per frame) for n = 1, then every ⌈N / max_objective_evaluations⌉
 additions and at n = N. The n with the best objective wins (ties keep the smaller n:
 the comparison is strict). No per-layer weights are learned.
+
+The EMA model (Tian et al.; :mod:`paravg.sync.ema`) is never one of Kaldi's candidates:
+averaging an average again with raw models, or dropping Kaldi's first candidate (the
+newest model alone), would change ``final.pt`` whenever the EMA is on. With
+``combine.ema``
+
+* ``candidate`` (default): the EMA alone is scored on the same combine egs, and the final
+  model is whichever of {Kaldi's combination, the EMA} has the better objective (ties keep
+  the combination);
+* ``final``: the EMA is the final model (the combination is still scored, for the record);
+* ``none``: the EMA is not read (not ``off``, which YAML reads as false) (the final model is Kaldi's combination).
+
+``combine.json`` holds all three: ``combined`` (Kaldi's choice and its objective), ``ema``
+(its objective) and ``chosen``; with ``none`` or the EMA disabled it is exactly Kaldi's.
 """
 
 from __future__ import annotations
@@ -25,14 +39,29 @@ from paravg.sync.tensors import mean
 log = logging.getLogger(__name__)
 
 
+EMA_CHOICES = ("candidate", "final", "none")
+
+
+def combine_objective(file_dict: dict, archive: EgsArchive) -> float:
+    """Average log-prob per frame of a model on every frame of the combine egs."""
+    model = build_model(file_dict)
+    batches = all_frame_minibatches(archive, model.left_context, model.right_context, 512)
+    return evaluate_minibatches(model, batches, torch.device("cpu")).logprob
+
+
 def combine_models(
     model_paths: Sequence[str | Path],
     combine_prefix: str | Path,
     max_objective_evaluations: int,
     model_out: str | Path,
     summary_out: str | Path,
+    ema_path: str | Path | None = None,
+    ema_choice: str = "candidate",
 ) -> dict:
-    """Pick the best uniform average of the newest models; write it and a summary."""
+    """Pick the best uniform average of the newest models (and, by ``ema_choice``, the
+    EMA model ``ema_path`` instead); write it and a summary."""
+    if ema_choice not in EMA_CHOICES:
+        raise ValueError(f"combine.ema must be one of {EMA_CHOICES}, got {ema_choice!r}")
     torch.set_grad_enabled(False)
     newest_first = list(reversed(list(model_paths)))
     files = [load_model_file(p) for p in newest_first]
@@ -45,21 +74,29 @@ def combine_models(
         if not (n == 1 or n == n_total or (n - 1) % step == 0):
             continue
         sd = mean([f["state_dict"] for f in files[:n]])
-        model = build_model({**files[0], "state_dict": sd})
-        batches = all_frame_minibatches(archive, model.left_context, model.right_context, 512)
-        objf = evaluate_minibatches(model, batches, torch.device("cpu")).logprob
+        objf = combine_objective({**files[0], "state_dict": sd}, archive)
         evaluated[n] = objf
         log.info("average of newest %d models: objective %.5f", n, objf)
         if objf > best_objf:
             best_n, best_objf, best_sd = n, objf, sd
     combined = {**files[0], "state_dict": best_sd, "meta": {"combined_models": best_n}}
-    save_torch_atomic(model_out, combined)
     summary = {
         "candidates": [str(p) for p in newest_first],
         "objective_by_num_models": {str(k): v for k, v in evaluated.items()},
         "num_models": best_n,
         "objective": best_objf,
         "newest_alone": evaluated[1],
+        "combined": {"num_models": best_n, "objective": best_objf},
+        "chosen": "combined",
     }
+    if ema_path is not None and ema_choice != "none":
+        ema = load_model_file(ema_path)
+        ema_objf = combine_objective(ema, archive)
+        log.info("EMA model %s: objective %.5f (combination %.5f)", ema_path, ema_objf, best_objf)
+        summary["ema"] = {"path": str(ema_path), "objective": ema_objf, "choice": ema_choice}
+        if ema_choice == "final" or ema_objf > best_objf:
+            combined = {**ema, "meta": {"combined_models": "EMA", "ema": str(ema_path)}}
+            summary.update(chosen="ema", objective=ema_objf)
+    save_torch_atomic(model_out, combined)
     write_json_atomic(summary_out, summary)
     return summary

@@ -445,12 +445,16 @@ def final_ema_model(exp):
 
 
 # ---------------------------------------------------------------- the end (rules/final.smk)
-def get_combine_models(wildcards):
-    """Synced models of the last iterations (newest last), then the EMA model if enabled."""
+def get_combine_inputs(wildcards):
+    """Kaldi's candidates (synced models of the last iterations, newest last), the combine
+    egs, and the last EMA model when it is enabled and combine.ema is not none (scored as
+    one separate candidate: paravg.combine)."""
     exp = wildcards.exp
     trained(exp)
-    models = plan(exp).combine_models()
-    return models + ([final_ema_model(exp)] if exp in experiments_with_ema() else [])
+    inputs = {"models": plan(exp).combine_models(), "egs": egs_subset_files("combine")}
+    if exp in experiments_with_ema() and config["combine"]["ema"] != "none":
+        inputs["ema"] = final_ema_model(exp)
+    return inputs
 
 
 def get_eval_inputs(wildcards):

@@ -3,14 +3,14 @@
 
 rule combine:
     input:
-        models=get_combine_models,
-        egs=lambda wc: egs_subset_files("combine"),
+        unpack(get_combine_inputs),
     output:
         model=LAYOUT.combined_model("{exp}"),
         summary=LAYOUT.combine_summary("{exp}"),
     params:
         egs=LAYOUT.egs_subset_prefix("combine"),
         max_objective_evaluations=config["combine"]["max_objective_evaluations"],
+        ema=config["combine"]["ema"],
     log:
         LAYOUT.log("combine", "{exp}"),
     benchmark:

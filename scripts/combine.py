@@ -13,4 +13,6 @@ combine_models(
     max_objective_evaluations=snakemake.params.max_objective_evaluations,
     model_out=snakemake.output.model,
     summary_out=snakemake.output.summary,
+    ema_path=snakemake.input.get("ema"),
+    ema_choice=snakemake.params.ema,
 )
