@@ -15,7 +15,8 @@ newest model alone), would change ``final.pt`` whenever the EMA is on. With
   model is whichever of {Kaldi's combination, the EMA} has the better objective (ties keep
   the combination);
 * ``final``: the EMA is the final model (the combination is still scored, for the record);
-* ``none``: the EMA is not read (not ``off``, which YAML reads as false) (the final model is Kaldi's combination).
+* ``none``: the EMA is not read; the final model is Kaldi's combination (the name is not
+  ``off``, which YAML reads as false).
 
 ``combine.json`` holds all three: ``combined`` (Kaldi's choice and its objective), ``ema``
 (its objective) and ``chosen``; with ``none`` or the EMA disabled it is exactly Kaldi's.
