@@ -362,12 +362,10 @@ def wait_for_block(exp, b):
 
 
 def off_path_files(exp, first, last):
-    """Diagnostics and EMA models of indices first..last still to make (off the critical
-    path; those at or below their frontier are finished)."""
-    f = FRONTIERS[exp]
-    files = [LAYOUT.diag(exp, t) for t in range(max(first, f.diag + 1), last + 1)]
+    """Diagnostics and EMA models of indices first..last (off the critical path)."""
+    files = [LAYOUT.diag(exp, t) for t in range(max(first, 0), last + 1)]
     if exp in experiments_with_ema():
-        files += [LAYOUT.ema_model(exp, t) for t in range(max(first, f.ema + 1, 1), last + 1)]
+        files += [LAYOUT.ema_model(exp, t) for t in range(max(first, 1), last + 1)]
     return files
 
 
@@ -375,12 +373,13 @@ def get_block_inputs(wildcards):
     """Block b is trained when the jobs of its last index are; it also waits for the
     off-path files up to OFF_PATH_LAG indices before its end (and so puts those of its
     own iterations into the DAG). Block b − 1 must be done first (a checkpoint chain):
-    until then the DAG stops here."""
+    until then the DAG stops here. The files do not depend on where the run resumed (a
+    changed input set would rerun the block and everything after it)."""
     exp, b = wildcards.exp, int(wildcards.b)
     p = plan(exp)
     if b > first_block(exp):
         wait_for_block(exp, b - 1)
-    start = 0 if b == first_block(exp) else p.block_end(b - 1) - OFF_PATH_LAG + 1
+    start = 0 if b == 0 else p.block_end(b - 1) - OFF_PATH_LAG + 1
     end = p.block_end(b)
     last_off_path = end if b == p.num_blocks - 1 else end - OFF_PATH_LAG
     return p.job_outputs(end) + off_path_files(exp, start, last_off_path)
