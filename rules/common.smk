@@ -209,7 +209,31 @@ def _parse_time_frontiers():
     if PLANS is None:
         return {exp: Frontiers(train=0, node=0, ema=0, diag=-1) for exp in EXPERIMENTS}
     on_change = config["run"]["on_plan_change"]
-    return {exp: resume_frontiers(p, on_change) for exp, p in PLANS.items()}
+    frontiers = {exp: resume_frontiers(p, on_change) for exp, p in PLANS.items()}
+    # A job run by name (--target-jobs: what a cluster executor runs on the node) must be
+    # producible even if its own outputs appeared (a retry): cap its experiment's frontiers
+    # below its index.
+    for w in target_job_wildcards():
+        if w.get("exp") in frontiers and str(w.get("t", "")).isdigit():
+            frontiers[w["exp"]] = frontiers[w["exp"]].capped(int(w["t"]) - 1)
+    return frontiers
+
+
+def target_job_wildcards():
+    """Wildcards of the jobs named by ``--target-jobs`` on the command line (Snakemake has
+    not parsed them into the workflow yet when the Snakefile is read)."""
+    import sys
+
+    from snakemake.target_jobs import parse_target_jobs_cli_args
+
+    argv, specs = sys.argv, []
+    for i, arg in enumerate(argv):
+        if arg == "--target-jobs":
+            for value in argv[i + 1 :]:
+                if value.startswith("-"):
+                    break
+                specs.append(value)
+    return [spec.wildcards_dict for spec in parse_target_jobs_cli_args(specs)]
 
 
 FRONTIERS = _parse_time_frontiers()
