@@ -113,9 +113,8 @@ def computation_plan(
     input_splice: tuple[int, ...], splices: tuple[tuple[int, ...], ...], num_frames: int
 ) -> ComputationPlan:
     """The plan of a window of ``num_frames`` input frames, all its output frames wanted."""
-    left, right = model_context({"input_splice": input_splice, "hidden": [
-        {"splice": list(s)} for s in splices
-    ]})  # fmt: skip
+    hidden = [{"splice": list(offsets)} for offsets in splices]
+    left, right = model_context({"input_splice": list(input_splice), "hidden": hidden})
     num_out = num_frames - left - right
     if num_out <= 0:
         raise ValueError(
