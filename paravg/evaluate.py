@@ -4,7 +4,8 @@ The log-posteriors come from :func:`paravg.decode.posteriors.utterance_log_poste
 the function the decoder uses too: edges padded by repetition (as the egs are), and one
 online i-vector, row ⌊t / period⌋, for every input frame of output frame t's receptive
 field (as in training: Kaldi's ``ReplaceIndex(ivector, t, 0)``). Targets may differ from
-the feature length by at most ``tolerance`` frames (Kaldi's ``targets_length_tolerance``); the shorter length is used.
+the feature length by at most ``tolerance`` frames (Kaldi's ``targets_length_tolerance``);
+the shorter length is used.
 Cross-entropy is −(1/N) Σ_t log p(label_t | x), in nats per frame.
 """
 

@@ -140,8 +140,8 @@ def write_scores(
     per_utt: Mapping[str, str],
 ) -> None:
     """``<set>.json`` and ``wer_details/per_utt`` (+ ``per_details/per_utt``)."""
-    for name, text in per_utt.items():
-        write_text_atomic(Path(details_dir) / name / "per_utt", text)
+    for name in ("wer_details", "per_details"):  # empty when not scored
+        write_text_atomic(Path(details_dir) / name / "per_utt", per_utt.get(name, ""))
     write_json_atomic(out_json, result)
 
 

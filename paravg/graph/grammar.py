@@ -12,6 +12,7 @@ G's back-off arcs carry ``#0`` on the input side, ``<s>``/``</s>`` become epsilo
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,12 +40,15 @@ def check_arpa_words(arpa: str | Path, words_txt: str | Path) -> None:
 def arpa_to_g(arpa: str | Path, words_txt: str | Path, g_fst: str | Path) -> None:
     """Write ``G.fst`` from an ARPA file, in a subprocess that imports only kaldilm."""
     check_arpa_words(arpa, words_txt)
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     with atomic_path(g_fst, suffix=".fst") as tmp:
+        args = [str(Path(p).resolve()) for p in (arpa, words_txt, tmp)]
         proc = subprocess.run(
-            [sys.executable, "-m", "paravg.graph.grammar", str(arpa), str(words_txt), str(tmp)],
+            [sys.executable, "-m", "paravg.graph.grammar", *args],
             capture_output=True,
             text=True,
-            cwd=Path(__file__).resolve().parents[2],
+            env=env,
         )
         if proc.returncode != 0 or not tmp.stat().st_size:
             raise DataError(f"{arpa}: arpa2fst failed:\n{proc.stderr[-2000:]}")
