@@ -121,6 +121,16 @@ class GraphDecoder:
         return [self.graph.words[w] for w in words]
 
 
+def check_num_pdfs(graph: DecodingGraph, num_outputs: int, model_path) -> None:
+    """The transition model's pdfs must be the network's outputs (before decoding)."""
+    if graph.transitions.num_pdfs != num_outputs:
+        raise DataError(
+            f"{graph.directory / 'transition.mdl'}: the transition model has "
+            f"{graph.transitions.num_pdfs} pdfs but the network {model_path} has "
+            f"{num_outputs} outputs"
+        )
+
+
 def split_utterances(utts: Sequence[str], nj: int, job: int) -> list[str]:
     """Job ``job`` (0-based) of ``nj``: contiguous blocks of the sorted utterances, as
     Kaldi's ``split_data.sh`` (sizes differ by at most one)."""
@@ -153,12 +163,7 @@ def decode_split(
     decoders = {}
     for kind, d in graph_dirs.items():
         graph = load_graph(d)
-        if graph.transitions.num_pdfs != model.num_targets:
-            raise DataError(
-                f"{Path(d) / 'transition.mdl'}: the transition model has "
-                f"{graph.transitions.num_pdfs} pdfs but the network {model_path} has "
-                f"{model.num_targets} outputs"
-            )
+        check_num_pdfs(graph, model.num_targets, model_path)
         decoders[kind] = GraphDecoder(graph, opts, wips)
     feats = kaldiio.load_scp(str(feats_scp))
     ivecs = kaldiio.load_scp(str(ivectors_scp)) if (ivectors_scp and model.ivector_dim) else None

@@ -1,0 +1,36 @@
+"""Decoder pieces: split jobs, word insertion penalty on the graph, pdf count check."""
+
+import numpy as np
+import pytest
+
+from paravg.decode.decoder import add_word_penalty, check_num_pdfs, split_utterances
+from paravg.errors import DataError
+from paravg.graph.load import DecodingGraph, TransitionInfo
+
+
+def test_splits_partition_the_sorted_utterances():
+    utts = [f"u{i:02d}" for i in range(10)]
+    parts = [split_utterances(utts[::-1], 3, j) for j in range(3)]
+    assert sum(parts, []) == utts
+    assert sorted(len(p) for p in parts) == [3, 3, 4]
+
+
+def test_word_penalty_only_on_word_arcs():
+    import kaldifst
+
+    fst = kaldifst.compile("0 1 1 5 0.5\n1 2 2 0 0.25\n2\n", acceptor=False)
+    out = add_word_penalty(fst, 1.0)
+    rows = [line.split() for line in out.to_str(show_weight_one=True).splitlines()]
+    arcs = {(r[2], r[3]): float(r[4]) for r in rows if len(r) >= 5}
+    assert arcs[("1", "5")] == pytest.approx(1.5)
+    assert arcs[("2", "0")] == pytest.approx(0.25)
+
+
+def test_pdf_count_must_match_the_network(tmp_path):
+    info = TransitionInfo(np.array([-1, 0, 1]), np.array([-1, 1, 1]), 40, [1])
+    graph = DecodingGraph(None, {}, info, tmp_path)
+    check_num_pdfs(graph, 40, "final.pt")
+    with pytest.raises(
+        DataError, match=r"transition\.mdl: .* 40 pdfs but the network final\.pt has 39"
+    ):
+        check_num_pdfs(graph, 39, "final.pt")
