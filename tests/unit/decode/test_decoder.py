@@ -11,7 +11,7 @@ from paravg.graph.load import DecodingGraph, TransitionInfo
 def test_splits_partition_the_sorted_utterances():
     utts = [f"u{i:02d}" for i in range(10)]
     parts = [split_utterances(utts[::-1], 3, j) for j in range(3)]
-    assert sum(parts, []) == utts
+    assert [u for p in parts for u in p] == utts
     assert sorted(len(p) for p in parts) == [3, 3, 4]
 
 

@@ -20,7 +20,7 @@ def test_hclg_with_a_smaller_model_is_rejected(small_graph, tmp_path):
     text = (src / "transition.mdl").read_text()
     # keep only the first 10 transition states: the graph's transition-ids exceed them
     head, rest = text.split("<Triples> ", 1)
-    count, body = rest.split("\n", 1)
+    _count, body = rest.split("\n", 1)
     rows = body.split("\n")
     small = (
         head + "<Triples> 10 \n" + "\n".join(rows[:10]) + "\n" + body[body.index("</Triples>") :]
