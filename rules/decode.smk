@@ -12,6 +12,7 @@ rule decode_split:
         lmwts=decode_lmwts(),
         wips=config["decode"]["word_ins_penalties"],
         options=decode_options(),
+        text=lambda wc: f"{RESULTS}/data/{wc.set}/text",  # may be absent: WER skipped
     log:
         "logs/decode/{exp}/{set}/split{j}.log",
     benchmark:

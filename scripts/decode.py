@@ -19,4 +19,5 @@ decode_split(
     opts=DecodeOptions(**snakemake.params.options),
     ivectors_scp=snakemake.input.get("ivectors"),
     period_path=snakemake.input.get("period"),
+    text_path=snakemake.params.get("text"),
 )

@@ -131,6 +131,34 @@ def check_num_pdfs(graph: DecodingGraph, num_outputs: int, model_path) -> None:
         )
 
 
+def check_reference_text(text_path: str | Path | None, words_txt: str | Path) -> dict:
+    """Before decoding: say whether the set has ``text`` and count its words missing
+    from ``words.txt`` (Kaldi's ``sym2int.pl --map-oov``), naming the first line of each."""
+    from paravg.graph.lang import read_symbol_table
+
+    if text_path is None or not Path(text_path).is_file():
+        log.warning("%s: no text; the set is decoded, WER is not scored", text_path)
+        return {"text": None, "oov_count": 0}
+    vocab = read_symbol_table(words_txt)
+    count, first = 0, {}
+    for lineno, line in enumerate(Path(text_path).read_text().splitlines(), 1):
+        for word in line.split()[1:]:
+            if word not in vocab:
+                count += 1
+                first.setdefault(word, f"{text_path}:{lineno}")
+    if count:
+        shown = ", ".join(f"{w} ({where})" for w, where in list(first.items())[:10])
+        log.warning(
+            "%d words of %s (%d distinct) are not in %s and will count as errors: %s",
+            count,
+            text_path,
+            len(first),
+            words_txt,
+            shown,
+        )
+    return {"text": str(text_path), "oov_count": count, "oov_first": first}
+
+
 def split_utterances(utts: Sequence[str], nj: int, job: int) -> list[str]:
     """Job ``job`` (0-based) of ``nj``: contiguous blocks of the sorted utterances, as
     Kaldi's ``split_data.sh`` (sizes differ by at most one)."""
@@ -151,9 +179,11 @@ def decode_split(
     opts: DecodeOptions,
     ivectors_scp: str | Path | None = None,
     period_path: str | Path | None = None,
+    text_path: str | Path | None = None,
 ) -> dict:
     """Decode split ``job`` of ``nj`` on every graph (``{"words": dir, "phones": dir}``)
-    at every (LMWT, WIP); write ``{kind: {setting: {utt: hyp}}}`` plus timing as JSON."""
+    at every (LMWT, WIP); write ``{kind: {setting: {utt: hyp}}}`` plus timing as JSON.
+    The model/graph pdf counts and the set's ``text`` are checked first."""
     from paravg.nnet.tdnn import build_model, load_model_file
 
     torch.set_grad_enabled(False)
@@ -165,6 +195,7 @@ def decode_split(
         graph = load_graph(d)
         check_num_pdfs(graph, model.num_targets, model_path)
         decoders[kind] = GraphDecoder(graph, opts, wips)
+    reference = check_reference_text(text_path, Path(graph_dirs["words"]) / "words.txt")
     feats = kaldiio.load_scp(str(feats_scp))
     ivecs = kaldiio.load_scp(str(ivectors_scp)) if (ivectors_scp and model.ivector_dim) else None
     period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
@@ -196,6 +227,7 @@ def decode_split(
         "nnet_seconds": round(nnet_s, 3),
         "search_seconds": round(search_s, 3),
         "searches_per_utterance": settings,
+        "reference": reference,
         "options": vars(opts),
     }
     write_json_atomic(out_path, result)

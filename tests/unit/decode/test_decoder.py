@@ -34,3 +34,16 @@ def test_pdf_count_must_match_the_network(tmp_path):
         DataError, match=r"transition\.mdl: .* 40 pdfs but the network final\.pt has 39"
     ):
         check_num_pdfs(graph, 39, "final.pt")
+
+
+def test_reference_text_checked_before_decoding(tmp_path, caplog):
+    from paravg.decode.decoder import check_reference_text
+
+    (tmp_path / "words.txt").write_text("<eps> 0\nA 1\nB 2\n")
+    (tmp_path / "text").write_text("u1 A B\nu2 A ZED\nu3 ZED Q\n")
+    res = check_reference_text(tmp_path / "text", tmp_path / "words.txt")
+    assert res["oov_count"] == 3
+    assert res["oov_first"] == {"ZED": f"{tmp_path / 'text'}:2", "Q": f"{tmp_path / 'text'}:3"}
+    assert "3 words of" in caplog.text and "ZED" in caplog.text
+    res = check_reference_text(tmp_path / "missing", tmp_path / "words.txt")
+    assert res["text"] is None and "no text" in caplog.text
