@@ -1,5 +1,7 @@
 """A small hand-made lexicon and training text, and its graph built once per module."""
 
+from pathlib import Path
+
 import pytest
 
 from paravg.graph.lexicon import LexiconEntry
@@ -30,3 +32,6 @@ def small_graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph") / "words"
     summary = build_from_lexicon(LEXICON, SENTENCES, out)
     return out, summary
+
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "config" / "config.yaml"
