@@ -77,12 +77,12 @@ def main() -> None:
         decoder = GraphDecoder(graph, DecodeOptions(beam=beam), [0.0])
         t0 = time.process_time()
         for u in utts:
-            decoder.decode(u, loglikes[u], 0.1, 0.0)
+            decoder.decode(u, loglikes[u], 10, 0.0)
         rows.append((f"search, word graph, beam {beam:g}", time.process_time() - t0))
     phones = GraphDecoder(load_graph(tmp / "phones"), DecodeOptions(), [0.0])
     t0 = time.process_time()
     for u in utts:
-        phones.decode(u, loglikes[u], 0.1, 0.0)
+        phones.decode(u, loglikes[u], 10, 0.0)
     rows.append(("search, phone graph, beam 15", time.process_time() - t0))
 
     print(f"graph build (wall s): words {t_words:.2f}, phones {t_phones:.2f}")

@@ -11,12 +11,15 @@ Kaldi's options and the defaults of ``steps/nnet3/decode.sh``: ``--beam 15
 Scoring settings. Kaldi's ``local/score.sh`` rescales one lattice per utterance:
 ``lattice-scale --inv-acoustic-scale=LMWT | lattice-add-penalty --word-ins-penalty=WIP |
 lattice-best-path``, i.e. the best path under graph cost + WIP·(words) + acoustic
-cost / LMWT. kaldi-hmm-gmm's Python decoder returns the best path only, not the lattice
+cost / LMWT (Kaldi's lattices keep the acoustic cost unscaled). kaldi-hmm-gmm's Python
+decoder returns the best path only, not the lattice
 (and kaldi-decoder, which returns lattices, is built on an OpenFst that cannot take
 kaldifst 1.7.17's FSTs), so each setting is decoded directly: acoustic scale 1/LMWT and
-WIP added to every word arc of HCLG. That is the exact best path of each setting, which
-Kaldi's lattice rescoring approximates within its lattice beam; LMWT = 1/acoustic_scale
-(10), WIP = 0 is the plain decode. The network runs once per utterance.
+WIP added to every word arc of HCLG, beams rescaled so that they prune as Kaldi's one
+decode at ``acoustic_scale`` does (:meth:`GraphDecoder.config`). That is the exact best
+path of each setting, which Kaldi's lattice rescoring approximates within its lattice
+beam; LMWT = 1/acoustic_scale (10), WIP = 0 is the plain decode. The network runs once
+per utterance.
 
 Lattices are not determinised (``determinize_lattice = false``): only the best path is
 kept, so the transition model the binding asks for is used for nothing else.
@@ -97,22 +100,30 @@ class GraphDecoder:
         self.opts = opts
         self.k = kaldi_hmm_gmm
         self.graphs = {wip: add_word_penalty(graph.hclg, wip) for wip in wips}
-        self.config = kaldi_hmm_gmm.LatticeFasterDecoderConfig(
-            beam=opts.beam,
-            lattice_beam=opts.lattice_beam,
-            max_active=opts.max_active,
-            min_active=opts.min_active,
-            determinize_lattice=False,
-        )
+        self.configs: dict[float, object] = {}
         self.trans_model = _any_transition_model()
         self.columns = graph.transitions.tid_to_pdf[1:]
 
-    def decode(
-        self, utt: str, loglikes: np.ndarray, acoustic_scale: float, wip: float
-    ) -> list[str]:
-        """Best word sequence of one utterance (``loglikes``: unscaled, per pdf)."""
-        mat = np.ascontiguousarray(acoustic_scale * loglikes[:, self.columns], dtype=np.float32)
-        decoder = self.k.LatticeFasterDecoderStdVectorFst(self.graphs[wip], self.config)
+    def config(self, lmwt: float):
+        """Decoder options of setting LMWT: the beams in units of graph + acoustic/LMWT
+        are Kaldi's (given in units of graph + acoustic_scale · acoustic) divided by
+        LMWT · acoustic_scale, so the search prunes as Kaldi's decode pass does."""
+        if lmwt not in self.configs:
+            factor = 1.0 / (lmwt * self.opts.acoustic_scale)
+            self.configs[lmwt] = self.k.LatticeFasterDecoderConfig(
+                beam=self.opts.beam * factor,
+                lattice_beam=self.opts.lattice_beam * factor,
+                max_active=self.opts.max_active,
+                min_active=self.opts.min_active,
+                determinize_lattice=False,
+            )
+        return self.configs[lmwt]
+
+    def decode(self, utt: str, loglikes: np.ndarray, lmwt: float, wip: float) -> list[str]:
+        """Best word sequence of one utterance at (LMWT, WIP): the best path under graph
+        cost + WIP · words + acoustic cost / LMWT (``loglikes``: unscaled, per pdf)."""
+        mat = np.ascontiguousarray(loglikes[:, self.columns] / lmwt, dtype=np.float32)
+        decoder = self.k.LatticeFasterDecoderStdVectorFst(self.graphs[wip], self.config(lmwt))
         ok, _ali, words, _like = self.k.decode_utterance_lattice_faster(
             decoder, self.k.DecodableCtc(mat), self.trans_model, utt, True
         )
@@ -216,7 +227,7 @@ def decode_split(
         for kind, decoder in decoders.items():
             for lmwt in lmwts:
                 for wip in wips:
-                    words = decoder.decode(utt, loglikes, 1.0 / lmwt, wip)
+                    words = decoder.decode(utt, loglikes, lmwt, wip)
                     hyps[kind].setdefault(setting_key(lmwt, wip), {})[utt] = " ".join(words)
         search_s += time.perf_counter() - start
         frames += x.shape[0]

@@ -48,14 +48,14 @@ def test_graph_files_and_sizes(small_graph):
 def test_hclg_decodes_a_synthetic_utterance(small_graph, words):
     graph = load_graph(small_graph[0])
     decoder = GraphDecoder(graph, DecodeOptions(), [0.0])
-    assert decoder.decode("u", spell(words), 0.1, 0.0) == words
+    assert decoder.decode("u", spell(words), 10, 0.0) == words
 
 
 def test_word_insertion_penalty_removes_words(small_graph):
     graph = load_graph(small_graph[0])
     decoder = GraphDecoder(graph, DecodeOptions(), [0.0, 100.0])
     ll = spell(["CALL", "JOHN"])
-    assert len(decoder.decode("u", ll, 0.1, 100.0)) < 2
+    assert len(decoder.decode("u", ll, 10, 100.0)) < 2
 
 
 def test_transition_model_text_reads_back(small_graph):
