@@ -7,7 +7,8 @@
   ``--frame-subsampling-factor``, ``--frames-per-chunk``; ``--endpoint.*``), anything else
   aborts it with "Invalid option";
 * ``ivector_extractor.conf`` + ``online.conf``: what
-  ``steps/online/nnet3/prepare_online_decoding.sh`` writes for ``online2-wav-nnet3-latgen-faster --config=conf/online.conf``.
+  ``steps/online/nnet3/prepare_online_decoding.sh`` writes for
+  ``online2-wav-nnet3-latgen-faster --config=conf/online.conf``.
 """
 
 from __future__ import annotations
