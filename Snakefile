@@ -34,6 +34,7 @@ include: "rules/train.smk"
 include: "rules/sync.smk"
 include: "rules/final.smk"
 include: "rules/report.smk"
+include: "rules/export.smk"
 
 
 rule all:

@@ -506,3 +506,28 @@ def ivector_utts_per_spk_max(wildcards):
 
 def get_ivector_pieces(wildcards):
     return [f"{IVECTOR_DIR}/{wildcards.set}/ivector_online.{j}.scp" for j in ivector_jobs()]
+
+
+# ---- export to Kaldi
+def get_export_inputs(wildcards):
+    """final.pt, and the i-vector system when the experiment's model takes i-vectors."""
+    inputs = {"model": f"{RESULTS}/exp/{wildcards.exp}/final.pt"}
+    if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
+        inputs.update(pca=f"{IVECTOR_DIR}/pca.npz", ubm=final_ubm(), extractor=final_extractor())
+    return inputs
+
+
+def export_ivector_options():
+    """The online i-vector options the eval sets were extracted with (Kaldi's names)."""
+    iv = config["ivector"]
+    return {
+        "period": iv["period"],
+        "num_cg_iters": iv["num_cg_iters"],
+        "num_gselect": iv["num_gselect_post"],
+        "min_post": iv["min_post"],
+        "posterior_scale": iv["posterior_scale"],
+        "max_remembered_frames": iv["max_remembered_frames"],
+    }
+
+
+# ---- end of export to Kaldi

@@ -30,16 +30,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ivector-dir", help="paravg results/ivector (pca.npz, ubm.N, extractor.N)")
     p.add_argument("--ubm", help="UBM .npz (default: the highest ubm.N.npz in --ivector-dir)")
     p.add_argument("--extractor", help="extractor .npz (default: highest extractor.N.npz)")
-    p.add_argument("--mfcc-options", default="", help="compute-mfcc-feats options of the "
-                   "training features on top of conf/mfcc_hires.conf, e.g. '--dither=0'")  # fmt: skip
+    p.add_argument(
+        "--mfcc-options",
+        default="",
+        help="compute-mfcc-feats options of the training features on top of "
+        "conf/mfcc_hires.conf, e.g. '--dither=0'",
+    )
     p.add_argument("--sample-frequency", type=float, default=16000.0)
     p.add_argument("--acoustic-scale", type=float, default=0.1)
     p.add_argument("--beam", type=float, default=13.0)
     p.add_argument("--lattice-beam", type=float, default=6.0)
     p.add_argument("--max-active", type=int, default=7000)
     p.add_argument("--min-active", type=int, default=200)
-    p.add_argument("--endpoint-silence-phones", help="colon-separated phone ids for vosk's "
-                   "endpointing (also down-weights them in its i-vectors); default none")  # fmt: skip
+    p.add_argument(
+        "--endpoint-silence-phones",
+        help="colon-separated phone ids for vosk's endpointing (vosk also down-weights "
+        "them in its i-vectors); default none",
+    )
     p.add_argument("--text", action="store_true", help="Kaldi text format (default binary)")
     return p
 
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                     "lattice_beam": args.lattice_beam,
                     "max_active": args.max_active,
                     "min_active": args.min_active,
-                },  # fmt: skip
+                },
                 endpoint_silence_phones=args.endpoint_silence_phones,
                 binary=not args.text,
             )

@@ -4,7 +4,8 @@
 directory), ``rate`` and ``wavs`` (utterance -> 16-bit PCM wav path). One fresh
 ``KaldiRecognizer`` per utterance (no adaptation carried between utterances); OUT maps
 each utterance to the best path of vosk's final lattice (``SetMaxAlternatives(1)``; with
-0 vosk returns its minimum-Bayes-risk hypothesis, which can differ from the best path). Never downloads: the model is a local directory.
+0 vosk returns its minimum-Bayes-risk hypothesis, which can differ from the best path).
+Never downloads: the model is a local directory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ def main(jobs_path: str, out_path: str) -> None:
     import vosk
 
     vosk.SetLogLevel(-1)
-    jobs = json.loads(open(jobs_path).read())
+    with open(jobs_path) as f:
+        jobs = json.load(f)
     model = vosk.Model(jobs["model"])
     hyps = {}
     for utt, path in sorted(jobs["wavs"].items()):

@@ -12,12 +12,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from export_models import FEAT_DIM, IVECTOR_DIM, random_model  # noqa: E402
+from export_models import FEAT_DIM, IVECTOR_DIM, random_model
 
-from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
-from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
-from paravg.ivector.ubm import DiagGmm  # noqa: E402
-from paravg.nnet.tdnn import model_to_file_dict  # noqa: E402
+from paravg.ivector.extractor import IvectorExtractor
+from paravg.ivector.features import IvectorFeaturePipeline
+from paravg.ivector.ubm import DiagGmm
+from paravg.nnet.tdnn import model_to_file_dict
 
 
 @pytest.fixture

@@ -8,7 +8,10 @@ from export_models import random_model
 
 from paravg.errors import ModelFileError
 from paravg.export.final_mdl import (
-    PRIOR_FLOOR, AmNnetModel, read_final_mdl, write_final_mdl,
+    PRIOR_FLOOR,
+    AmNnetModel,
+    read_final_mdl,
+    write_final_mdl,
 )  # fmt: skip
 from paravg.export.kaldi_stream import KaldiWriter
 from paravg.export.nnet3 import nnet3_from_model

@@ -70,5 +70,5 @@ def test_round_trip(binary):
 def test_wrong_token_names_the_file():
     w = KaldiWriter(True)
     w.token("<Nnet3>")
-    with pytest.raises(ModelFileError, match="final.mdl: expected <TransitionModel>"):
+    with pytest.raises(ModelFileError, match=r"final\.mdl: expected <TransitionModel>"):
         KaldiReader(w.getvalue(), "final.mdl").expect("<TransitionModel>")
