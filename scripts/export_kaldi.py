@@ -5,7 +5,9 @@ from paravg.logs import setup_logging
 
 setup_logging(snakemake.log[0])
 inp = snakemake.input
-ivectors = {"pca": inp.pca, "ubm": inp.ubm, "extractor": inp.extractor} if "pca" in inp else None
+ivectors = (
+    {"pca": inp.pca, "ubm": inp.ubm, "extractor": inp.extractor} if hasattr(inp, "pca") else None
+)
 export_experiment(
     model=inp.model,
     out_dir=snakemake.output.kaldi,

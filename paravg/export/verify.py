@@ -7,7 +7,7 @@
 * :func:`reference_decode` decodes the same graph with paravg's log-likelihoods
   ``acoustic_scale · (log p(pdf | x) − log prior)`` (features and i-vectors as paravg
   computed them; edge frames repeated as Kaldi's decodable does) and Kaldi's
-  ``FasterDecoder`` (``kaldi-hmm-gmm``);
+  ``FasterDecoder`` (``kaldi-hmm-gmm``), graph costs scaled by vosk's 0.9;
 * :func:`agreement` counts identical hypotheses and the error rate between them.
 
 ``kaldi_hmm_gmm`` must be imported after ``kaldifst`` (and ``kaldi_decoder`` never before
@@ -26,6 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from paravg.errors import ModelFileError
+
+# vosk scales the graph part of its final lattice by 0.9 before taking the best path
+# (recognizer.cc: ScaleLattice(GraphLatticeScale(0.9))).
+VOSK_GRAPH_SCALE = 0.9
 
 
 def vosk_decode(
@@ -82,8 +86,11 @@ def reference_decode(
     acoustic_scale: float = 0.1,
     beam: float = 13.0,
     max_active: int = 7000,
+    graph_scale: float = VOSK_GRAPH_SCALE,
 ) -> dict[str, str]:
-    """Best paths of Kaldi's ``FasterDecoder`` on ``hclg`` (``tid2pdf[tid - 1]`` = pdf)."""
+    """Best paths of Kaldi's ``FasterDecoder`` on ``hclg`` (``tid2pdf[tid - 1]`` = pdf),
+    cost = graph_scale · graph cost − acoustic_scale · log-likelihood (the best path is the
+    one of acoustic scale ``acoustic_scale / graph_scale`` with graph scale 1)."""
     import kaldifst  # noqa: I001  (before kaldi_hmm_gmm)
     import kaldi_hmm_gmm as khg
 
@@ -96,7 +103,7 @@ def reference_decode(
     opts.beam, opts.max_active = beam, max_active
     hyps = {}
     for utt, ll in loglikes.items():
-        mat = (acoustic_scale * ll[:, tid2pdf]).astype(np.float32)
+        mat = (acoustic_scale / graph_scale * ll[:, tid2pdf]).astype(np.float32)
         dec = khg.FasterDecoder(fst, opts)
         dec.decode(khg.DecodableCtc(mat))
         _ok, best = dec.get_best_path()
