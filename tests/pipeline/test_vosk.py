@@ -20,16 +20,20 @@ recognition stage's word graph does not exist yet), so hypotheses are phone stri
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
 import torch
-from conftest import check_ok, run_snakemake
+
+from .conftest import check_ok, run_snakemake
 
 
 @pytest.fixture(scope="module")
 def workdir(clone_upstream):
+    """The workspace, also the current directory (its scp files name relative arks)."""
     ws = clone_upstream("vosk")
+    os.chdir(ws)
     check_ok(run_snakemake(ws, "--cores", "2", "results/exp/default/kaldi"), "export_kaldi")
     return ws
 
