@@ -36,6 +36,7 @@ include: "rules/final.smk"
 include: "rules/graph.smk"
 include: "rules/decode.smk"
 include: "rules/report.smk"
+include: "rules/export.smk"
 
 
 rule all:

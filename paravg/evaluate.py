@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from paravg.data import read_origin
-from paravg.errors import DataError
 from paravg.decode.posteriors import utterance_log_posteriors
+from paravg.errors import DataError
 from paravg.io import write_json_atomic
 from paravg.kaldi_io import load_scp
 from paravg.nnet.objective import ObjectiveStats

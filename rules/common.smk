@@ -615,7 +615,7 @@ def get_ivector_pieces(wildcards):
 from paravg.graph.settings import check_recognition_config  # noqa: E402
 
 check_recognition_config(config)
-GRAPH_DIR = f"{RESULTS}/graph"
+GRAPH_DIR = LAYOUT.graph_dir()
 GRAPH_SOURCE = config["graph"]["source"]
 DECODE = config["decode"]
 PER_ENABLED = bool(DECODE["per"]) and GRAPH_SOURCE == "demo"
@@ -671,14 +671,13 @@ def get_decode_inputs(wildcards):
 
 
 def get_score_inputs(wildcards):
-    d = f"{exp_dir(wildcards.exp)}/decode/{wildcards.set}"
     inputs = {
-        "splits": [f"{d}/split{j}.json" for j in range(DECODE["nj"])],
+        "splits": [LAYOUT.decode_split(wildcards.exp, wildcards.set, j) for j in range(DECODE["nj"])],
         "words": f"{GRAPH_DIR}/words/words.txt",
     }
     tune = DECODE["tune_set"]
     if tune and tune != wildcards.set:
-        inputs["tuned"] = f"{exp_dir(wildcards.exp)}/decode/{tune}/scores.json"
+        inputs["tuned"] = LAYOUT.decode_scores(wildcards.exp, tune)
     return inputs
 
 
@@ -686,4 +685,27 @@ def get_decode_scores():
     """scores.json of every experiment x eval set (results table), when decoding is on."""
     if not DECODE["enabled"]:
         return []
-    return [f"{exp_dir(e)}/decode/{s}/scores.json" for e in EXPERIMENTS for s in config["eval_sets"]]
+    return [LAYOUT.decode_scores(e, s) for e in EXPERIMENTS for s in config["eval_sets"]]
+# ---- export to Kaldi
+def get_export_inputs(wildcards):
+    """final.pt, and the i-vector system when the experiment's model takes i-vectors."""
+    inputs = {"model": LAYOUT.final_model(wildcards.exp)}
+    if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
+        inputs.update(pca=f"{IVECTOR_DIR}/pca.npz", ubm=final_ubm(), extractor=final_extractor())
+    return inputs
+
+
+def export_ivector_options():
+    """The online i-vector options the eval sets were extracted with (Kaldi's names)."""
+    iv = config["ivector"]
+    return {
+        "period": iv["period"],
+        "num_cg_iters": iv["num_cg_iters"],
+        "num_gselect": iv["num_gselect_post"],
+        "min_post": iv["min_post"],
+        "posterior_scale": iv["posterior_scale"],
+        "max_remembered_frames": iv["max_remembered_frames"],
+    }
+
+
+# ---- end of export to Kaldi

@@ -5,14 +5,14 @@ rule decode_split:
     input:
         unpack(get_decode_inputs),
     output:
-        f"{RESULTS}/exp/{{exp}}/decode/{{set}}/split{{j}}.json",
+        LAYOUT.decode_split("{exp}", "{set}", "{j}"),
     params:
         nj=config["decode"]["nj"],
         graph_dirs=decode_graph_dirs(),
         lmwts=decode_lmwts(),
         wips=config["decode"]["word_ins_penalties"],
         options=decode_options(),
-        text=lambda wc: f"{RESULTS}/data/{wc.set}/text",  # may be absent: WER skipped
+        text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",  # may be absent: WER skipped
     log:
         "logs/decode/{exp}/{set}/split{j}.log",
     benchmark:
@@ -31,12 +31,12 @@ rule score:
     input:
         unpack(get_score_inputs),
     output:
-        scores=f"{RESULTS}/exp/{{exp}}/decode/{{set}}/scores.json",
-        wer_details=f"{RESULTS}/exp/{{exp}}/decode/{{set}}/wer_details/per_utt",
-        per_details=f"{RESULTS}/exp/{{exp}}/decode/{{set}}/per_details/per_utt",
+        scores=LAYOUT.decode_scores("{exp}", "{set}"),
+        wer_details=LAYOUT.decode_dir("{exp}", "{set}") + "/wer_details/per_utt",
+        per_details=LAYOUT.decode_dir("{exp}", "{set}") + "/per_details/per_utt",
     params:
-        text=lambda wc: f"{RESULTS}/data/{wc.set}/text",
-        targets=lambda wc: f"{RESULTS}/data/{wc.set}/targets.scp",
+        text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",
+        targets=lambda wc: f"{LAYOUT.data_dir(wc.set)}/targets.scp",
     log:
         "logs/score/{exp}/{set}.log",
     conda:
