@@ -23,6 +23,10 @@ Cases (add one by writing a ``Case`` and listing it in ``CASES``):
   ``model`` section, 40-dim features + 100-dim i-vector, 40 targets, minibatch 256 egs of
   one output frame (as ``paravg.train_job``), so the layers see 256 × (frames they need)
   rows.
+* ``tdnn_full``: the same TDNN computing every layer at every position of the window
+  (``TdnnModel.forward_full_window``, how it ran before it followed Kaldi's compiler):
+  the baseline of the ``tdnn`` row (its NG layers see 11/9/7/1/1 rows per eg, not
+  11/9/3/1/1).
 """
 
 from __future__ import annotations
@@ -90,7 +94,11 @@ def build_stack(
 
 
 def build_tdnn(
-    factory: AffineFactory, device: torch.device, gen: torch.Generator, num_batches: int = 4
+    factory: AffineFactory,
+    device: torch.device,
+    gen: torch.Generator,
+    num_batches: int = 4,
+    full_window: bool = False,
 ) -> Built:
     from paravg.nnet.tdnn import TdnnModel
 
@@ -109,9 +117,11 @@ def build_tdnn(
     ivecs = [torch.randn(batch, ivector_dim, generator=gen).to(device) for _ in range(num_batches)]
     labels = [torch.randint(0, num_targets, (batch,), generator=gen).to(device) for _ in feats]
 
+    run = model.forward_full_window if full_window else model
+
     def forward(i: int) -> torch.Tensor:
         k = i % num_batches
-        logp = model(feats[k], ivecs[k])[:, 0]
+        logp = run(feats[k], ivecs[k])[:, 0]
         return -logp.gather(-1, labels[k].unsqueeze(-1)).sum()
 
     return model, model.components(), forward
@@ -121,6 +131,11 @@ CASES = {
     "mlp": Case("mlp", "300→4×256→40, N=256", build_stack([300, 256, 256, 256, 256, 40], 256)),
     "kaldi650": Case("kaldi650", "650→650, N=512", build_stack([650, 650], 512)),
     "tdnn": Case("tdnn", "TdnnModel (config.yaml), 256 egs", build_tdnn),
+    "tdnn_full": Case(
+        "tdnn_full",
+        "the same, every layer at every position (before)",
+        lambda factory, device, gen: build_tdnn(factory, device, gen, full_window=True),
+    ),
 }
 
 

@@ -115,6 +115,11 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
 
 def _check_experiment(name: str, exp: dict) -> None:
     trainer, sync = exp["trainer"], exp["sync"]
+    # --- fidelity (issue 13): Kaldi minibatch rule strings, checked before any work ---
+    from paravg.egs.minibatch import MinibatchRule
+
+    MinibatchRule.parse(trainer["minibatch_size"], f"experiments.{name}.trainer.minibatch_size")
+    # --- end fidelity ---
     if trainer["num_jobs_final"] < trainer["num_jobs_initial"]:
         raise ConfigError(
             f"experiments.{name}.trainer: num_jobs_final ({trainer['num_jobs_final']}) must be "

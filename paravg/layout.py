@@ -20,6 +20,7 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
     results/feats/<set>/           feats.scp (+ arks), cmvn.scp, utt2num_frames
     results/ivector/               pca, ubm.<it>, extractor.<it>; <set>/ivector_online.scp
     results/egs/                   info.json, egs.<a>.*.npy, valid_diag, train_diag, combine
+    results/graph/<kind>/          decoding graphs (words, phones)
     results/exp/<exp>/             0.pt, init.json
         <t>/job<j>.pt, .json       job j's output model and statistics (iteration t − 1)
         <t>/job<j>.start.pt        the start model it trained from (decentralized methods)
@@ -30,6 +31,8 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
         diag/<t>.json              diagnostics of the synced model after t iterations
         blocks/<b>.json            block b of iterations is done (the DAG is expanded past it)
         combined.pt, combine.json, final.pt, final.json, eval/<set>.json, eval/ema/<set>.json
+        decode/<set>/              split<j>.json, scores.json, wer_details/, per_details/
+        kaldi/                     the model in Kaldi's formats (am/ conf/ ivector/ graph/)
         report/<figure>.png, report/config.{yaml,html}
     results/results.md, .tsv       the results table
     logs/<rule>/<wildcards>.log    one log per job
@@ -170,6 +173,20 @@ class Layout:
     def eval_ema_result(self, exp: str, set_: str) -> str:
         return f"{self.exp_dir(exp)}/eval/ema/{set_}.json"
 
+    def decode_dir(self, exp: str, set_: str) -> str:
+        """``decode/<set>/``: split<j>.json, scores.json, wer_details/, per_details/."""
+        return f"{self.exp_dir(exp)}/decode/{set_}"
+
+    def decode_split(self, exp: str, set_: str, job: Index) -> str:
+        return f"{self.decode_dir(exp, set_)}/split{job}.json"
+
+    def decode_scores(self, exp: str, set_: str) -> str:
+        return f"{self.decode_dir(exp, set_)}/scores.json"
+
+    def kaldi_dir(self, exp: str) -> str:
+        """``kaldi/``: the model in Kaldi's formats (am/ conf/ ivector/ graph/)."""
+        return f"{self.exp_dir(exp)}/kaldi"
+
     def report_figure(self, exp: str, name: str) -> str:
         return f"{self.exp_dir(exp)}/report/{name}.png"
 
@@ -177,6 +194,10 @@ class Layout:
         return f"{self.exp_dir(exp)}/report/config.{ext}"
 
     # ------------------------------------------------------------ the whole run
+    def graph_dir(self, kind: str | None = None) -> str:
+        """``graph/<kind>/`` (words, phones): lang/, G.fst, HCLG.fst, words.txt, ..."""
+        return f"{self.results}/graph" + (f"/{kind}" if kind else "")
+
     def results_table(self, ext: str = "md") -> str:
         return f"{self.results}/results.{ext}"
 

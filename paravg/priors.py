@@ -1,10 +1,17 @@
 """Priors and ``final.pt`` (``compute_average_posterior`` + ``nnet3-am-adjust-priors``).
 
 The prior of pdf c is the average softmax posterior p(c | x) over all frames of a sample
-of training egs (Kaldi: 10 jobs × 20000 egs), normalised to sum 1; it is stored in the
-model as ``log_priors`` so a decoder can form the pseudo-log-likelihood
-log p(c|x) − log prior(c). The archives are fully shuffled, so the first egs of each
-archive are a random sample.
+of training egs, normalised to sum 1; it is stored in the model as ``log_priors`` so a
+decoder can form the pseudo-log-likelihood log p(c|x) − log prior(c).
+
+The sample is Kaldi's (``steps/libs/nnet3/train/common.py: compute_average_posterior``):
+``num_jobs_compute_prior`` = 10 jobs; job k (1..10) reads archive k, or archive 1 for
+every job when there are fewer than 10 archives, and keeps
+``nnet3-subset-egs --srand=k --n=prior_subset_size`` of it (a reservoir sample: every eg
+when the archive has no more); the posteriors of every frame of every kept eg are summed
+over all jobs. So up to 10 × ``prior_subset_size`` egs count, and with fewer than 10
+archives the first archive counts 10 times (as 10 different subsets when it has more
+than ``prior_subset_size`` egs). Job k's reservoir is seeded from (srand, k).
 """
 
 from __future__ import annotations
@@ -12,31 +19,79 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from paravg.egs import EgsArchive, all_frame_minibatches
+from paravg.egs.shuffle import reservoir_sample
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.tdnn import build_model, load_model_file
 
+NUM_JOBS_COMPUTE_PRIOR = 10  # Kaldi's --trainer.num-jobs-compute-prior
+PRIOR_MINIBATCH = 128  # nnet3-merge-egs --minibatch-size=128 in compute_average_posterior
 
-def average_posterior(model, archives: Sequence[str | Path], num_egs: int) -> torch.Tensor:
-    """Mean posterior over every frame of ``num_egs`` egs spread across ``archives``."""
-    per_archive = max(1, num_egs // len(archives))
+
+def prior_job_archives(num_archives: int, num_jobs: int = NUM_JOBS_COMPUTE_PRIOR) -> list[int]:
+    """The archive (0-based) each prior job reads: job k reads archive k, or archive 0 for
+    every job when ``num_jobs > num_archives`` (Kaldi's ``egs_part = 1``)."""
+    if num_archives < 1:
+        raise ValueError("no egs archives to estimate the priors from")
+    return [0] * num_jobs if num_jobs > num_archives else list(range(num_jobs))
+
+
+def prior_subset(num_egs: int, subset_size: int, srand: int, job: int) -> np.ndarray | None:
+    """The egs job ``job`` (1-based) keeps, sorted; None = all of them."""
+    if num_egs <= subset_size:
+        return None
+    rng = np.random.default_rng([srand, job])
+    return np.sort(reservoir_sample(num_egs, subset_size, rng))
+
+
+def posterior_sum(
+    model, archive: EgsArchive, indices: np.ndarray | None
+) -> tuple[torch.Tensor, int]:
+    """Σ over every frame of the egs ``indices`` (None = all) of p(c | x), and the frames."""
     total = torch.zeros(model.num_targets, dtype=torch.float64)
     frames = 0
-    for prefix in archives:
-        archive = EgsArchive(prefix)
-        seen = 0
-        for mb in all_frame_minibatches(archive, model.left_context, model.right_context, 128):
-            take = min(mb.feats.shape[0], per_archive - seen)
-            ivec = mb.ivectors[:take] if (mb.ivectors is not None and model.ivector_dim) else None
-            post = model(mb.feats[:take], ivec).exp()
-            total += post.reshape(-1, model.num_targets).sum(0).double()
-            frames += post.shape[0] * post.shape[1]
-            seen += take
-            if seen >= per_archive:
-                break
-    return total / frames
+    for mb in all_frame_minibatches(
+        archive, model.left_context, model.right_context, PRIOR_MINIBATCH, indices
+    ):
+        ivec = mb.ivectors if (mb.ivectors is not None and model.ivector_dim) else None
+        post = model(mb.feats, ivec).exp()
+        total += post.reshape(-1, model.num_targets).sum(0).double()
+        frames += post.shape[0] * post.shape[1]
+    return total, frames
+
+
+def average_posterior(
+    model,
+    archives: Sequence[str | Path],
+    subset_size: int,
+    srand: int = 0,
+    num_jobs: int = NUM_JOBS_COMPUTE_PRIOR,
+) -> tuple[torch.Tensor, dict]:
+    """Mean posterior over Kaldi's prior sample (module docstring) of ``archives`` (the
+    first min(num_archives, 10) archive prefixes, in order); returns it and a summary.
+    A job whose subset is a whole archive already summed reuses that sum."""
+    total = torch.zeros(model.num_targets, dtype=torch.float64)
+    frames, egs = 0, 0
+    done: dict[int, tuple[torch.Tensor, int, int]] = {}
+    jobs = prior_job_archives(len(archives), num_jobs)
+    for job, a in enumerate(jobs, start=1):
+        archive = EgsArchive(archives[a])
+        indices = prior_subset(archive.num_egs, subset_size, srand, job)
+        if indices is None and a in done:
+            job_total, job_frames, job_egs = done[a]
+        else:
+            job_total, job_frames = posterior_sum(model, archive, indices)
+            job_egs = archive.num_egs if indices is None else len(indices)
+            if indices is None:
+                done[a] = (job_total, job_frames, job_egs)
+        total += job_total
+        frames += job_frames
+        egs += job_egs
+    summary = {"prior_jobs": len(jobs), "prior_archives": sorted(set(jobs)), "prior_egs": egs}
+    return total / frames, {**summary, "prior_frames": frames}
 
 
 def adjust_priors(
@@ -45,12 +100,14 @@ def adjust_priors(
     num_egs: int,
     model_out: str | Path,
     summary_out: str | Path,
+    srand: int = 0,
 ) -> dict:
-    """Write ``final.pt`` = the combined model with priors, and a summary."""
+    """Write ``final.pt`` = the combined model with priors, and a summary. ``num_egs`` is
+    Kaldi's ``prior_subset_size`` (egs per prior job)."""
     torch.set_grad_enabled(False)
     file_dict = load_model_file(model_in)
     model = build_model(file_dict)
-    priors = average_posterior(model, archives, num_egs)
+    priors, sample = average_posterior(model, archives, num_egs, srand)
     priors = priors / priors.sum()
     old = file_dict["state_dict"]["log_priors"].double().exp()
     old = old / old.sum()
@@ -60,7 +117,8 @@ def adjust_priors(
     save_torch_atomic(model_out, {**file_dict, "state_dict": sd})
     summary = {
         "combined_from": file_dict.get("meta", {}).get("combined_models"),
-        "prior_egs": num_egs,
+        "prior_subset_size": num_egs,
+        **sample,
         "prior_entropy": float(-(priors * priors.clamp_min(1e-20).log()).sum()),
         "kl_from_previous_priors": kl,
     }

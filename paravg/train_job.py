@@ -5,7 +5,8 @@ Mirrors ``steps/libs/nnet3/train/frame_level_objf/common.py: train_new_models`` 
 
 * read the job's archive keeping only output frame k of every eg, buffer-shuffle with a
   seed from (srand, iteration, job), merge into minibatches of B (B/2 at iteration 0),
-  dropping the final partial minibatch;
+  dropping the final partial minibatch, or by Kaldi's rule string
+  (:mod:`paravg.egs.minibatch`: ``"256,128"`` keeps a final 128..255 as one of 128);
 * per minibatch, F = Σ w log p(label) (summed, never averaged); every updatable component
   c proposes a step Δ_c (lr included; natural-gradient preconditioned for NG layers);
 * per-component max-change: s_c = min(1, max_change_c / ‖Δ_c‖) (Frobenius over weights
@@ -29,6 +30,7 @@ from pathlib import Path
 import torch
 
 from paravg.egs import EgsArchive, frame_minibatches
+from paravg.egs.minibatch import MinibatchRule
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.objective import ObjectiveStats, weighted_logprob
 from paravg.nnet.tdnn import TdnnModel, build_model, model_to_file_dict
@@ -44,7 +46,7 @@ class JobSpec:
     iteration: int
     job: int
     learning_rate: float
-    minibatch_size: int
+    minibatch_size: int | str  # B or a Kaldi rule string ("256,128", "128=64/256=32")
     max_param_change: float
     frame: int
     shuffle_buffer_size: int
@@ -57,9 +59,18 @@ class JobSpec:
         """Seed of every random choice of this job, from (srand, iteration, job)."""
         return job_seed(self.srand, self.iteration, self.job)
 
-    def effective_minibatch(self) -> int:
-        """Kaldi halves the minibatch on iteration 0 (model changes fastest there)."""
-        return max(1, self.minibatch_size // 2) if self.iteration == 0 else self.minibatch_size
+    def minibatch_rule(self) -> MinibatchRule:
+        """The merging rule of this job: Kaldi halves every size on iteration 0 (the model
+        changes fastest there)."""
+        rule = MinibatchRule.parse(self.minibatch_size)
+        return rule.halved() if self.iteration == 0 else rule
+
+    def effective_minibatch(self) -> int | str:
+        """The minibatch size this job uses: an integer for an integer config, else the
+        (halved on iteration 0) rule string."""
+        if isinstance(self.minibatch_size, int):
+            return max(1, self.minibatch_size // 2) if self.iteration == 0 else self.minibatch_size
+        return self.minibatch_rule().text
 
     def effective_max_param_change(self) -> float:
         return (
@@ -117,6 +128,7 @@ def train_one_job(
     model.to(device).train()
     for comp in model.components():
         comp.reset_state()
+    model.reset_nonlinearity_stats(spec.seed)
     objective = ObjectiveStats()
     steps = StepStats()
     mpc = spec.effective_max_param_change()
@@ -125,7 +137,7 @@ def train_one_job(
         frame=spec.frame,
         left_context=model.left_context,
         right_context=model.right_context,
-        minibatch_size=spec.effective_minibatch(),
+        minibatch_size=spec.minibatch_rule(),
         buffer_size=spec.shuffle_buffer_size,
         seed=spec.seed,
     ):

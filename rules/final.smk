@@ -72,6 +72,7 @@ rule evaluate:
 rule results_table:
     input:
         get_results_inputs,
+        decode=get_decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         md=LAYOUT.results_table("md"),
         tsv=LAYOUT.results_table("tsv"),
@@ -79,6 +80,7 @@ rule results_table:
         experiments=list(EXPERIMENTS),
         eval_sets=config["eval_sets"],
         exp_root=LAYOUT.exp_root(),
+        decode=DECODE["enabled"],
     log:
         LAYOUT.log("results_table", "all"),
     conda:

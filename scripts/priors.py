@@ -13,4 +13,5 @@ adjust_priors(
     num_egs=snakemake.params.prior_subset_size,
     model_out=snakemake.output.model,
     summary_out=snakemake.output.summary,
+    srand=snakemake.params.srand,
 )

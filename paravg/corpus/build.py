@@ -4,7 +4,7 @@ Per utterance ``k`` of a speaker (all draws from
 ``default_rng([seed, crc32(speaker), k + 1])``, so nothing depends on scheduling):
 
 1. the engine speaks the sentence at stretch ``tempo * U(0.96, 1.04)`` (espeak: at the
-   speaker's pitch);
+   speaker's pitch, its noise seeded with :func:`engine_seed`, which takes no draw);
 2. ``U(0.05, 0.3)`` s of silence are added before and after (labelled ``sil``);
 3. speed perturbation by the speaker's factor ``a`` (segment times / ``a``);
 4. coloured noise (``beta ~ U(0, 1.5)``) at ``U(20, 40)`` dB SNR, then scaling to a peak
@@ -97,6 +97,14 @@ def _finish_utterance(
     return record, pcm
 
 
+def engine_seed(seed: int, speaker: str, k: int) -> int:
+    """The 32-bit seed of the engine's own random draws for utterance ``k`` of ``speaker``
+    (espeak's glibc ``rand()``), from ``SeedSequence([seed, crc32(speaker), k + 1, 1])``:
+    it takes no draw from the utterance's generator, so the other draws stay as they were."""
+    sequence = np.random.SeedSequence([*speaker_seed(seed, speaker), k + 1, 1])
+    return int(sequence.generate_state(1, np.uint32)[0])
+
+
 def build_speaker(plan: SpeakerPlan, wav_dir: str) -> list[UtteranceRecord]:
     """All utterances of one speaker, in order, until its time budget is spent.
 
@@ -118,7 +126,9 @@ def build_speaker(plan: SpeakerPlan, wav_dir: str) -> list[UtteranceRecord]:
             stretch = round(plan.tempo * rng.uniform(*JITTER), 4)
             pads.append((rng.uniform(*PAD_SECONDS), rng.uniform(*PAD_SECONDS)))
             sentence = plan.sentences[k % len(plan.sentences)]
-            requests.append(Request(sentence, stretch, plan.pitch))
+            requests.append(
+                Request(sentence, stretch, plan.pitch, engine_seed(plan.seed, plan.speaker, k))
+            )
             rngs.append(rng)
         for i, syn in enumerate(synthesize(plan.voice, requests)):
             k = first + i

@@ -18,7 +18,7 @@ exact by construction:
   per minute.
 
 flite and festival are deterministic (the same call gives the same bytes); so is an
-espeak batch run in a fresh process.
+espeak batch run in a fresh process, its noise seeded per utterance (``Request.seed``).
 """
 
 from __future__ import annotations
@@ -56,11 +56,13 @@ class Voice:
 @dataclass(frozen=True)
 class Request:
     """One utterance to synthesize: ``stretch`` > 1 speaks slower; ``pitch`` is espeak's
-    0-100 pitch parameter (ignored by the other engines)."""
+    0-100 pitch parameter and ``seed`` (32 bits) seeds espeak's noise (both ignored by
+    the other engines, which draw nothing at random)."""
 
     text: str
     stretch: float = 1.0
     pitch: int = 50
+    seed: int = 1
 
 
 @dataclass
@@ -262,6 +264,7 @@ def synthesize_espeak(voice: Voice, requests: Sequence[Request], workdir: Path) 
             "voice": voice.engine_voice,
             "rate": round(DEFAULT_RATE / r.stretch),
             "pitch": int(r.pitch),
+            "seed": int(r.seed),
         }
         for r in requests
     ]

@@ -8,6 +8,14 @@ type ``espeakEVENT_PHONEME`` (7) carry the phoneme mnemonic in ``id.string`` and
 sample in ``sample``. A phoneme lasts until the next one starts; the last one until the
 end of the audio.
 
+Random draws: voices with breath noise (``en-us+f2``: ``breath`` in its variant file) and
+the Klatt voices add noise from glibc's process-global ``rand()``. libespeak-ng never
+seeds it, so its output depended on how many draws anything else in the process had taken
+before (one extra ``rand()`` changes nearly every sample of every later utterance by up
+to ~1,200 of 32,768, lengths unchanged: the symptom of the irreproducible demo).
+:meth:`Espeak.synthesize` therefore calls ``srand(seed)`` before every utterance, so the
+noise of an utterance depends on its own seed only.
+
 This module imports nothing heavy (no numpy): it is also the entry point of the fresh
 process each espeak batch runs in (``python -m paravg.corpus.espeak``).
 """
@@ -113,6 +121,11 @@ class Espeak:
         lib.espeak_SetSynthCallback(self._callback)
         lib.espeak_SetParameter.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int)
         lib.espeak_SetVoiceByName.argtypes = (ctypes.c_char_p,)
+        # the symbols of the process (dlopen(NULL)): the srand that libespeak-ng's rand()
+        # resolves to, glibc's
+        self._srand = ctypes.CDLL(None).srand
+        self._srand.argtypes = (ctypes.c_uint,)
+        self._srand.restype = None
 
     @classmethod
     def get(cls) -> Espeak:
@@ -132,9 +145,14 @@ class Espeak:
             i += 1
         return 0
 
-    def synthesize(self, text: str, voice: str, rate: int, pitch: int) -> EspeakOutput:
-        """Speak ``text`` with ``voice`` (e.g. ``en-us+f2``) at ``rate`` wpm and ``pitch``."""
+    def synthesize(
+        self, text: str, voice: str, rate: int, pitch: int, seed: int = 1
+    ) -> EspeakOutput:
+        """Speak ``text`` with ``voice`` (e.g. ``en-us+f2``) at ``rate`` wpm and ``pitch``;
+        the engine's noise comes from glibc ``rand()`` after ``srand(seed)`` (32 bits;
+        glibc's unseeded state is ``srand(1)``)."""
         lib = self._lib
+        self._srand(int(seed) & 0xFFFFFFFF)
         if lib.espeak_SetVoiceByName(voice.encode()) != 0:
             raise ValueError(f"espeak-ng has no voice {voice!r}")
         lib.espeak_SetParameter(PARAM_RATE, int(rate), 0)
@@ -151,7 +169,7 @@ class Espeak:
 def _main(argv: list[str]) -> int:
     """``python -m paravg.corpus.espeak OUT_DIR`` with a JSON request list on stdin.
 
-    Each request is ``{"text", "voice", "rate", "pitch"}``; request ``k`` is written to
+    Each request is ``{"text", "voice", "rate", "pitch"[, "seed"]}``; request ``k`` is written to
     ``OUT_DIR/k.pcm`` (raw native int16 samples) and ``OUT_DIR/k.json`` (sample rate and phoneme
     events). Running a batch in a fresh process makes its output depend on the batch only:
     libespeak-ng keeps state between utterances (function-static pitch-flutter counters),
@@ -165,7 +183,9 @@ def _main(argv: list[str]) -> int:
     requests = json.load(sys.stdin)
     engine = Espeak.get()
     for k, req in enumerate(requests):
-        result = engine.synthesize(req["text"], req["voice"], req["rate"], req["pitch"])
+        result = engine.synthesize(
+            req["text"], req["voice"], req["rate"], req["pitch"], req.get("seed", 1)
+        )
         (out_dir / f"{k}.pcm").write_bytes(result.samples)
         meta = {"sample_rate": result.sample_rate, "phonemes": result.phonemes}
         (out_dir / f"{k}.json").write_text(json.dumps(meta))

@@ -9,7 +9,8 @@
 keep only output frame k of every eg (the model's input window [k − lc, k + rc] is cut
 out of the stored, possibly wider, window), buffer-shuffle
 (:func:`paravg.egs.shuffle.buffer_shuffle_order`), merge into minibatches of M egs and
-discard the final partial minibatch. :func:`all_frame_minibatches` reads every frame of
+discard the final partial minibatch (or, for a Kaldi rule string such as ``"256,128"``,
+what :mod:`paravg.egs.minibatch` says). :func:`all_frame_minibatches` reads every frame of
 every eg in file order with the last minibatch kept (``nnet3-compute-prob`` /
 ``nnet3-combine`` / priors with ``--minibatch-size=1:M``).
 
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 
 from paravg.egs.archive import ArchiveMeta, open_arrays, read_keys
+from paravg.egs.minibatch import MinibatchRule
 from paravg.egs.shuffle import buffer_shuffle_order
 
 
@@ -130,33 +132,42 @@ def frame_minibatches(
     frame: int,
     left_context: int,
     right_context: int,
-    minibatch_size: int,
+    minibatch_size: int | str | MinibatchRule,
     buffer_size: int,
     seed: int,
 ) -> Iterator[Minibatch]:
     """Minibatches of output frame ``frame`` of every eg, buffer-shuffled (see module doc).
 
-    Yields ``num_egs // minibatch_size`` minibatches with feats (B, lc + 1 + rc, D) and
-    labels / weights (B,).
+    ``minibatch_size`` is an integer B (``num_egs // B`` minibatches of B) or a Kaldi rule
+    (:class:`paravg.egs.minibatch.MinibatchRule`, e.g. ``"256,128"``), applied to egs of
+    the archive's stored window size as ``nnet3-merge-egs`` does. Yields feats
+    (B, lc + 1 + rc, D) and labels / weights (B,).
     """
     F = archive.frames_per_eg
     if not 0 <= frame < F:
         raise ValueError(f"frame {frame} out of range 0..{F - 1} for {archive.prefix}")
-    if minibatch_size < 1:
+    if isinstance(minibatch_size, int) and minibatch_size < 1:
         raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+    rule = (
+        minibatch_size
+        if isinstance(minibatch_size, MinibatchRule)
+        else MinibatchRule.parse(minibatch_size)
+    )
     _check_context(archive, left_context, right_context)
-    n, D, B = archive.num_egs, archive.feat_dim, minibatch_size
-    num_batches = n // B
-    if num_batches == 0:
+    n, D = archive.num_egs, archive.feat_dim
+    sizes = rule.sizes(archive.meta.window, n)
+    if not sizes:
         return
-    order = torch.from_numpy(buffer_shuffle_order(n, buffer_size, seed)[: num_batches * B])
+    order = torch.from_numpy(buffer_shuffle_order(n, buffer_size, seed)[: sum(sizes)])
     width = left_context + 1 + right_context
     window = _window_view(archive, archive.left_context + frame - left_context, width)
     labels = torch.from_numpy(np.array(archive.labels[:, frame], dtype=np.int64))
     weights = torch.from_numpy(np.array(archive.weights[:, frame], dtype=np.float32))
     ivectors = None if archive.ivectors is None else _tensor(archive.ivectors)
-    for b in range(num_batches):
-        index = order[b * B : (b + 1) * B]
+    start = 0
+    for B in sizes:
+        index = order[start : start + B]
+        start += B
         yield Minibatch(
             feats=window.index_select(0, index).view(B, width, D).to(torch.float32),
             ivectors=None if ivectors is None else ivectors.index_select(0, index),

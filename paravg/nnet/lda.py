@@ -7,7 +7,10 @@ Mirrors ``nnet3-acc-lda-stats`` (with ``--rand-prune``) and ``nnet-get-feature-t
 1. With the global mean m, total covariance Σ_T and between-class covariance
    Σ_B = Σ_c (n_c/N)(m_c − m)(m_c − m)ᵀ, the within-class covariance is Σ_W = Σ_T − Σ_B.
 2. LDA rotation: with Σ_W = L Lᵀ and L⁻¹ Σ_B L⁻ᵀ = U diag(λ) Uᵀ, T₀ = Uᵀ L⁻¹ maps the
-   within-class covariance to I and the between-class covariance to diag(λ).
+   within-class covariance to I and the between-class covariance to diag(λ). Only when
+   the Cholesky factorisation fails (Σ_W not positive definite, e.g. a constant input
+   dimension) is Σ_W smoothed, by adding 10⁻³·tr(Σ_W)/dim to its diagonal, and factorised
+   again (``FeatureTransformEstimate::EstimateInternal``); otherwise it is used as is.
 3. Row i is scaled by √((w + λ_i)/(1 + λ_i)), w = within_class_factor, so directions that
    carry no class information end up with variance ≈ w and informative ones ≈ 1.
 4. The offset −T m is appended (remove_offset), then the singular values of T are
@@ -19,9 +22,16 @@ probability w/p at weight p, an unbiased subsampling that makes accumulation che
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
+
+from paravg.errors import DataError
+
+log = logging.getLogger(__name__)
+
+CHOLESKY_SMOOTHING = 1.0e-3  # Kaldi: smooth = 1e-3 * trace(W) / dim, only on failure
 
 
 @dataclass
@@ -64,6 +74,28 @@ class LdaStats:
         self.scatter += other.scatter
 
 
+def within_class_cholesky(within: np.ndarray) -> np.ndarray:
+    """L with Σ_W = L Lᵀ; if Σ_W is not positive definite, Kaldi's one retry with
+    10⁻³·tr(Σ_W)/dim added to the diagonal."""
+    try:
+        return np.linalg.cholesky(within)
+    except np.linalg.LinAlgError:
+        pass
+    smooth = CHOLESKY_SMOOTHING * float(np.trace(within)) / within.shape[0]
+    log.info(
+        "LDA: Cholesky of the within-class covariance failed (not positive definite); "
+        "adding %.4g to its diagonal and trying again",
+        smooth,
+    )
+    try:
+        return np.linalg.cholesky(within + smooth * np.eye(within.shape[0]))
+    except np.linalg.LinAlgError as exc:
+        raise DataError(
+            "LDA statistics: the within-class covariance is not positive definite even "
+            f"after smoothing by {smooth:.4g} (are the egs features all constant?)"
+        ) from exc
+
+
 def estimate_transform(
     stats: LdaStats, within_class_factor: float = 0.001, max_singular_value: float = 5.0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -79,12 +111,7 @@ def estimate_transform(
     between = (centred * (stats.count[present] / total)[:, None]).T @ centred
     within = total_covar - between
     within = 0.5 * (within + within.T)
-    # Floor the within-class covariance so constant or collinear dimensions (e.g. a
-    # constant i-vector dimension) cannot make the Cholesky fail.
-    evals, evecs = np.linalg.eigh(within)
-    floor = max(evals.max(), 1e-20) * 1e-8
-    within = (evecs * np.maximum(evals, floor)) @ evecs.T
-    chol = np.linalg.cholesky(within)
+    chol = within_class_cholesky(within)
     chol_inv = np.linalg.inv(chol)
     bc = chol_inv @ between @ chol_inv.T
     lam, u = np.linalg.eigh(0.5 * (bc + bc.T))

@@ -8,6 +8,7 @@ mtimes and Snakemake's metadata, so nothing upstream reruns) and trains from the
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,24 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
+# every shared stage of the tiny config: the egs, and the eval set's features and i-vectors
+UPSTREAM_TARGETS = (
+    "egs_all",
+    "results/feats/test/feats.scp",
+    "results/ivector/test/ivector_online.scp",
+    "results/data/test/targets.scp",
+)
 
 
 def run_snakemake(
-    workdir: Path, *args: str, overlay: dict | None = None, timeout_s: int = 1800
+    workdir: Path,
+    *args: str,
+    overlay: dict | None = None,
+    timeout_s: int = 1800,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run the repository's Snakefile in ``workdir`` on the tiny config (+ ``overlay``).
+    """Run the repository's Snakefile in ``workdir`` on the tiny config (+ ``overlay``),
+    with ``env`` added to the environment.
 
     Under ``timeout -k``: a hung executor plugin ignores SIGTERM.
     """
@@ -42,6 +55,7 @@ def run_snakemake(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **env} if env else None,
     )
 
 
@@ -74,13 +88,7 @@ def upstream(tmp_path_factory) -> Path:
     """A workspace with every shared stage built for the tiny config: the egs, and the
     eval set's features and i-vectors."""
     d = tmp_path_factory.mktemp("upstream")
-    targets = [
-        "egs_all",
-        "results/feats/test/feats.scp",
-        "results/ivector/test/ivector_online.scp",
-        "results/data/test/targets.scp",
-    ]
-    check_ok(run_snakemake(d, "--cores", "2", *targets), "building the shared stages")
+    check_ok(run_snakemake(d, "--cores", "2", *UPSTREAM_TARGETS), "building the shared stages")
     return d
 
 

@@ -1,7 +1,11 @@
 """TTS engines (paravg.corpus.engines): determinism, 16 kHz output, exact segments."""
 
 import itertools
+import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,3 +85,40 @@ def test_espeak_maps_every_grammar_phoneme_and_is_deterministic():
 @pytest.mark.skipif(shutil.which("flite") is None, reason="flite is not installed")
 def test_flite_voices_found():
     assert {"flite_awb", "flite_rms", "flite_slt"} <= INSTALLED
+
+
+def _espeak_batch_after_draws(tmp_path: Path, requests: list[dict], draws: int) -> list[bytes]:
+    """Run an espeak batch in a fresh process that first takes ``draws`` glibc ``rand()``
+    draws (as any other library in the process might), return each utterance's samples."""
+    out = tmp_path / f"draws{draws}"
+    out.mkdir()
+    code = (
+        "import ctypes, json, sys\n"
+        f"for _ in range({draws}): ctypes.CDLL(None).rand()\n"
+        "from paravg.corpus.espeak import _main\n"
+        "raise SystemExit(_main(sys.argv[1:]))\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(out)],
+        input=json.dumps(requests),
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    return [(out / f"{k}.pcm").read_bytes() for k in range(len(requests))]
+
+
+@pytest.mark.skipif(not espeak_available(), reason="libespeak-ng is not installed")
+def test_espeak_noise_depends_on_the_utterance_seed_not_on_the_process_rand_state(tmp_path):
+    # f2 is the variant with breath noise (glibc rand()): the voice whose first batch
+    # differed on a fresh machine. Other draws from rand() in the process before the
+    # batch must not change a sample; the utterance's seed must.
+    voice = next(v for v in ESPEAK_VOICES if v.engine_voice == "en-us+f2")
+    req = {"text": SENTENCE, "voice": voice.engine_voice, "rate": 170, "pitch": 40}
+    requests = [{**req, "seed": 7}, {**req, "text": "Is it gray?", "seed": 8}]
+    quiet = _espeak_batch_after_draws(tmp_path, requests, 0)
+    assert _espeak_batch_after_draws(tmp_path, requests, 3) == quiet
+    # another seed: other noise, the same length (nothing but the noise changes)
+    (other,) = _espeak_batch_after_draws(tmp_path, [{**req, "seed": 8}], 1)
+    a, b = np.frombuffer(quiet[0], dtype=np.int16), np.frombuffer(other, dtype=np.int16)
+    assert len(a) == len(b) and not np.array_equal(a, b)

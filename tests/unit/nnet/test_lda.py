@@ -68,3 +68,60 @@ def test_constant_dimension_does_not_break_estimation():
 def test_empty_stats_raise():
     with pytest.raises(ValueError, match="empty"):
         estimate_transform(LdaStats(3, 2))
+
+
+def kaldi_estimate(total_covar, between, mean, w, max_sv, smooth=0.0):
+    """EstimateInternal step by step (smoothing only if given), for the tests below."""
+    within = total_covar - between + smooth * np.eye(len(mean))
+    l_inv = np.linalg.inv(np.linalg.cholesky(within))
+    u, d, _ = np.linalg.svd(l_inv @ between @ l_inv.T)
+    order = np.argsort(-d)
+    u, d = u[:, order], d[order]
+    m = (u.T @ l_inv) * np.sqrt((w + d) / (1.0 + d))[:, None]
+    uu, s, vt = np.linalg.svd(m)
+    m = (uu * np.minimum(s, max_sv)) @ vt
+    return m, -m @ mean
+
+
+def _moments(stats):
+    n = stats.count.sum()
+    mean = stats.class_sum.sum(0) / n
+    total = stats.scatter / n - np.outer(mean, mean)
+    cm = stats.class_sum / stats.count[:, None] - mean
+    between = (cm * (stats.count / n)[:, None]).T @ cm
+    return total, between, mean
+
+
+def _same_transform(a, b, ref_a, mean):
+    # eigenvectors are defined up to sign (and rotation among equal λ): compare AᵀA, the
+    # metric the transform induces, and the offset rule b = −A·mean
+    np.testing.assert_allclose(a.T @ a, ref_a.T @ ref_a, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(b, -a @ mean, rtol=1e-9, atol=1e-9)
+
+
+def test_nearly_singular_within_class_covariance_is_not_smoothed():
+    # a direction with within-class variance ~1e-11 of the others': positive definite, so
+    # Kaldi's Cholesky succeeds and nothing is added (a relative floor would change it)
+    x, labels = make_data()
+    noise = 1e-5 * np.random.default_rng(5).normal(size=(len(x), 1))
+    x = np.concatenate([x, x[:, :1] * 1e-3 + noise], 1)
+    stats = stats_of(x, labels)
+    total, between, mean = _moments(stats)
+    evals = np.linalg.eigvalsh(total - between)
+    assert 0 < evals.min() < 1e-9 * evals.max()
+    a, b = estimate_transform(stats, 0.001, 1e9)
+    ref_a, _ = kaldi_estimate(total, between, mean, 0.001, 1e9)
+    _same_transform(a, b, ref_a, mean)
+
+
+def test_singular_within_class_covariance_gets_kaldis_smoothing():
+    x, labels = make_data()
+    x = np.concatenate([np.zeros((len(x), 1)), x], 1)  # a constant dimension
+    stats = stats_of(x, labels)
+    total, between, mean = _moments(stats)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cholesky(total - between)
+    a, b = estimate_transform(stats, 0.001, 5.0)
+    smooth = 1e-3 * np.trace(total - between) / x.shape[1]
+    ref_a, _ = kaldi_estimate(total, between, mean, 0.001, 5.0, smooth)
+    _same_transform(a, b, ref_a, mean)

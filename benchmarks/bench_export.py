@@ -1,0 +1,113 @@
+"""Export to Kaldi, and vosk's decode beside paravg's own decode of the same set.
+
+Usage: .venv/bin/python benchmarks/bench_export.py --workdir WS [--exp default] [--set test]
+
+``WS`` is a finished pipeline workspace (``results/exp/<exp>/final.pt``, the i-vector
+models, the eval set's features and i-vectors), e.g. a tiny run::
+
+    snakemake --configfile tests/pipeline/tiny.yaml --directory WS --cores 2 \\
+        results/exp/default/final.pt results/feats/test/feats.scp \\
+        results/ivector/test/ivector_online.scp
+
+Times, in one run, on one core: the export (binary and text ``final.mdl``: seconds and
+size), vosk's decode of the set's wav files from the exported directory (Kaldi's MFCC,
+online i-vectors, nnet3 and lattice decoder: everything from audio), and paravg's decode
+of the same graph from its stored features and i-vectors (network + Kaldi FasterDecoder).
+Prints the real-time factor of each decode (CPU seconds / audio seconds) and their ratio,
+and the agreement of the two decodes. The graph is the export's phone loop.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import wave  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import kaldifst  # noqa: E402, F401  (before kaldi_hmm_gmm)
+import kaldiio  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from paravg.export.phone_loop import transition_ids  # noqa: E402
+from paravg.export.stage import export_experiment  # noqa: E402
+from paravg.export.transition_model import TransitionModel  # noqa: E402
+from paravg.export.verify import (  # noqa: E402
+    agreement,
+    paravg_loglikes,
+    reference_decode,
+    vosk_decode,
+)  # fmt: skip
+from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", required=True, type=Path)
+    p.add_argument("--exp", default="default")
+    p.add_argument("--set", default="test")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    model_path = (args.workdir / "results" / "exp" / args.exp / "final.pt").resolve()
+    os.chdir(args.workdir)  # its scp files name arks relative to it
+    r = Path("results")
+    iv = r / "ivector"
+    last = lambda stem: max(iv.glob(f"{stem}.*.npz"), key=lambda q: int(q.stem.split(".")[1]))  # noqa: E731
+    files = {"pca": iv / "pca.npz", "ubm": last("ubm"), "extractor": last("extractor")}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for binary in (True, False):
+            out = Path(tmp) / ("bin" if binary else "text")
+            t0 = time.process_time()
+            summary = export_experiment(model_path, out, {}, 16000, files, binary=binary)
+            name = f"export ({'binary' if binary else 'text'})"
+            size = f"final.mdl {summary['final_mdl_bytes']} bytes"
+            rows.append((name, time.process_time() - t0, size))
+        kaldi = Path(tmp) / "bin"
+        wavs = dict(
+            line.split(maxsplit=1)
+            for line in (r / "data" / args.set / "wav.scp").read_text().splitlines()
+        )
+        audio = 0.0
+        for path in wavs.values():
+            with wave.open(path) as f:
+                audio += f.getnframes() / f.getframerate()
+        c0 = _children_cpu()
+        vosk = vosk_decode(kaldi, wavs)
+        vosk_cpu = _children_cpu() - c0
+
+        t0 = time.process_time()
+        model = build_model(load_model_file(model_path))
+        model.eval()
+        feats = dict(kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp")))
+        ivs = dict(kaldiio.load_scp(str(r / "ivector" / args.set / "ivector_online.scp")))
+        tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
+        tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])
+        ll = {u: paravg_loglikes(model, feats[u], ivs[u], 10) for u in feats}
+        ours = reference_decode(ll, tid2pdf, kaldi / "graph" / "HCLG.fst",
+                                kaldi / "graph" / "words.txt")  # fmt: skip
+        ours_cpu = time.process_time() - t0
+    print(f"{len(wavs)} utterances, {audio:.1f} s of audio\n")
+    print(f"{'step':32s} {'CPU s':>8s}  note")
+    for name, sec, note in rows:
+        print(f"{name:32s} {sec:8.2f}  {note}")
+    print(f"{'vosk decode (from audio)':32s} {vosk_cpu:8.2f}  RTF {vosk_cpu / audio:.3f}")
+    print(f"{'paravg decode (stored features)':32s} {ours_cpu:8.2f}  RTF {ours_cpu / audio:.3f}")
+    print(f"\nvosk / paravg decode time: {vosk_cpu / max(ours_cpu, 1e-9):.2f}x")
+    print("agreement (paravg as reference):", agreement(ours, vosk))
+
+
+if __name__ == "__main__":
+    main()

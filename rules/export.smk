@@ -1,0 +1,27 @@
+# Export an experiment's final model to Kaldi's formats (nnet3 final.mdl, online i-vector
+# extractor, conf/, graph/): the directory Kaldi's online2 decoders and vosk load.
+
+
+rule export_kaldi:
+    input:
+        unpack(get_export_inputs),
+    output:
+        kaldi=directory(LAYOUT.kaldi_dir("{exp}")),
+    params:
+        features=config["features"],
+        sample_rate=config["data"]["sample_rate"],
+        ivector_options=export_ivector_options(),
+        acoustic_scale=0.1,  # Kaldi's nnet3 default; also written to conf/model.conf
+    log:
+        "logs/export_kaldi/{exp}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/export_kaldi/{{exp}}.tsv"
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    # Small: the network, the i-vector models and the graph, written once.
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    script:
+        "../scripts/export_kaldi.py"

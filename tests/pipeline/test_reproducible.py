@@ -1,0 +1,87 @@
+"""Reproducibility: two fresh builds of the tiny pipeline give identical files.
+
+The session's ``upstream`` workspace (2 cores, the default thread settings) is compared
+with a second build from nothing made with 1 core (every rule then runs with
+``torch.set_num_threads(1)`` and the demo corpus with one worker process) and
+``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` = 1: the demo corpus
+(wavs and its data dirs), the prepared data dirs, features, i-vectors and egs must be
+byte-identical, and so must the ``final.pt`` each workspace then trains. The corpus
+includes espeak-ng voices when libespeak-ng is installed (the engine whose noise was
+once unseeded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from .conftest import UPSTREAM_TARGETS, check_ok, run_snakemake
+
+SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+UPSTREAM_PARTS = ("demo", "data", "feats", "ivector", "egs")
+# JSON fields that record how long a step took, not what it computed
+TIMING_KEYS = {"build_seconds"}
+
+
+def _digest(path: Path, ws: Path) -> str:
+    """sha256 of a file, the workspace's own absolute path (in scp files and reports)
+    written as ``<ws>`` and timing fields of a JSON object left out."""
+    data = path.read_bytes()
+    for prefix in {str(ws.resolve()), str(ws)}:
+        data = data.replace(prefix.encode(), b"<ws>")
+    if path.suffix == ".json" or path.name == "done":
+        try:
+            obj = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            obj = None
+        if isinstance(obj, dict):
+            obj = {k: v for k, v in obj.items() if k not in TIMING_KEYS}
+            data = json.dumps(obj, sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def checksums(ws: Path, parts: tuple[str, ...] = UPSTREAM_PARTS) -> dict[str, str]:
+    """{path under results/: sha256} of every file of ``parts``."""
+    root = ws / "results"
+    out = {}
+    for part in parts:
+        for path in sorted((root / part).rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(root))] = _digest(path, ws)
+    return out
+
+
+@pytest.fixture(scope="module")
+def second_build(tmp_path_factory) -> Path:
+    ws = tmp_path_factory.mktemp("second_build")
+    proc = run_snakemake(ws, "--cores", "1", *UPSTREAM_TARGETS, env=SINGLE_THREAD)
+    check_ok(proc, "the second fresh build (1 core, 1 thread)")
+    return ws
+
+
+def test_upstream_files_identical_across_fresh_builds_and_thread_counts(upstream, second_build):
+    first, second = checksums(upstream), checksums(second_build)
+    assert first.keys() == second.keys()
+    differ = sorted(k for k in first if first[k] != second[k])
+    assert not differ, f"{len(differ)} of {len(first)} files differ: {differ[:20]}"
+    assert any(k.startswith("demo/wav/") for k in first)
+    assert any(k.startswith("egs/") and k.endswith(".feats.npy") for k in first)
+
+
+def test_final_model_identical_across_fresh_builds_and_thread_counts(clone_upstream, second_build):
+    a = clone_upstream("train_a")
+    check_ok(run_snakemake(a, "--cores", "2"), "training in the first build")
+    check_ok(run_snakemake(second_build, "--cores", "1", env=SINGLE_THREAD), "second training")
+    path = Path("results/exp/default/final.pt")
+    fa = torch.load(a / path, weights_only=True)
+    fb = torch.load(second_build / path, weights_only=True)
+    assert fa["meta"] == fb["meta"] and fa["state_dict"].keys() == fb["state_dict"].keys()
+    for name, tensor in fa["state_dict"].items():
+        assert torch.equal(tensor, fb["state_dict"][name]), name
+    ja = json.loads((a / "results/exp/default/eval/test.json").read_text())
+    jb = json.loads((second_build / "results/exp/default/eval/test.json").read_text())
+    assert ja == jb

@@ -1,0 +1,94 @@
+"""The exported directory: files, configs, the checks before writing, and vosk loading it
+(Kaldi's own readers, text and binary) and decoding audio with it."""
+
+from __future__ import annotations
+
+import wave
+
+import numpy as np
+import pytest
+
+from paravg.corpus.phones import PHONES
+from paravg.errors import DataError
+from paravg.export.layout import IvectorSystem, export_model
+from paravg.export.phone_loop import monophone_transition_model, write_phone_loop_graph
+from paravg.export.verify import vosk_decode
+from paravg.features import MfccOptions
+
+
+@pytest.fixture(scope="module")
+def tm40():
+    return monophone_transition_model(40)[1]
+
+
+@pytest.fixture
+def graph(tmp_path, tm40):
+    return write_phone_loop_graph(tm40, list(PHONES[:40]), tmp_path / "graph", 2.0)
+
+
+def _export(model_file, ivector_files, tm, graph, out, **kw):
+    return export_model(
+        model_file[0], out, tm, MfccOptions(), graph, IvectorSystem(*ivector_files), **kw
+    )
+
+
+def test_layout_and_configs(tmp_path, model_file, ivector_files, tm40, graph):
+    out = tmp_path / "kaldi"
+    summary = _export(model_file, ivector_files, tm40, graph, out)
+    for name in (
+        "am/final.mdl", "conf/mfcc.conf", "conf/model.conf", "conf/online.conf",
+        "conf/ivector_extractor.conf", "graph/HCLG.fst", "graph/words.txt",
+        "ivector/final.dubm", "ivector/final.ie", "ivector/final.mat",
+        "ivector/global_cmvn.stats", "ivector/online_cmvn.conf", "ivector/splice_opts",
+        "ivector/splice.conf", "export.json",
+    ):  # fmt: skip
+        assert (out / name).is_file(), name
+    assert not (out / "am" / "global_cmvn.stats").exists()  # vosk would CMVN the net input
+    model_conf = (out / "conf" / "model.conf").read_text().split()
+    assert "--frame-subsampling-factor=1" in model_conf
+    assert "--acoustic-scale=0.1" in model_conf
+    assert any(o.startswith("--endpoint.silence-phones=") for o in model_conf)
+    mfcc = (out / "conf" / "mfcc.conf").read_text().split()
+    assert "--num-ceps=40" in mfcc and "--dither=1" in mfcc and "--high-freq=-400" in mfcc
+    assert (out / "ivector" / "splice_opts").read_text() == "--left-context=3 --right-context=3\n"
+    assert summary["num_pdfs"] == 40 and summary["format"] == "binary"
+    assert (out / "am" / "final.mdl").read_bytes()[:2] == b"\0B"
+
+
+def test_bad_inputs_fail_before_writing(tmp_path, model_file, ivector_files, tm40, graph):
+    out = tmp_path / "kaldi"
+    _khg, tm39 = monophone_transition_model(39)
+    with pytest.raises(Exception, match="40 outputs but the transition model has 39 pdfs"):
+        _export(model_file, ivector_files, tm39, graph, out)
+    with pytest.raises(DataError, match="takes i-vectors"):
+        export_model(model_file[0], out, tm40, MfccOptions(), graph, None)
+    with pytest.raises(DataError, match="13 cepstra"):
+        export_model(model_file[0], out, tm40, MfccOptions(num_ceps=13, num_mel_bins=23),
+                     graph, IvectorSystem(*ivector_files))  # fmt: skip
+    (graph / "HCLG.fst").unlink()
+    with pytest.raises(DataError, match=r"no HCLG\.fst"):
+        _export(model_file, ivector_files, tm40, graph, out)
+    assert not out.exists()
+
+
+def test_graph_phones_must_be_the_models(tmp_path, model_file, ivector_files, tm40, graph):
+    (graph / "phones.txt").write_text("<eps> 0\nsil 1\n")
+    with pytest.raises(DataError, match=r"not in the graph's phones\.txt"):
+        _export(model_file, ivector_files, tm40, graph, tmp_path / "kaldi")
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_vosk_loads_and_decodes(tmp_path, model_file, ivector_files, tm40, graph, binary):
+    out = tmp_path / "kaldi"
+    _export(model_file, ivector_files, tm40, graph, out, binary=binary,
+            decoder={"lattice_beam": 1.0})  # fmt: skip
+    rng = np.random.default_rng(0)
+    wav = tmp_path / "a.wav"
+    with wave.open(str(wav), "w") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(16000)
+        f.writeframes((rng.standard_normal(8000) * 3000).astype("<i2").tobytes())
+    hyps = vosk_decode(out, {"a": str(wav)})
+    assert set(hyps) == {"a"}
+    assert all(w in PHONES for w in hyps["a"].split())
