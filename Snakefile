@@ -33,6 +33,8 @@ include: "rules/egs.smk"
 include: "rules/train.smk"
 include: "rules/sync.smk"
 include: "rules/final.smk"
+include: "rules/graph.smk"
+include: "rules/decode.smk"
 include: "rules/report.smk"
 include: "rules/export.smk"
 

@@ -1,10 +1,11 @@
 """Evaluation of a model on a whole data set (frame accuracy and cross-entropy).
 
-Every utterance is run through the model in one window: the features are padded by
-repeating the first and last frames by the model's left/right context (as the egs are),
-and frame t gets the online i-vector row ⌊t / period⌋ (the estimate a decoder would
-have at that point). Targets may differ from the feature length by at most
-``tolerance`` frames (Kaldi's ``targets_length_tolerance``); the shorter length is used.
+The log-posteriors come from :func:`paravg.decode.posteriors.utterance_log_posteriors`,
+the function the decoder uses too: edges padded by repetition (as the egs are), and one
+online i-vector, row ⌊t / period⌋, for every input frame of output frame t's receptive
+field (as in training: Kaldi's ``ReplaceIndex(ivector, t, 0)``). Targets may differ from
+the feature length by at most ``tolerance`` frames (Kaldi's ``targets_length_tolerance``);
+the shorter length is used.
 Cross-entropy is −(1/N) Σ_t log p(label_t | x), in nats per frame.
 """
 
@@ -17,30 +18,12 @@ import kaldiio
 import numpy as np
 import torch
 
+from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.io import write_json_atomic
 from paravg.nnet.objective import ObjectiveStats
-from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
+from paravg.nnet.tdnn import build_model, load_model_file
 
 log = logging.getLogger(__name__)
-
-
-def frame_ivectors(
-    rows: np.ndarray, period: int, num_frames: int, left: int, right: int
-) -> np.ndarray:
-    """Per padded frame, the online i-vector row in force at that frame."""
-    t = np.clip(np.arange(-left, num_frames + right), 0, num_frames - 1)
-    return rows[np.minimum(t // period, len(rows) - 1)]
-
-
-def utterance_logprobs(
-    model: TdnnModel, feats: np.ndarray, ivectors: np.ndarray | None
-) -> torch.Tensor:
-    """(T, C) log-probabilities of one utterance, edges padded by repetition."""
-    left, right = model.left_context, model.right_context
-    idx = np.clip(np.arange(-left, feats.shape[0] + right), 0, feats.shape[0] - 1)
-    x = torch.from_numpy(np.ascontiguousarray(feats[idx], dtype=np.float32))[None]
-    iv = None if ivectors is None else torch.from_numpy(ivectors.astype(np.float32))[None]
-    return model(x, iv)[0]
 
 
 def evaluate_set(
@@ -77,8 +60,8 @@ def evaluate_set(
         if ivecs is not None:
             if utt not in ivecs:
                 raise ValueError(f"{ivectors_scp}: no i-vectors for utterance {utt}")
-            iv = frame_ivectors(ivecs[utt], period, len(x), model.left_context, model.right_context)
-        logp = utterance_logprobs(model, x, iv)[:n]
+            iv = ivecs[utt]
+        logp = utterance_log_posteriors(model, x, iv, period)[:n]
         labels = torch.from_numpy(y[:n].astype(np.int64))
         stats.add(logp, labels, torch.ones(n))
     if stats.weight == 0:

@@ -1,4 +1,6 @@
-"""The results table: held-out frame accuracy and cross-entropy per experiment and set."""
+"""The results table: held-out frame accuracy and cross-entropy per experiment and set,
+and with decoding on, WER and PER (``decode/<set>/scores.json``: percent, at the chosen
+LM weight and word insertion penalty, shown as ``LMWT/WIP``)."""
 
 from __future__ import annotations
 
@@ -8,48 +10,79 @@ from pathlib import Path
 from paravg.io import read_json, write_text_atomic
 
 
+def decode_columns(scores_path: Path) -> dict:
+    """WER, PER and their settings from a scores.json (None where not scored)."""
+    if not scores_path.is_file():
+        return {"wer": None, "per": None, "wer_setting": None, "per_setting": None}
+    r = read_json(scores_path)
+    return {
+        "wer": r.get("wer"),
+        "per": r.get("per"),
+        "wer_setting": r.get("wer_setting"),
+        "per_setting": r.get("per_setting"),
+    }
+
+
 def collect_results(
-    exp_root: str | Path, experiments: Sequence[str], eval_sets: Sequence[str]
+    exp_root: str | Path,
+    experiments: Sequence[str],
+    eval_sets: Sequence[str],
+    decode: bool = False,
 ) -> list[dict]:
     rows = []
     for exp in experiments:
         final = read_json(Path(exp_root) / exp / "final.json")
         for s in eval_sets:
             r = read_json(Path(exp_root) / exp / "eval" / f"{s}.json")
-            rows.append(
-                {
-                    "experiment": exp,
-                    "set": s,
-                    "frame_accuracy": r["frame_accuracy"],
-                    "cross_entropy": r["cross_entropy"],
-                    "frames": r["frames"],
-                    "combined_models": final.get("combined_from"),
-                }
-            )
+            row = {
+                "experiment": exp,
+                "set": s,
+                "frame_accuracy": r["frame_accuracy"],
+                "cross_entropy": r["cross_entropy"],
+                "frames": r["frames"],
+                "combined_models": final.get("combined_from"),
+            }
+            if decode:
+                row.update(decode_columns(Path(exp_root) / exp / "decode" / s / "scores.json"))
+            rows.append(row)
     return rows
 
 
+def _rate(value, setting) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f} ({setting.replace('_', '/')})" if setting else f"{value:.2f}"
+
+
 def format_markdown(rows: list[dict]) -> str:
-    head = (
-        "| experiment | eval set | frame accuracy | cross-entropy (nats/frame) | frames "
-        "| models combined |\n"
-    )
-    head += "|---|---|---|---|---|---|\n"
-    body = "".join(
-        f"| {r['experiment']} | {r['set']} | {r['frame_accuracy']:.4f} | {r['cross_entropy']:.4f} "
-        f"| {r['frames']} | {r['combined_models']} |\n"
-        for r in rows
-    )
+    decode = bool(rows) and "wer" in rows[0]
+    head = "| experiment | eval set | frame accuracy | cross-entropy (nats/frame) | frames "
+    head += "| models combined |"
+    head += " WER % (LMWT/WIP) | PER % (LMWT/WIP) |\n" if decode else "\n"
+    head += "|---|---|---|---|---|---|" + ("---|---|\n" if decode else "\n")
+    body = ""
+    for r in rows:
+        body += (
+            f"| {r['experiment']} | {r['set']} | {r['frame_accuracy']:.4f} "
+            f"| {r['cross_entropy']:.4f} | {r['frames']} | {r['combined_models']} |"
+        )
+        if decode:
+            body += f" {_rate(r['wer'], r['wer_setting'])} | {_rate(r['per'], r['per_setting'])} |"
+        body += "\n"
     return head + body
 
 
 def format_tsv(rows: list[dict]) -> str:
     cols = ["experiment", "set", "frame_accuracy", "cross_entropy", "frames", "combined_models"]
+    if rows and "wer" in rows[0]:
+        cols += ["wer", "wer_setting", "per", "per_setting"]
     return "\t".join(cols) + "\n" + "".join("\t".join(str(r[c]) for c in cols) + "\n" for r in rows)
 
 
-def write_results_table(exp_root, experiments, eval_sets, md_out, tsv_out) -> list[dict]:
-    rows = collect_results(exp_root, experiments, eval_sets)
+def write_results_table(
+    exp_root, experiments, eval_sets, md_out, tsv_out, decode: bool = False
+) -> list[dict]:
+    rows = collect_results(exp_root, experiments, eval_sets, decode)
     write_text_atomic(md_out, format_markdown(rows))
     write_text_atomic(tsv_out, format_tsv(rows))
     return rows

@@ -508,10 +508,91 @@ def get_ivector_pieces(wildcards):
     return [f"{IVECTOR_DIR}/{wildcards.set}/ivector_online.{j}.scp" for j in ivector_jobs()]
 
 
+# ---- recognition (graph, decode, score)
+# Helpers of rules/graph.smk and rules/decode.smk (one block, kept apart for merging).
+from paravg.graph.settings import check_recognition_config  # noqa: E402
+
+check_recognition_config(config)
+GRAPH_DIR = f"{RESULTS}/graph"
+GRAPH_SOURCE = config["graph"]["source"]
+DECODE = config["decode"]
+PER_ENABLED = bool(DECODE["per"]) and GRAPH_SOURCE == "demo"
+
+
+def graph_outputs(kind):
+    """Files of results/graph/<kind>/ the decoder and the export read."""
+    d = f"{GRAPH_DIR}/{kind}"
+    return [f"{d}/HCLG.fst", f"{d}/words.txt", f"{d}/transition.mdl", f"{d}/graph.json"]
+
+
+def graph_options():
+    g = config["graph"]
+    return {"transition_scale": g["transition_scale"], "self_loop_scale": g["self_loop_scale"]}
+
+
+def get_user_graph_inputs(wildcards):
+    """A user's files for graph.source lang/hclg (inputs, so their edits rebuild)."""
+    g = config["graph"]
+    if GRAPH_SOURCE == "hclg":
+        return {
+            "hclg": f"{g['hclg_dir']}/HCLG.fst",
+            "words": f"{g['hclg_dir']}/words.txt",
+            "final_mdl": g["final_mdl"],
+        }
+    inputs = {"lm": g["lm"], "final_mdl": g["final_mdl"], "lang": f"{g['lang_dir']}/phones.txt"}
+    if g["tree"]:
+        inputs["tree"] = g["tree"]
+    return inputs
+
+
+def decode_graph_dirs():
+    kinds = ["words"] + (["phones"] if PER_ENABLED else [])
+    return {k: f"{GRAPH_DIR}/{k}" for k in kinds}
+
+
+def decode_lmwts():
+    return list(range(DECODE["lmwt_min"], DECODE["lmwt_max"] + 1))
+
+
+def decode_options():
+    keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")
+    return {k: DECODE[k] for k in keys}
+
+
+def get_decode_inputs(wildcards):
+    inputs = get_eval_inputs(wildcards)
+    inputs.pop("targets")
+    for kind, d in decode_graph_dirs().items():
+        inputs[f"graph_{kind}"] = f"{d}/HCLG.fst"
+        inputs[f"transitions_{kind}"] = f"{d}/transition.mdl"
+    return inputs
+
+
+def get_score_inputs(wildcards):
+    d = f"{exp_dir(wildcards.exp)}/decode/{wildcards.set}"
+    inputs = {
+        "splits": [f"{d}/split{j}.json" for j in range(DECODE["nj"])],
+        "words": f"{GRAPH_DIR}/words/words.txt",
+    }
+    tune = DECODE["tune_set"]
+    if tune and tune != wildcards.set:
+        inputs["tuned"] = f"{exp_dir(wildcards.exp)}/decode/{tune}/scores.json"
+    return inputs
+
+
+def get_decode_scores():
+    """scores.json of every experiment x eval set (results table), when decoding is on."""
+    if not DECODE["enabled"]:
+        return []
+    return [f"{exp_dir(e)}/decode/{s}/scores.json" for e in EXPERIMENTS for s in config["eval_sets"]]
+
+
 # ---- export to Kaldi
 def get_export_inputs(wildcards):
-    """final.pt, and the i-vector system when the experiment's model takes i-vectors."""
+    """final.pt, the word graph (HCLG.fst, words.txt, transition.mdl, graph.json), and the
+    i-vector system when the experiment's model takes i-vectors."""
     inputs = {"model": f"{RESULTS}/exp/{wildcards.exp}/final.pt"}
+    inputs.update(zip(("hclg", "words", "transition", "graph_json"), graph_outputs("words")))
     if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
         inputs.update(pca=f"{IVECTOR_DIR}/pca.npz", ubm=final_ubm(), extractor=final_extractor())
     return inputs
@@ -528,6 +609,11 @@ def export_ivector_options():
         "posterior_scale": iv["posterior_scale"],
         "max_remembered_frames": iv["max_remembered_frames"],
     }
+
+
+def export_decoder_options():
+    """The decode section's search options, for vosk's conf/model.conf."""
+    return {k: DECODE[k] for k in ("beam", "lattice_beam", "max_active", "min_active")}
 
 
 # ---- end of export to Kaldi

@@ -72,13 +72,16 @@ rule evaluate:
 rule results_table:
     input:
         get_results_inputs,
+        decode=get_decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         md=f"{RESULTS}/results.md",
         tsv=f"{RESULTS}/results.tsv",
     params:
         experiments=list(EXPERIMENTS),
         eval_sets=config["eval_sets"],
-        exp_root=f"{RESULTS}/exp",
+        # eval/<set>.json come first: results/exp/<exp>/eval/<set>.json -> results/exp
+        exp_root=lambda wc, input: str(Path(input[0]).parents[2]),
+        decode=DECODE["enabled"],
     log:
         "logs/results_table/all.log",
     conda:

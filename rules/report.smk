@@ -65,6 +65,7 @@ rule experiment_config:
 rule report_comparison:
     input:
         get_report_comparison_inputs,
+        decode=get_decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         figure=report(
             f"{RESULTS}/report/comparison.png",

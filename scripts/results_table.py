@@ -10,4 +10,5 @@ write_results_table(
     eval_sets=snakemake.params.eval_sets,
     md_out=snakemake.output.md,
     tsv_out=snakemake.output.tsv,
+    decode=snakemake.params.decode,
 )

@@ -104,6 +104,8 @@ class ComparisonRow:
     iterations: int
     jobs_rejected: int
     combined_models: int | None
+    wer: float = math.nan  # percent, decode/<set>/scores.json (nan: not decoded)
+    per: float = math.nan
 
 
 def _f(value) -> float:
@@ -131,8 +133,20 @@ def comparison_rows(
             ]
             for name, ev in models:
                 rows.append(_row(name, s, ev, summary))
+            rows[len(rows) - len(models)].__dict__.update(_decode_scores(run.path, s))
         table[s] = rows
     return table
+
+
+def _decode_scores(exp_path, eval_set: str) -> dict:
+    """WER and PER (percent) of the experiment's final model, where decoded."""
+    import json
+
+    path = Path(exp_path) / "decode" / eval_set / "scores.json"
+    if not path.is_file():
+        return {}
+    scores = json.loads(path.read_text())
+    return {"wer": _f(scores.get("wer")), "per": _f(scores.get("per"))}
 
 
 def _row(name: str, eval_set: str, ev: dict, summary: series.RunSummary) -> ComparisonRow:
@@ -157,6 +171,8 @@ _COLUMNS = [
     ("experiment", "experiment", "{}", None),
     ("frame_accuracy", "frame accuracy (%)", "pct", max),
     ("cross_entropy", "cross-entropy (nats/frame)", "{:.4f}", min),
+    ("wer", "WER (%)", "{:.2f}", min),
+    ("per", "PER (%)", "{:.2f}", min),
     ("valid_logprob", "last valid log-prob (nats/frame)", "{:.4f}", max),
     ("valid_accuracy", "last valid accuracy (%)", "pct", max),
     ("iterations", "iterations", "{}", None),

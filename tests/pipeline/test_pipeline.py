@@ -97,6 +97,21 @@ def test_end_to_end_outputs(trained):
     assert all(f"| {name} | test |" in table for name in EXPERIMENTS)
 
 
+def test_decoding_gives_wer_and_per_in_the_results_table(trained):
+    """The tiny run decodes the test set on the demo graphs and scores it (issue 12)."""
+    for name in EXPERIMENTS:
+        scores = json.loads(
+            (trained / "results" / "exp" / name / "decode" / "test" / "scores.json").read_text()
+        )
+        assert scores["wer"] >= 0.0 and scores["wer_details"]["ref_tokens"] > 0
+        assert scores["per"] >= 0.0 and scores["per_details"]["ref_tokens"] > 0
+        assert scores["wer_setting"] == "10_0" and scores["oov"]["count"] == 0
+    header, _, *rows = (trained / "results" / "results.md").read_text().splitlines()
+    assert "WER % (LMWT/WIP)" in header and "PER % (LMWT/WIP)" in header
+    assert all(row.rstrip(" |").split("|")[-1].strip().endswith("(10/0)") for row in rows)
+    assert (trained / "results" / "graph" / "words" / "HCLG.fst").stat().st_size > 0
+
+
 def test_nothing_to_do_when_finished(trained):
     proc = run_snakemake(trained, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
     check_ok(proc, "dry-run of a finished run")

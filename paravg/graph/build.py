@@ -1,0 +1,127 @@
+"""Build the demo's decoding graphs (words for WER, phones for PER) in one directory each.
+
+Layout of ``results/graph/<kind>/`` (``kind`` = ``words`` | ``phones``), the interface
+the decoder and the Kaldi export read (stable; see :mod:`paravg.graph.load`):
+
+    lang/          Kaldi lang dir (phones.txt, words.txt, L.fst, L_disambig.fst, topo,
+                   oov.txt, lexiconp*.txt, phones/{silence,nonsilence,disambig,sets,roots,
+                   word_boundary,align_lexicon,...}.{txt,int,csl})
+    lm.arpa        the bigram (Witten-Bell) the graph was built from
+    G.fst          arpa2fst of lm.arpa (kaldilm, own process)
+    HCLG.fst       the decoding graph (transition-ids in, word ids out)
+    words.txt      = lang/words.txt;   phones.txt = lang/phones.txt
+    phones/word_boundary.int            = lang/phones/word_boundary.int
+    tree           the monophone tree (Kaldi binary, ContextDependency::Write)
+    transition.mdl the transition model in Kaldi text form (first part of a final.mdl)
+    graph.json     sizes, options, number of pdfs, build time
+
+Words: the lexicon learnt from the training set (:mod:`paravg.graph.lexicon`), the
+Witten-Bell word bigram of the training ``text``. Phones: every non-silence phone is a
+"word"; the bigram is estimated on the training targets (run-length collapsed, silence
+removed), so PER is scored the same way on phones.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import kaldiio
+
+from paravg.corpus.phones import PHONES, SILENCE
+from paravg.graph.arpa import phone_sequences, write_bigram_arpa
+from paravg.graph.grammar import arpa_to_g
+from paravg.graph.lang import Lang, make_lang, write_lang
+from paravg.graph.lexicon import LexiconEntry, demo_lexicon, phone_lexicon, read_text
+from paravg.io import write_text_atomic
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+
+
+def build_from_lexicon(
+    entries: Sequence[LexiconEntry],
+    sentences: Sequence[Sequence[str]],
+    out_dir: str | Path,
+    options=None,
+    target_phones: Sequence[str] = PHONES,
+) -> dict:
+    """lang dir, bigram ARPA, G.fst and HCLG.fst of a lexicon + training sentences."""
+    from paravg.graph.hclg import GraphOptions, make_hclg, read_fst, write_graph
+    from paravg.graph.topology import (
+        check_pdfs_are_targets,
+        lang_topo_text,
+        transition_model,
+        transition_model_text,
+    )
+
+    options = options or GraphOptions()
+    start = time.perf_counter()
+    out = Path(out_dir)
+    lang: Lang = make_lang(
+        entries, [target_phones[0]], [p for p in target_phones[1:] if p != SILENCE]
+    )
+    topo_text = lang_topo_text(lang)
+    write_lang(lang, out / "lang", topo_text)
+    vocab = [w for w in lang.words if w[0] not in "<#"]
+    lm = write_bigram_arpa(out / "lm.arpa", sentences, vocab)
+    arpa_to_g(out / "lm.arpa", out / "lang" / "words.txt", out / "G.fst")
+    _topo, tree, trans_model = transition_model(lang, topo_text)
+    check_pdfs_are_targets(lang, trans_model, target_phones)
+    hclg, sizes = make_hclg(
+        read_fst(out / "lang" / "L_disambig.fst"),
+        read_fst(out / "G.fst"),
+        lang.disambig_phone_ids,
+        tree,
+        trans_model,
+        options,
+    )
+    tree_tmp = out / ".tree.tmp"
+    tree.write(True, str(tree_tmp))
+    tree_tmp.replace(out / "tree")
+    write_text_atomic(out / "transition.mdl", transition_model_text(trans_model, topo_text))
+    for name in ("words.txt", "phones.txt", "phones/word_boundary.int"):
+        _copy(out / "lang" / name, out / name)
+    summary = {
+        "num_pdfs": trans_model.num_pdfs,
+        "num_transition_ids": trans_model.num_transition_ids,
+        "num_words": len(vocab),
+        "lexicon_entries": len(entries),
+        "lm": lm,
+        "sizes": sizes,
+        "options": vars(options),
+        "build_seconds": round(time.perf_counter() - start, 3),
+    }
+    write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
+    return summary
+
+
+def build_demo_word_graph(
+    train_text: str | Path, train_ctm: str | Path, out_dir: str | Path, options=None
+) -> dict:
+    """The demo's word graph: learnt lexicon + word bigram of the training text."""
+    entries = demo_lexicon(train_text, train_ctm)
+    sentences = [ws for ws in read_text(train_text).values() if ws]
+    return build_from_lexicon(entries, sentences, out_dir, options)
+
+
+def build_phone_graph(
+    train_targets_scp: str | Path,
+    out_dir: str | Path,
+    options=None,
+    target_phones: Sequence[str] = PHONES,
+) -> dict:
+    """The PER graph: phones as words, phone bigram of the training alignments."""
+    targets = kaldiio.load_scp(str(train_targets_scp))
+    sentences = phone_sequences(
+        (targets[u] for u in sorted(targets.keys())), target_phones, target_phones[0]
+    )
+    return build_from_lexicon(
+        phone_lexicon(target_phones), sentences, out_dir, options, target_phones
+    )

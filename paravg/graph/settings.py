@@ -1,0 +1,30 @@
+"""Cross-key checks of the ``graph`` and ``decode`` config sections (the schema checks
+each key; these check that the keys a source needs are given, and name the key)."""
+
+from __future__ import annotations
+
+from paravg.errors import ConfigError
+
+REQUIRED = {
+    "demo": (),
+    "lang": ("lang_dir", "lm", "final_mdl"),
+    "hclg": ("hclg_dir", "final_mdl"),
+}
+
+
+def check_recognition_config(config: dict) -> None:
+    """Raise :class:`ConfigError` naming the missing or inconsistent key."""
+    graph, decode = config["graph"], config["decode"]
+    source = graph["source"]
+    missing = [k for k in REQUIRED[source] if not graph.get(k)]
+    if missing:
+        raise ConfigError(f"graph.source {source} needs graph.{', graph.'.join(missing)}")
+    if decode["enabled"] and source == "demo" and config["data"]["sets"]:
+        raise ConfigError(
+            "graph.source demo needs the demo corpus (data.sets empty); with your own data "
+            "use graph.source lang or hclg"
+        )
+    if decode["lmwt_min"] > decode["lmwt_max"]:
+        raise ConfigError("decode.lmwt_min must not exceed decode.lmwt_max")
+    if decode["tune_set"] and decode["tune_set"] not in config["eval_sets"]:
+        raise ConfigError(f"decode.tune_set {decode['tune_set']!r} is not in eval_sets")

@@ -1,0 +1,49 @@
+# Decoding (fan-out over decode.nj split jobs per experiment x eval set) and scoring.
+
+
+rule decode_split:
+    input:
+        unpack(get_decode_inputs),
+    output:
+        f"{RESULTS}/exp/{{exp}}/decode/{{set}}/split{{j}}.json",
+    params:
+        nj=config["decode"]["nj"],
+        graph_dirs=decode_graph_dirs(),
+        lmwts=decode_lmwts(),
+        wips=config["decode"]["word_ins_penalties"],
+        options=decode_options(),
+        text=lambda wc: f"{RESULTS}/data/{wc.set}/text",  # may be absent: WER skipped
+    log:
+        "logs/decode/{exp}/{set}/split{j}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/decode/{{exp}}/{{set}}/split{{j}}.tsv"
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1  # the decoder is single-threaded; the fan-out over nj gives the parallelism
+    resources:
+        mem_mb=3000,  # the model, HCLG and its word-penalty copies, one utterance at a time
+        runtime=120,
+    script:
+        "../scripts/decode.py"
+
+
+rule score:
+    input:
+        unpack(get_score_inputs),
+    output:
+        scores=f"{RESULTS}/exp/{{exp}}/decode/{{set}}/scores.json",
+        wer_details=f"{RESULTS}/exp/{{exp}}/decode/{{set}}/wer_details/per_utt",
+        per_details=f"{RESULTS}/exp/{{exp}}/decode/{{set}}/per_details/per_utt",
+    params:
+        text=lambda wc: f"{RESULTS}/data/{wc.set}/text",
+        targets=lambda wc: f"{RESULTS}/data/{wc.set}/targets.scp",
+    log:
+        "logs/score/{exp}/{set}.log",
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,  # hypotheses and references of one set
+        runtime=10,
+    script:
+        "../scripts/score.py"

@@ -1,0 +1,98 @@
+# Decoding graphs: results/graph/words (WER) and results/graph/phones (PER).
+# graph.source picks the rule that writes results/graph/words (demo | lang | hclg); the
+# decoder and the Kaldi export read that directory only (paravg.graph.build documents it).
+
+
+if GRAPH_SOURCE == "demo":
+
+    rule graph_demo_words:
+        input:
+            # the corpus rule writes text and phone_ctm beside wav.scp (not declared)
+            done=f"{DEMO_DIR}/done",
+        output:
+            graph_outputs("words"),
+        params:
+            text=f"{DEMO_DIR}/{config['data']['train_set']}/text",
+            ctm=f"{DEMO_DIR}/{config['data']['train_set']}/phone_ctm",
+            out_dir=lambda wc, output: str(Path(output[0]).parent),
+            options=graph_options(),
+        log:
+            "logs/graph/demo_words.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/graph/demo_words.tsv"
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1  # OpenFst operations are single-threaded
+        resources:
+            mem_mb=2000,  # a few hundred words: small graphs
+            runtime=15,
+        script:
+            "../scripts/graph_demo_words.py"
+
+
+if PER_ENABLED:
+
+    rule graph_phones:
+        input:
+            targets=f"{RESULTS}/data/{config['data']['train_set']}/targets.scp",
+        output:
+            graph_outputs("phones"),
+        params:
+            out_dir=lambda wc, output: str(Path(output[0]).parent),
+            options=graph_options(),
+        log:
+            "logs/graph/phones.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1  # OpenFst operations are single-threaded
+        resources:
+            mem_mb=1000,  # 39 phone "words"
+            runtime=10,
+        script:
+            "../scripts/graph_phones.py"
+
+
+if GRAPH_SOURCE == "lang":
+
+    rule graph_lang:
+        input:
+            unpack(get_user_graph_inputs),
+        output:
+            graph_outputs("words"),
+        params:
+            lang_dir=config["graph"]["lang_dir"],
+            out_dir=lambda wc, output: str(Path(output[0]).parent),
+            options=graph_options(),
+        log:
+            "logs/graph/lang.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/graph/lang.tsv"
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1  # OpenFst operations are single-threaded
+        resources:
+            mem_mb=16000,  # a user's G can be large (determinisation of LG and HCLG)
+            runtime=240,
+        script:
+            "../scripts/graph_lang.py"
+
+
+if GRAPH_SOURCE == "hclg":
+
+    rule graph_hclg:
+        input:
+            unpack(get_user_graph_inputs),
+        output:
+            graph_outputs("words"),
+        params:
+            out_dir=lambda wc, output: str(Path(output[0]).parent),
+        log:
+            "logs/graph/hclg.log",
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        resources:
+            mem_mb=8000,  # the user's HCLG is read whole to check its labels
+            runtime=30,
+        script:
+            "../scripts/graph_hclg.py"

@@ -1,0 +1,12 @@
+"""Rule graph_phones: the PER graph (phones as words, phone bigram of the targets)."""
+
+from paravg.graph.build import build_phone_graph
+from paravg.graph.hclg import GraphOptions
+from paravg.logs import setup_logging
+
+setup_logging(snakemake.log[0])
+build_phone_graph(
+    train_targets_scp=snakemake.input.targets,
+    out_dir=snakemake.params.out_dir,
+    options=GraphOptions(**snakemake.params.options),
+)

@@ -1,0 +1,93 @@
+"""One i-vector per output frame across its receptive field (issue 13 item 4), shared by
+evaluation and decoding."""
+
+import json
+
+import kaldiio
+import numpy as np
+import pytest
+import torch
+
+from paravg.decode.posteriors import utterance_log_posteriors
+from paravg.evaluate import evaluate_set
+from paravg.io import save_torch_atomic
+from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+
+CFG = {
+    "input_splice": [-2, -1, 0, 1, 2],
+    "hidden": [{"dim": 8, "splice": [0]}, {"dim": 8, "splice": [-1, 0, 1]}],
+    "max_change_hidden": 0.75,
+    "max_change_output": 1.5,
+}
+PERIOD = 4
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    m = TdnnModel(CFG, feat_dim=3, ivector_dim=2, num_targets=5)
+    m.init_parameters(seed=1)
+    with torch.no_grad():  # Kaldi's init zeroes the output layer: make every layer matter
+        for p in m.parameters():
+            p.normal_(0.0, 0.5)
+    return m.eval()
+
+
+def per_frame_reference(model, feats, ivectors):
+    """Output frame t computed alone: its window, every frame with i-vector row t // P."""
+    left, right = model.left_context, model.right_context
+    out = []
+    for t in range(len(feats)):
+        idx = np.clip(np.arange(t - left, t + right + 1), 0, len(feats) - 1)
+        x = torch.from_numpy(feats[idx].astype(np.float32))[None]
+        iv = torch.from_numpy(ivectors[min(t // PERIOD, len(ivectors) - 1)].astype(np.float32))
+        out.append(model(x, iv[None])[0, 0])
+    return torch.stack(out)
+
+
+def test_each_output_frame_sees_one_ivector(model):
+    torch.set_grad_enabled(False)
+    rng = np.random.default_rng(0)
+    feats = rng.standard_normal((11, 3))
+    ivectors = 5.0 * rng.standard_normal((3, 2))
+    got = utterance_log_posteriors(model, feats, ivectors, PERIOD)
+    assert got.shape == (11, 5)
+    torch.testing.assert_close(got, per_frame_reference(model, feats, ivectors), atol=1e-5, rtol=0)
+
+
+def test_a_later_ivector_does_not_reach_earlier_frames(model):
+    torch.set_grad_enabled(False)
+    rng = np.random.default_rng(1)
+    feats = rng.standard_normal((12, 3))
+    ivectors = rng.standard_normal((3, 2))
+    base = utterance_log_posteriors(model, feats, ivectors, PERIOD)
+    changed = ivectors.copy()
+    changed[1] += 10.0  # row 1 serves output frames 4..7 only
+    other = utterance_log_posteriors(model, feats, changed, PERIOD)
+    torch.testing.assert_close(base[:4], other[:4])
+    torch.testing.assert_close(base[8:], other[8:])
+    assert not torch.allclose(base[4:8], other[4:8])
+
+
+def test_evaluate_uses_the_shared_rule(model, tmp_path):
+    torch.set_grad_enabled(False)
+    rng = np.random.default_rng(2)
+    feats = {"u1": rng.standard_normal((9, 3)).astype(np.float32)}
+    ivecs = {"u1": rng.standard_normal((3, 2)).astype(np.float32)}
+    labels = {"u1": rng.integers(0, 5, 9).astype(np.int32)}
+    for name, table in (("feats", feats), ("ivecs", ivecs), ("targets", labels)):
+        kaldiio.save_ark(str(tmp_path / f"{name}.ark"), table, scp=str(tmp_path / f"{name}.scp"))
+    (tmp_path / "period").write_text(f"{PERIOD}\n")
+    save_torch_atomic(tmp_path / "m.pt", model_to_file_dict(model))
+    res = evaluate_set(
+        tmp_path / "m.pt",
+        tmp_path / "feats.scp",
+        tmp_path / "targets.scp",
+        tmp_path / "eval.json",
+        tmp_path / "ivecs.scp",
+        tmp_path / "period",
+    )
+    logp = per_frame_reference(model, feats["u1"], ivecs["u1"])
+    expected = -logp[torch.arange(9), torch.from_numpy(labels["u1"]).long()].mean()
+    assert res["cross_entropy"] == pytest.approx(float(expected), abs=1e-5)
+    assert json.loads((tmp_path / "eval.json").read_text())["frames"] == 9

@@ -1,0 +1,51 @@
+"""Cross-key checks of the graph/decode config sections name the key."""
+
+import copy
+
+import pytest
+import yaml
+
+from paravg.config import validate_config
+from paravg.errors import ConfigError
+from paravg.graph.settings import check_recognition_config
+
+from .conftest import REPO_CONFIG
+
+
+def config(**graph):
+    cfg = copy.deepcopy(yaml.safe_load(REPO_CONFIG.read_text()))
+    cfg["graph"].update(graph)
+    return validate_config(cfg)
+
+
+def test_default_config_passes():
+    check_recognition_config(config())
+
+
+@pytest.mark.parametrize(
+    ("graph", "message"),
+    [
+        ({"source": "lang"}, "graph.lang_dir, graph.lm, graph.final_mdl"),
+        ({"source": "hclg", "hclg_dir": "d"}, "graph.final_mdl"),
+    ],
+)
+def test_a_source_names_the_keys_it_needs(graph, message):
+    with pytest.raises(ConfigError, match=message):
+        check_recognition_config(config(**graph))
+
+
+def test_unknown_graph_key_is_rejected_by_the_schema():
+    cfg = copy.deepcopy(yaml.safe_load(REPO_CONFIG.read_text()))
+    cfg["decode"]["beams"] = 3
+    with pytest.raises(ConfigError, match="beams"):
+        validate_config(cfg)
+
+
+def test_lmwt_range_and_tune_set():
+    cfg = config()
+    cfg["decode"].update(lmwt_min=12, lmwt_max=10)
+    with pytest.raises(ConfigError, match="lmwt_min"):
+        check_recognition_config(cfg)
+    cfg["decode"].update(lmwt_min=7, lmwt_max=17, tune_set="dev")
+    with pytest.raises(ConfigError, match="tune_set 'dev'"):
+        check_recognition_config(cfg)
