@@ -14,7 +14,8 @@ size), vosk's decode of the set's wav files from the exported directory (Kaldi's
 online i-vectors, nnet3 and lattice decoder: everything from audio), and paravg's decode
 of the same graph from its stored features and i-vectors (network + Kaldi FasterDecoder).
 Prints the real-time factor of each decode (CPU seconds / audio seconds) and their ratio,
-and the agreement of the two decodes. The graph is the export's phone loop.
+and the agreement of the two decodes. The graph is the workspace's word graph
+(``results/graph/words``) if it has one, else the export's phone loop.
 """
 
 from __future__ import annotations
@@ -66,12 +67,16 @@ def main() -> None:
     iv = r / "ivector"
     last = lambda stem: max(iv.glob(f"{stem}.*.npz"), key=lambda q: int(q.stem.split(".")[1]))  # noqa: E731
     files = {"pca": iv / "pca.npz", "ubm": last("ubm"), "extractor": last("extractor")}
+    graph = r / "graph" / "words"
+    graph = graph.resolve() if (graph / "HCLG.fst").is_file() else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for binary in (True, False):
             out = Path(tmp) / ("bin" if binary else "text")
             t0 = time.process_time()
-            summary = export_experiment(model_path, out, {}, 16000, files, binary=binary)
+            summary = export_experiment(
+                model_path, out, {}, 16000, files, graph_dir=graph, binary=binary
+            )
             name = f"export ({'binary' if binary else 'text'})"
             size = f"final.mdl {summary['final_mdl_bytes']} bytes"
             rows.append((name, time.process_time() - t0, size))
@@ -99,7 +104,7 @@ def main() -> None:
         ours = reference_decode(ll, tid2pdf, kaldi / "graph" / "HCLG.fst",
                                 kaldi / "graph" / "words.txt")  # fmt: skip
         ours_cpu = time.process_time() - t0
-    print(f"{len(wavs)} utterances, {audio:.1f} s of audio\n")
+    print(f"{len(wavs)} utterances, {audio:.1f} s of audio, graph: {graph or 'phone loop'}\n")
     print(f"{'step':32s} {'CPU s':>8s}  note")
     for name, sec, note in rows:
         print(f"{name:32s} {sec:8.2f}  {note}")

@@ -709,10 +709,14 @@ def get_decode_scores():
     if not DECODE["enabled"]:
         return []
     return [LAYOUT.decode_scores(e, s) for e in EXPERIMENTS for s in config["eval_sets"]]
+
+
 # ---- export to Kaldi
 def get_export_inputs(wildcards):
-    """final.pt, and the i-vector system when the experiment's model takes i-vectors."""
+    """final.pt, the word graph (HCLG.fst, words.txt, transition.mdl, graph.json), and the
+    i-vector system when the experiment's model takes i-vectors."""
     inputs = {"model": LAYOUT.final_model(wildcards.exp)}
+    inputs.update(zip(("hclg", "words", "transition", "graph_json"), graph_outputs("words")))
     if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
         inputs.update(pca=f"{IVECTOR_DIR}/pca.npz", ubm=final_ubm(), extractor=final_extractor())
     return inputs
@@ -729,6 +733,11 @@ def export_ivector_options():
         "posterior_scale": iv["posterior_scale"],
         "max_remembered_frames": iv["max_remembered_frames"],
     }
+
+
+def export_decoder_options():
+    """The decode section's search options, for vosk's conf/model.conf."""
+    return {k: DECODE[k] for k in ("beam", "lattice_beam", "max_active", "min_active")}
 
 
 # ---- end of export to Kaldi

@@ -1,5 +1,6 @@
 # Export an experiment's final model to Kaldi's formats (nnet3 final.mdl, online i-vector
-# extractor, conf/, graph/): the directory Kaldi's online2 decoders and vosk load.
+# extractor, conf/, the word graph of rules/graph.smk): the directory Kaldi's online2
+# decoders and vosk load.
 
 
 rule export_kaldi:
@@ -11,7 +12,9 @@ rule export_kaldi:
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
         ivector_options=export_ivector_options(),
-        acoustic_scale=0.1,  # Kaldi's nnet3 default; also written to conf/model.conf
+        graph_dir=f"{GRAPH_DIR}/words",
+        decoder=export_decoder_options(),
+        acoustic_scale=DECODE["acoustic_scale"],
     log:
         "logs/export_kaldi/{exp}.log",
     benchmark:

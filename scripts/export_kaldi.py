@@ -15,5 +15,7 @@ export_experiment(
     sample_rate=snakemake.params.sample_rate,
     ivector_files=ivectors,
     ivector_options=snakemake.params.ivector_options,
+    graph_dir=snakemake.params.graph_dir,
+    decoder=snakemake.params.decoder,
     acoustic_scale=snakemake.params.acoustic_scale,
 )

@@ -12,6 +12,7 @@ graph/HCLG.fst ...`` reads)::
     ivector/                     final.dubm final.ie final.mat global_cmvn.stats
                                  online_cmvn.conf splice_opts splice.conf
     graph/                       HCLG.fst words.txt phones.txt phones/word_boundary.int ...
+                                 (phones from the graph dir or its lang/)
     export.json                  what was exported, and where vosk differs from paravg
 
 No ``am/global_cmvn.stats``: vosk would apply CMVN to the network's input, which paravg
@@ -85,13 +86,22 @@ def _load_model(model_path: Path):
     return model
 
 
+def _graph_file(graph_dir: Path, name: str) -> Path | None:
+    """``name`` in the graph dir, or in its ``lang/`` (paravg's graph stage keeps the lang
+    there), or None."""
+    for path in (graph_dir / name, graph_dir / "lang" / name):
+        if path.is_file():
+            return path
+    return None
+
+
 def check_graph_dir(graph_dir: Path, tm: TransitionModel) -> None:
     """The graph's files exist and its phones are the transition model's."""
     for name in GRAPH_REQUIRED:
         if not (graph_dir / name).is_file():
             raise DataError(f"{graph_dir}: graph dir has no {name}")
-    phones_txt = graph_dir / "phones.txt"
-    if phones_txt.is_file():
+    phones_txt = _graph_file(graph_dir, "phones.txt")
+    if phones_txt is not None:
         ids = set()
         for n, line in enumerate(phones_txt.read_text().splitlines(), 1):
             parts = line.split()
@@ -205,9 +215,10 @@ def export_model(
         (tmp / "conf" / "online.conf").write_text(conf.online_conf(out / "conf", iv is not None))
         if graph is not None:
             for name in (*GRAPH_REQUIRED, *GRAPH_OPTIONAL):
-                if (graph / name).is_file():
+                src = _graph_file(graph, name)
+                if src is not None:
                     (tmp / "graph" / name).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(graph / name, tmp / "graph" / name)
+                    shutil.copyfile(src, tmp / "graph" / name)
         summary = {
             "model": str(model_path),
             "format": "binary" if binary else "text",

@@ -32,8 +32,13 @@ def export_experiment(
     transition_model: str | os.PathLike | None = None,
     acoustic_scale: float = 0.1,
     binary: bool = True,
+    decoder: Mapping[str, float] | None = None,
 ) -> dict:
-    """Export with the config's feature and i-vector options (see :func:`export_model`)."""
+    """Export with the config's feature and i-vector options (see :func:`export_model`).
+
+    ``graph_dir`` is a graph of the recognition stage (``HCLG.fst``, ``words.txt``,
+    ``transition.mdl``): its transition model is used unless ``transition_model`` is given.
+    Without it: the demo's monophone model and a phone loop."""
     from paravg.corpus.phones import PHONES
     from paravg.export.phone_loop import monophone_transition_model, write_phone_loop_graph
 
@@ -45,12 +50,13 @@ def export_experiment(
             Path(ivector_files["pca"]), Path(ivector_files["ubm"]),
             Path(ivector_files["extractor"]), opts,
         )  # fmt: skip
+    if transition_model is None and graph_dir is not None:
+        transition_model = Path(graph_dir) / "transition.mdl"
     tm = transition_model or monophone_transition_model(len(PHONES))[1]
-    decoder = None
     with tempfile.TemporaryDirectory() as tmp:
         if graph_dir is None:
             graph_dir = write_phone_loop_graph(tm, list(PHONES), Path(tmp), PHONE_LOOP_PENALTY)
-            decoder = {"lattice_beam": 1.0}  # a phone loop's lattices are dense
+            decoder = {**(decoder or {}), "lattice_beam": 1.0}  # phone-loop lattices are dense
         return export_model(
             model, out_dir, tm, mfcc, graph_dir, ivectors, acoustic_scale, decoder,
             binary=binary,
