@@ -180,6 +180,10 @@ class Layout:
     def decode_split(self, exp: str, set_: str, job: Index) -> str:
         return f"{self.decode_dir(exp, set_)}/split{job}.json"
 
+    def decode_details(self, exp: str, set_: str, unit: str) -> str:
+        """Kaldi's ``wer_details/per_utt`` (``unit`` wer) or ``per_details/per_utt`` (per)."""
+        return f"{self.decode_dir(exp, set_)}/{unit}_details/per_utt"
+
     def decode_scores(self, exp: str, set_: str) -> str:
         return f"{self.decode_dir(exp, set_)}/scores.json"
 

@@ -32,8 +32,8 @@ rule score:
         unpack(get_score_inputs),
     output:
         scores=LAYOUT.decode_scores("{exp}", "{set}"),
-        wer_details=LAYOUT.decode_dir("{exp}", "{set}") + "/wer_details/per_utt",
-        per_details=LAYOUT.decode_dir("{exp}", "{set}") + "/per_details/per_utt",
+        wer_details=LAYOUT.decode_details("{exp}", "{set}", "wer"),
+        per_details=LAYOUT.decode_details("{exp}", "{set}", "per"),
     params:
         text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",
         targets=lambda wc: f"{LAYOUT.data_dir(wc.set)}/targets.scp",

@@ -225,8 +225,15 @@ def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone
     rules = [j["Comment"].split("_wildcards_")[0].removeprefix("rule_") for j in jobs]
     # the diagnostics of models 0..2 come with the training blocks (off the critical path)
     assert sorted(rules) == sorted(
-        ["init_model", *["train_job"] * 4, "average", "average", *["diagnostics"] * 3]
-        + ["combine", "priors"]
+        [
+            "init_model",
+            *["train_job"] * 4,
+            "average",
+            "average",
+            *["diagnostics"] * 3,
+            "combine",
+            "priors",
+        ]
     ), jobs
     for job, rule in zip(jobs, rules, strict=True):
         assert job["State"] == "COMPLETED", job
