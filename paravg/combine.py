@@ -50,6 +50,7 @@ def combine_objective(file_dict: dict, archive: EgsArchive) -> float:
     return evaluate_minibatches(model, batches, torch.device("cpu")).logprob
 
 
+@torch.no_grad()
 def combine_models(
     model_paths: Sequence[str | Path],
     combine_prefix: str | Path,
@@ -63,7 +64,6 @@ def combine_models(
     EMA model ``ema_path`` instead); write it and a summary."""
     if ema_choice not in EMA_CHOICES:
         raise ValueError(f"combine.ema must be one of {EMA_CHOICES}, got {ema_choice!r}")
-    torch.set_grad_enabled(False)
     newest_first = list(reversed(list(model_paths)))
     files = [load_model_file(p) for p in newest_first]
     archive = EgsArchive(combine_prefix)

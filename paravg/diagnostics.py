@@ -45,6 +45,7 @@ def parameter_progress(model: TdnnModel, prev: TdnnModel) -> dict:
     return out
 
 
+@torch.no_grad()
 def compute_diagnostics(
     model_path: str | Path,
     prev_path: str | Path | None,
@@ -54,7 +55,6 @@ def compute_diagnostics(
     iteration: int,
 ) -> dict:
     """Write ``diag/<t>.json`` for one model."""
-    torch.set_grad_enabled(False)
     model = build_model(load_model_file(model_path))
     result = {
         "iteration": iteration,

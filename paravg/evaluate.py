@@ -49,6 +49,7 @@ def check_target_ids(targets, num_outputs: int, prepared_dir: Path, model_path) 
             )
 
 
+@torch.no_grad()
 def evaluate_set(
     model_path: str | Path,
     feats_scp: str | Path,
@@ -59,7 +60,6 @@ def evaluate_set(
     tolerance: int = 2,
 ) -> dict:
     """Write ``eval/<set>.json`` with frame accuracy, cross-entropy and counts."""
-    torch.set_grad_enabled(False)
     model = build_model(load_model_file(model_path)).eval()
     feats = load_scp(feats_scp)
     targets = load_scp(targets_scp)

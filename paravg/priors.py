@@ -94,6 +94,7 @@ def average_posterior(
     return total / frames, {**summary, "prior_frames": frames}
 
 
+@torch.no_grad()
 def adjust_priors(
     model_in: str | Path,
     archives: Sequence[str | Path],
@@ -104,7 +105,6 @@ def adjust_priors(
 ) -> dict:
     """Write ``final.pt`` = the combined model with priors, and a summary. ``num_egs`` is
     Kaldi's ``prior_subset_size`` (egs per prior job)."""
-    torch.set_grad_enabled(False)
     file_dict = load_model_file(model_in)
     model = build_model(file_dict)
     priors, sample = average_posterior(model, archives, num_egs, srand)

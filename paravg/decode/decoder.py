@@ -178,6 +178,7 @@ def split_utterances(utts: Sequence[str], nj: int, job: int) -> list[str]:
     return utts[bounds[job] : bounds[job + 1]]
 
 
+@torch.no_grad()
 def decode_split(
     model_path: str | Path,
     graph_dirs: dict[str, str | Path],
@@ -197,7 +198,6 @@ def decode_split(
     The model/graph pdf counts and the set's ``text`` are checked first."""
     from paravg.nnet.tdnn import build_model, load_model_file
 
-    torch.set_grad_enabled(False)
     file_dict = load_model_file(model_path)
     model = build_model(file_dict).eval()
     log_priors = file_dict["state_dict"]["log_priors"].double()

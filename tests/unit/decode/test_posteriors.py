@@ -46,7 +46,7 @@ def per_frame_reference(model, feats, ivectors):
 
 
 def test_each_output_frame_sees_one_ivector(model):
-    torch.set_grad_enabled(False)
+    torch.set_grad_enabled(False)  # restored by the autouse fixture below
     rng = np.random.default_rng(0)
     feats = rng.standard_normal((11, 3))
     ivectors = 5.0 * rng.standard_normal((3, 2))
@@ -56,7 +56,7 @@ def test_each_output_frame_sees_one_ivector(model):
 
 
 def test_a_later_ivector_does_not_reach_earlier_frames(model):
-    torch.set_grad_enabled(False)
+    torch.set_grad_enabled(False)  # restored by the autouse fixture below
     rng = np.random.default_rng(1)
     feats = rng.standard_normal((12, 3))
     ivectors = rng.standard_normal((3, 2))
@@ -70,7 +70,7 @@ def test_a_later_ivector_does_not_reach_earlier_frames(model):
 
 
 def test_evaluate_uses_the_shared_rule(model, tmp_path):
-    torch.set_grad_enabled(False)
+    torch.set_grad_enabled(False)  # restored by the autouse fixture below
     rng = np.random.default_rng(2)
     feats = {"u1": rng.standard_normal((9, 3)).astype(np.float32)}
     ivecs = {"u1": rng.standard_normal((3, 2)).astype(np.float32)}
@@ -91,3 +91,11 @@ def test_evaluate_uses_the_shared_rule(model, tmp_path):
     expected = -logp[torch.arange(9), torch.from_numpy(labels["u1"]).long()].mean()
     assert res["cross_entropy"] == pytest.approx(float(expected), abs=1e-5)
     assert json.loads((tmp_path / "eval.json").read_text())["frames"] == 9
+
+
+@pytest.fixture(autouse=True)
+def _restore_grad_mode():
+    """These tests switch autograd off; later test modules need it back on."""
+    enabled = torch.is_grad_enabled()
+    yield
+    torch.set_grad_enabled(enabled)
