@@ -12,8 +12,8 @@ snakemake and Python start-up, reading and averaging the models. Per iteration,
 from the ``wall`` times in the jobs' JSON, averaged over the iterations after the first.
 Only the training chain is targeted (the off-path sync nodes and diagnostics would compete
 for this machine's two cores). The local cluster of tools/local_slurm.sh is started with
-``LOCAL_SLURM_CPUS`` CPUs so that N sleeping jobs run at once (start-ups still share the two
-real cores). Target: SLURM overhead ≤ 10 s per iteration for L = 5, 30 and 120 s.
+``LOCAL_SLURM_CPUS`` CPUs and one fake GPU per job, so that N sleeping jobs run at once
+(their start-ups still share the machine's real cores). Target: SLURM overhead ≤ 10 s per iteration for L = 5, 30 and 120 s.
 
     .venv/bin/python benchmarks/bench_iteration_overhead.py                 # L = 5 30 120
     .venv/bin/python benchmarks/bench_iteration_overhead.py --train-seconds 5 --iterations 4
@@ -80,7 +80,12 @@ def main() -> None:
     if not args.skip_slurm:
         if os.geteuid() != 0:
             sys.exit("needs root for the local SLURM cluster (or --skip-slurm)")
-        env = {**os.environ, "LOCAL_SLURM_CPUS": str(args.cluster_cpus)}
+        # every train job holds a (fake) GPU: declare one per job, or they queue in waves
+        env = {
+            **os.environ,
+            "LOCAL_SLURM_CPUS": str(args.cluster_cpus),
+            "LOCAL_SLURM_GPUS": str(max(args.jobs, 2)),
+        }
         subprocess.run(
             ["bash", str(REPO / "tools" / "local_slurm.sh"), "start"], env=env, check=True
         )
