@@ -13,7 +13,8 @@ from the ``wall`` times in the jobs' JSON, averaged over the iterations after th
 Only the training chain is targeted (the off-path sync nodes and diagnostics would compete
 for this machine's two cores). The local cluster of tools/local_slurm.sh is started with
 ``LOCAL_SLURM_CPUS`` CPUs and one fake GPU per job, so that N sleeping jobs run at once
-(their start-ups still share the machine's real cores). Target: SLURM overhead ≤ 10 s per iteration for L = 5, 30 and 120 s.
+(their start-ups still share the machine's real cores). Target: SLURM overhead ≤ 10 s per
+iteration for L = 5, 30 and 120 s.
 
     .venv/bin/python benchmarks/bench_iteration_overhead.py                 # L = 5 30 120
     .venv/bin/python benchmarks/bench_iteration_overhead.py --train-seconds 5 --iterations 4
