@@ -12,6 +12,7 @@
 # spells a results path.
 import json
 import re
+import sys
 from pathlib import Path
 
 from paravg.config import experiment_config
@@ -635,12 +636,15 @@ def get_ivector_pieces(wildcards):
 
 # ---- recognition (graph, decode, score)
 # Helpers of rules/graph.smk and rules/decode.smk (one block, kept apart for merging).
-from paravg.graph.settings import check_recognition_config  # noqa: E402
+from paravg.graph.settings import check_recognition_config, decoding_enabled  # noqa: E402
 
 check_recognition_config(config)
+_decoding, _why_not = decoding_enabled(config)
+if _why_not:
+    print(_why_not, file=sys.stderr)
 GRAPH_DIR = LAYOUT.graph_dir()
 GRAPH_SOURCE = config["graph"]["source"]
-DECODE = config["decode"]
+DECODE = {**config["decode"], "enabled": _decoding}
 PER_ENABLED = bool(DECODE["per"]) and GRAPH_SOURCE == "demo"
 
 

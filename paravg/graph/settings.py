@@ -19,12 +19,22 @@ def check_recognition_config(config: dict) -> None:
     missing = [k for k in REQUIRED[source] if not graph.get(k)]
     if missing:
         raise ConfigError(f"graph.source {source} needs graph.{', graph.'.join(missing)}")
-    if decode["enabled"] and source == "demo" and config["data"]["sets"]:
-        raise ConfigError(
-            "graph.source demo needs the demo corpus (data.sets empty); with your own data "
-            "use graph.source lang or hclg"
-        )
     if decode["lmwt_min"] > decode["lmwt_max"]:
         raise ConfigError("decode.lmwt_min must not exceed decode.lmwt_max")
     if decode["tune_set"] and decode["tune_set"] not in config["eval_sets"]:
         raise ConfigError(f"decode.tune_set {decode['tune_set']!r} is not in eval_sets")
+
+
+def decoding_enabled(config: dict) -> tuple[bool, str | None]:
+    """Whether the run decodes, and why not when it does not. The demo graph is made of the
+    demo corpus's words: with your own data (``data.sets``) and ``graph.source: demo`` the
+    run trains and evaluates frame accuracy but does not decode, and says so."""
+    if not config["decode"]["enabled"]:
+        return False, None
+    if config["graph"]["source"] == "demo" and config["data"]["sets"]:
+        return False, (
+            "paravg: not decoding: graph.source demo is the demo corpus's graph; for a WER on "
+            "your data set graph.source: lang (lang_dir, lm, final_mdl) or hclg (hclg_dir, "
+            "final_mdl), or decode.enabled: false to silence this"
+        )
+    return True, None

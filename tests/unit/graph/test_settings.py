@@ -7,7 +7,7 @@ import yaml
 
 from paravg.config import validate_config
 from paravg.errors import ConfigError
-from paravg.graph.settings import check_recognition_config
+from paravg.graph.settings import check_recognition_config, decoding_enabled
 
 from .conftest import REPO_CONFIG
 
@@ -49,3 +49,14 @@ def test_lmwt_range_and_tune_set():
     cfg["decode"].update(lmwt_min=7, lmwt_max=17, tune_set="dev")
     with pytest.raises(ConfigError, match="tune_set 'dev'"):
         check_recognition_config(cfg)
+
+
+def test_own_data_with_the_demo_graph_trains_without_decoding_and_says_so():
+    cfg = config()
+    assert decoding_enabled(cfg) == (True, None)
+    cfg["data"]["sets"] = {"train": "/d/train", "test": "/d/test"}
+    check_recognition_config(cfg)  # no error: the run trains and evaluates
+    on, why = decoding_enabled(cfg)
+    assert not on and "graph.source: lang" in why
+    cfg["decode"]["enabled"] = False
+    assert decoding_enabled(cfg) == (False, None)
