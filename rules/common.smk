@@ -513,7 +513,12 @@ def get_results_inputs(wildcards):
 
 
 def get_final_targets():
-    return [LAYOUT.results_table("md")] + report_targets()
+    """The results table, the report, and (when the run decodes, so a word graph exists)
+    every experiment's model in Kaldi's formats (rules/export.smk)."""
+    targets = [LAYOUT.results_table("md")] + report_targets()
+    if DECODE["enabled"]:
+        targets += [LAYOUT.kaldi_dir(e) for e in EXPERIMENTS]
+    return targets
 
 
 # ---------------------------------------------------------------- report (rules/report.smk)
