@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from paravg.nnet.tdnn import load_model_file
-from paravg.sync.registry import get_method
+from paravg.sync.registry import get_method, neighbourhoods
 
 from .conftest import check_ok, run_snakemake
 
@@ -118,19 +118,33 @@ def test_each_method_uses_its_own_rules(jobs):
     rules = {m: {j["rule"] for j in jobs if j["wildcards"].get("exp") == m} for m in METHODS}
     assert "average" in rules["average"] and "bmuf" not in rules["average"]
     assert "bmuf" in rules["bmuf"] and "average" not in rules["bmuf"]
-    for m in ("ring", "random-ring", "delay-by-one"):
-        assert "train_job_decentralized" in rules[m] and "consensus" in rules[m]
-        assert not rules[m] & {"train_job", "average", "bmuf"}, rules[m]
+    for m in ("ring", "random-ring"):
+        assert "train_job" in rules[m] and "consensus" in rules[m]
+        assert not rules[m] & {"average", "bmuf"}, rules[m]
+    # delay-by-one keeps every job's start model: the same job with one more output
+    assert {"train_job_keep_start", "consensus"} <= rules["delay-by-one"]
+    assert not rules["delay-by-one"] & {"train_job", "average", "bmuf"}
     assert "ema" in rules["average"] and "ema" not in rules["bmuf"]
     assert "evaluate_ema" in rules["ring"]
 
 
 @pytest.mark.parametrize("exp", ["average", "bmuf"])
-def test_fan_in_jobs_read_only_the_synced_model(jobs, exp):
+def test_global_methods_jobs_read_the_jobs_before_them_not_the_sync_node(jobs, exp):
+    """One node per job on the critical path: a job of iteration t averages the jobs of
+    t − 1 itself (BMUF: with the block state after t − 1 blocks, written beside t − 1)."""
     tj = train_jobs(jobs, exp)
     assert tj
+    d = exp_prefix(exp)
     for (t, _), job in tj.items():
-        assert model_inputs(job, exp) == [f"{exp_prefix(exp)}{t}.pt"]
+        if t == 0:
+            expected = [f"{d}0.pt"]
+        else:
+            expected = [f"{d}{t}/job{k}.pt" for k in range(N)]
+            if exp == "bmuf":
+                expected += [f"{d}0.pt"] if t == 1 else [
+                    f"{d}bmuf/{t - 1}.pt", f"{d}bmuf/{t - 1}.delta.pt", f"{d}{t - 1}.pt"
+                ]  # fmt: skip
+        assert model_inputs(job, exp) == sorted(set(expected)), (t, model_inputs(job, exp))
 
 
 @pytest.mark.parametrize("exp", ["ring", "random-ring", "delay-by-one"])
@@ -146,16 +160,16 @@ def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
         if t == 0:
             expected = [f"{d}0.pt"]
         elif exp == "delay-by-one" and t == 1:
-            expected = [f"{d}1/job{j}.json", f"{d}1/job{j}.pt"]
+            expected = [f"{d}1/job{j}.pt"]
         elif exp == "delay-by-one":
-            expected = [f"{d}{t - 1}/job{k}.{x}" for k in ring[j] for x in ("json", "pt")]
+            expected = [f"{d}{t - 1}/job{k}.pt" for k in ring[j]]
             expected += [f"{d}{t}/job{j}.pt", f"{d}{t}/job{j}.start.pt"]
         else:
-            nb = get_method(exp).start_recipe(t, j, N, srand).mix_jobs
+            nb = neighbourhoods(exp, t, N, srand)[j]
             if exp == "ring":
                 assert nb == ring[j]
             seen_random.add((t, nb))
-            expected = [f"{d}{t}/job{k}.{x}" for k in nb for x in ("json", "pt")]
+            expected = [f"{d}{t}/job{k}.pt" for k in nb]
         assert model_inputs(job, exp) == sorted(expected), (t, j)
 
 
@@ -198,10 +212,14 @@ def check_start_models(e: Path, method: str) -> None:
     ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
     for t in range(1, num_iters(e)):
         for j in range(N):
+            if method == "ring":  # the start is formed in memory: its record names the mix
+                record = json.loads((e / f"{t + 1}/job{j}.json").read_text())["start"]
+                assert sorted(Path(p).name for p in record["mixed"]) == sorted(
+                    f"job{k}.pt" for k in ring[j]
+                ) and all(f"/{t}/job" in p for p in record["mixed"]), (t, j, record)
+                continue
             start = sd(e / f"{t + 1}/job{j}.start.pt")
-            if method == "ring":
-                expected = mean([sd(e / f"{t}/job{k}.pt") for k in ring[j]])
-            elif t == 1:
+            if t == 1:
                 expected = {k: v.double() for k, v in sd(e / f"1/job{j}.pt").items()}
             else:
                 mixed = mean([sd(e / f"{t - 1}/job{k}.pt") for k in ring[j]])
