@@ -11,6 +11,7 @@ experiment cannot introduce a key the top level would reject.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,17 @@ _DefaultFillingValidator = _with_defaults(jsonschema.Draft202012Validator)
 
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    """Load the YAML schema."""
+    """The YAML schema (parsed once per process; each caller gets its own copy)."""
+    return copy.deepcopy(_parsed_yaml(str(path)))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_yaml(path: str) -> dict:
+    # libyaml's loader when PyYAML has it (its wheels do): the schema is read by every
+    # cluster job's snakemake at start-up, and the pure-Python parser costs 0.1 s per read.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(path) as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=loader)
 
 
 def _validate(instance: Any, schema: dict, where: str) -> None:
