@@ -76,6 +76,19 @@ class ExecutorSettings(SlurmExecutorSettings):
     )
 
 
+def with_end_file(command: str, end_dir: Path, escaped: bool) -> str:
+    """``command``, then ``<end_dir>/$SLURM_JOB_ID.ended`` holding its exit status, which
+    stays the script's.
+
+    ``escaped``: the text goes through the submitting shell inside double quotes (sbatch
+    ``--wrap="…"``), so its ``$`` are written ``\\$``; a command passed as a script is
+    literal.
+    """
+    dollar = "\\$" if escaped else "$"
+    end_file = f"{shlex.quote(str(end_dir))}/{dollar}{{SLURM_JOB_ID}}.ended"
+    return f"{command}; rc={dollar}?; echo {dollar}rc > {end_file}; exit {dollar}rc"
+
+
 class Executor(SlurmExecutor):
     """The SLURM executor with end files, a capped poll interval and direct job execution."""
 
@@ -92,17 +105,8 @@ class Executor(SlurmExecutor):
         return "--executor local --jobs 1"
 
     def format_job_exec(self, job):
-        """The job's command, then the end file; the script exits with the job's status.
-
-        With ``--wrap`` the command passes through the submitting shell inside double
-        quotes, so its ``$`` are escaped there; a command passed as a script is literal.
-        """
-        dollar = "$" if self.workflow.executor_settings.pass_command_as_script else "\\$"
-        end_file = f"{shlex.quote(str(self.end_dir))}/{dollar}{{SLURM_JOB_ID}}.ended"
-        return (
-            f"{super().format_job_exec(job)}; rc={dollar}?; "
-            f"echo {dollar}rc > {end_file}; exit {dollar}rc"
-        )
+        escaped = not self.workflow.executor_settings.pass_command_as_script
+        return with_end_file(super().format_job_exec(job), self.end_dir, escaped)
 
     def end_file(self, job_info) -> Path:
         return self.end_dir / f"{job_info.external_jobid}.ended"
