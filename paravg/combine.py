@@ -35,6 +35,7 @@ from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.objective import evaluate_minibatches
 from paravg.nnet.tdnn import build_model, load_model_file
+from paravg.provenance import checksums
 from paravg.sync.tensors import mean
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,6 @@ def combine_models(
         if ema_choice == "final" or ema_objf > best_objf:
             combined = {**ema, "meta": {"combined_models": "EMA", "ema": str(ema_path)}}
             summary.update(chosen="ema", objective=ema_objf)
-    save_torch_atomic(model_out, combined)
+    summary["sha256"] = checksums({model_out: save_torch_atomic(model_out, combined)})
     write_json_atomic(summary_out, summary)
     return summary

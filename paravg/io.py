@@ -88,17 +88,21 @@ def read_json(path: str | os.PathLike) -> Any:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def save_torch_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """``torch.save`` to a temporary name, then rename.
+def save_torch_atomic(path: str | os.PathLike, obj: Any) -> str:
+    """``torch.save`` to a temporary name, then rename; the sha256 of the bytes written
+    (the writer records it in its JSON: :mod:`paravg.provenance`).
 
     Serialised through memory: ``torch.save`` to a path names the zip records after the
     file, and the temporary name is random, so the bytes would differ between reruns.
     """
+    import hashlib
     import io
 
     import torch
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)
+    data = buffer.getvalue()
     with atomic_path(path) as tmp:
-        tmp.write_bytes(buffer.getvalue())
+        tmp.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()

@@ -40,6 +40,7 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 Index = int | str  # a concrete index or a wildcard pattern such as "{t}"
@@ -218,3 +219,71 @@ class Layout:
 
     def log(self, rule: str, wildcards: str) -> str:
         return f"{self.logs}/{rule}/{wildcards}.log"
+
+
+# ------------------------------------------------------------ who writes each model file
+@dataclass(frozen=True)
+class ModelProducer:
+    """The rule that writes a model file, and the JSON where it records the file's sha256."""
+
+    rule: str
+    record: str | None  # the producer's JSON (None: the rule writes none, e.g. ema)
+    key: str  # the file's path relative to its experiment dir: its key in ``sha256``
+
+
+# Layout kind of each model file -> (rule writing it, kind of that rule's JSON). <t>.pt is
+# written by the experiment's sync node: ``average``, or ``bmuf`` (beside bmuf/<t>.pt).
+_MODEL_KINDS = {
+    "init_model": ("init_model", "init_stats"),
+    "job_start": ("train_job_keep_start", "job_stats"),
+    "job_model": ("train_job", "job_stats"),
+    "model": ("average", "sync_summary"),
+    "bmuf_global": ("bmuf", "sync_summary"),
+    "bmuf_delta": ("bmuf", "sync_summary"),
+    "consensus_model": ("consensus", "consensus_summary"),
+    "ema_model": ("ema", None),
+    "combined_model": ("combine", "combine_summary"),
+    "final_model": ("priors", "final_summary"),
+}
+_ARGS = {"exp": "[^/]+", "t": "[0-9]+", "job": "[0-9]+"}  # wildcard -> its regex
+
+
+def _args(kind: str) -> tuple[str, ...]:
+    """The wildcards a Layout method takes."""
+    if kind in ("job_model", "job_start", "job_stats"):
+        return ("exp", "t", "job")
+    per_experiment = ("init_model", "init_stats", "combined_model", "combine_summary")
+    if kind in (*per_experiment, "final_model", "final_summary"):
+        return ("exp",)
+    return ("exp", "t")
+
+
+def _regex(kind: str) -> re.Pattern:
+    """The paths of ``kind`` under any results root, with a named group per wildcard."""
+    probe = getattr(Layout("\0root"), kind)(*(f"\0{a}" for a in _args(kind)))
+    pattern = re.escape(probe).replace(re.escape("\0root"), "(?P<root>.*)")
+    for a in _args(kind):
+        pattern = pattern.replace(re.escape(f"\0{a}"), f"(?P<{a}>{_ARGS[a]})")
+    return re.compile(pattern + "$")
+
+
+_REGEXES = {kind: _regex(kind) for kind in _MODEL_KINDS}
+
+
+def model_producer(path) -> ModelProducer | None:
+    """Who writes the model file ``path`` (under any results root); None for other files."""
+    import os
+
+    text = str(path)
+    for kind, regex in _REGEXES.items():
+        if not (m := regex.match(text)):
+            continue
+        rule, record_kind = _MODEL_KINDS[kind]
+        layout, exp = Layout(m["root"]), m["exp"]
+        if kind == "model" and os.path.exists(layout.bmuf_global(exp, m["t"])):
+            rule = "bmuf"
+        record = None
+        if record_kind:
+            record = getattr(layout, record_kind)(*(m[a] for a in _args(record_kind)))
+        return ModelProducer(rule, record, text[len(layout.exp_dir(exp)) + 1 :])
+    return None

@@ -120,6 +120,8 @@ class ExperimentPlan:
         self.simulate = simulate or {}
         self.block_jobs = block_jobs
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
+        # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
+        self.restart_at: int | None = None
         self.schedule = Schedule.from_config(
             self.trainer, egs.num_archives, egs.frames_per_eg, combine["max_models_combine"]
         )
@@ -188,6 +190,8 @@ class ExperimentPlan:
         refs = self.sync.start_inputs(
             iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
         )
+        if iteration == self.restart_at:
+            refs = self.sync.restart_inputs(iteration, self.schedule.jobs_per_iter)
         return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
 
     def start_inputs_fingerprint(self, iteration: int, job: int) -> str:

@@ -72,15 +72,56 @@ class Frontiers:
 
 
 def scan_frontiers(plan) -> Frontiers:
-    """Frontiers from the files on disk (no plan check: see :func:`check_plan`)."""
+    """Frontiers from the files on disk (no plan check: see :func:`check_plan`).
+
+    A synced model that is missing (deleted because it was damaged: :mod:`paravg.provenance`)
+    while the job models it is made from are gone too (temporary files) can only come
+    back by retraining its iteration: the train frontier then stops below it.
+    """
     L, e, n = plan.layout, plan.name, plan.num_iters
     node_outputs = plan.sync.node_outputs
+    train = contiguous_done(plan.job_outputs, 1, n)
+    node = contiguous_done(lambda t: [getattr(L, k)(e, t) for k in node_outputs], 1, n)
+    if node < train and not _all_exist(plan.job_models(node + 1)):
+        train = node
     return Frontiers(
-        train=contiguous_done(plan.job_outputs, 1, n),
-        node=contiguous_done(lambda t: [getattr(L, k)(e, t) for k in node_outputs], 1, n),
+        train=train,
+        node=node,
         ema=contiguous_done(lambda t: [L.ema_model(e, t)], 1, n),
         diag=contiguous_done(lambda t: [L.diag(e, t)], 0, n),
     )
+
+
+def _all_exist(paths: Iterable[str]) -> bool:
+    return all(os.path.exists(p) for p in paths)
+
+
+def restart_iteration(plan, frontiers: Frontiers) -> int | None:
+    """The iteration whose jobs start from the synced model instead of the job models.
+
+    The first jobs after the train frontier K (iteration K) form their start from the
+    job models of index K. Those are temporary (``run.keep_job_models: false``) and gone
+    when the run is rewound to K (a plan change with ``retrain``, a deleted synced
+    model). For ``average`` and ``bmuf`` the synced model ``<K>.pt`` *is* that start
+    (the node writes the same bits), so the jobs read it instead; decentralized methods
+    have one model per learner and no such copy: a ConfigError says what is missing.
+    """
+    k = frontiers.train
+    if not 1 <= k < plan.num_iters or _all_exist(plan.job_models(k)):
+        return None
+    if not plan.sync.restartable:
+        missing = [p for p in plan.job_models(k) if not os.path.exists(p)]
+        raise ConfigError(
+            f"experiment {plan.name!r}: iteration {k} must run again, but the models of its "
+            f"learners' last iteration are gone ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}): with sync.method "
+            f"{plan.sync.name!r} each learner has its own model and the run keeps no "
+            "other copy of it (run.keep_job_models: false deletes them). Restore those "
+            "files, or retrain the experiment from the start (delete "
+            f"{plan.layout.exp_dir(plan.name)}); keep run.keep_job_models: true to make "
+            "every iteration of a decentralized run rebuildable."
+        )
+    return k
 
 
 def recorded_plan(plan, index: int, job: int = 0) -> dict | None:

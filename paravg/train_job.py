@@ -35,6 +35,7 @@ from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.objective import ObjectiveStats, weighted_logprob
 from paravg.nnet.tdnn import TdnnModel, build_model, model_to_file_dict
 from paravg.plan import job_seed
+from paravg.provenance import checksums
 
 log = logging.getLogger(__name__)
 
@@ -234,9 +235,10 @@ def run_train_job(
     model.to("cpu")
     if not math.isfinite(stats["objf"]):
         log.warning("job %d of iteration %d: non-finite objective", spec.job, spec.iteration)
-    save_torch_atomic(
+    digest = save_torch_atomic(
         model_out, model_to_file_dict(model, {"iteration": spec.iteration + 1, "job": spec.job})
     )
+    stats["sha256"] = {**stats.get("sha256", {}), **checksums({model_out: digest})}
     write_json_atomic(stats_out, stats)
     return stats
 
@@ -300,9 +302,12 @@ def run_planned_job(
         check_input_fingerprints(inputs.get("stats", []), plan["inputs_fingerprint"])
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
     log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
-    if start_out is not None:
-        save_torch_atomic(start_out, start)
-    record = {
+    record = (
+        {"sha256": {}}
+        if start_out is None
+        else {"sha256": checksums({start_out: save_torch_atomic(start_out, start)})}
+    )
+    record |= {
         "start": how,
         "plan": {
             "fingerprint": plan["fingerprint"],

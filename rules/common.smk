@@ -205,7 +205,7 @@ def plan(exp):
 def _parse_time_frontiers():
     """paravg.resume frontiers of every experiment, read once when the Snakefile is parsed
     (before the egs exist nothing is finished: every frontier is at the start)."""
-    from paravg.resume import Frontiers, resume_frontiers
+    from paravg.resume import Frontiers, restart_iteration, resume_frontiers
 
     if PLANS is None:
         return {exp: Frontiers(train=0, node=0, ema=0, diag=-1) for exp in EXPERIMENTS}
@@ -217,6 +217,10 @@ def _parse_time_frontiers():
     for w in target_job_wildcards():
         if w.get("exp") in frontiers and str(w.get("t", "")).isdigit():
             frontiers[w["exp"]] = frontiers[w["exp"]].capped(int(w["t"]) - 1)
+    # A rewound run whose first jobs' inputs (temporary job models) are gone: those jobs
+    # start from the synced model, the same bits (paravg.resume.restart_iteration).
+    for exp, p in PLANS.items():
+        p.restart_at = restart_iteration(p, frontiers[exp])
     return frontiers
 
 

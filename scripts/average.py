@@ -3,6 +3,7 @@ the critical path: the jobs of iteration t formed the same model themselves."""
 
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.logs import setup_logging
+from paravg.provenance import checksums
 from paravg.sync.average import average_jobs
 
 setup_logging(snakemake.log[0])
@@ -13,5 +14,6 @@ synced, summary = average_jobs(
     iteration=node["iteration"],
     threshold=node["sync"]["objf_threshold"],
 )
-save_torch_atomic(snakemake.output.model, synced)
+digest = save_torch_atomic(snakemake.output.model, synced)
+summary["sha256"] = checksums({snakemake.output.model: digest})
 write_json_atomic(snakemake.output.summary, summary)

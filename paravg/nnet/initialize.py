@@ -19,6 +19,7 @@ from paravg.egs import EgsArchive, EgsInfo, all_frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.lda import LdaStats, estimate_transform
 from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.provenance import checksums
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def init_model(
         model.lda_weight.copy_(torch.from_numpy(transform).float())
         model.lda_bias.copy_(torch.from_numpy(offset).float())
     model.init_parameters(seed=srand)
-    save_torch_atomic(model_out, model_to_file_dict(model, {"iteration": 0}))
+    digest = save_torch_atomic(model_out, model_to_file_dict(model, {"iteration": 0}))
     summary = {
         "lda_dim": model.lda_dim,
         "lda_frames": float(stats.count.sum()),
@@ -93,6 +94,7 @@ def init_model(
         "lda_max_singular_value": float(np.linalg.svd(transform, compute_uv=False).max()),
     }
     summary.update(record or {})
+    summary["sha256"] = checksums({model_out: digest})
     write_json_atomic(stats_out, summary)
     log.info("initial model: %s", summary)
     return summary

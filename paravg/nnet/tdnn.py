@@ -287,17 +287,28 @@ def model_to_file_dict(model: TdnnModel, meta: dict | None = None) -> dict:
 def load_model_file(path: str | Path) -> dict:
     """Load a model file safely (weights only) and check it is complete and finite.
 
-    Raises ``ValueError`` naming the file for a truncated/corrupt file, a foreign format
-    or non-finite parameters, so a broken model is never averaged or trained from.
+    A file that cannot be read, is truncated or corrupt, is not a paravg model, or whose
+    bytes differ from the sha256 its producer recorded raises a
+    :class:`~paravg.errors.ModelFileError` naming the file, the rule that wrote it and
+    how to rebuild it (:mod:`paravg.provenance`); non-finite parameters (a diverged
+    model, not a damaged file) a ``ValueError``. A broken model is never averaged or
+    trained from.
     """
+    import io
+
+    from paravg.provenance import check_recorded, damaged
+
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise damaged(path, f"cannot be read ({exc.strerror or exc})") from exc
+    check_recorded(path, data)
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, wrong pickle, empty file ...
-        raise ValueError(
-            f"{path}: not a readable model file ({type(exc).__name__}: {exc})"
-        ) from exc
+        raise damaged(path, f"not a readable model file ({type(exc).__name__}: {exc})") from exc
     if not isinstance(obj, dict) or obj.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{path}: not a {MODEL_FORMAT} model file")
+        raise damaged(path, f"not a {MODEL_FORMAT} model file")
     for name, tensor in obj["state_dict"].items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise ValueError(f"{path}: parameter {name} has non-finite values (diverged model)")

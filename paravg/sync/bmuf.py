@@ -50,6 +50,7 @@ import torch
 
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.tdnn import load_model_file
+from paravg.provenance import checksums
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf_params import BmufParams
 from paravg.sync.tensors import cast_like, file_header, to_float64, weighted_sum, zeros_like
@@ -185,7 +186,9 @@ def bmuf_sync(
     files, summary = bmuf_step(
         model_paths, stats_paths, global_in, delta_in, start_in, iteration, threshold, bmuf_cfg
     )
+    written = {}
     for path, role in ((model_out, "start"), (global_out, "global"), (delta_out, "delta")):
-        save_torch_atomic(path, files[role])
+        written[path] = save_torch_atomic(path, files[role])
+    summary["sha256"] = checksums(written)
     write_json_atomic(summary_out, summary)
     return summary

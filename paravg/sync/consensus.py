@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.provenance import checksums
 from paravg.sync.average import NoAcceptableJobError, load_job_results, select_jobs
 from paravg.sync.tensors import file_header, weighted_sum
 
@@ -46,8 +47,9 @@ def consensus_model(
         "state_dict": weighted_sum(sds, [1.0 / len(sds)] * len(sds)),
         "meta": {"iteration": iteration + 1, "consensus_of": accepted},
     }
-    save_torch_atomic(model_out, out)
+    digest = save_torch_atomic(model_out, out)
     summary = {
+        "sha256": checksums({model_out: digest}),
         "iteration": iteration,
         "method": "consensus",
         "objfs": objfs,

@@ -84,6 +84,7 @@ class SyncMethod:
     lr_scale: Callable[[dict, int], float] = lambda sync_cfg, num_jobs: 1.0
     fixed_num_jobs: bool = False  # the topology needs the same N every iteration
     writes_start: bool = False  # the job keeps s_j^t (<t+1>/job<j>.start.pt): read later
+    restartable: bool = False  # the node's <t>.pt is every job's start s^t (restart_inputs)
 
     def start_inputs(
         self, iteration: int, job: int, jobs_per_iter: tuple[int, ...], srand: int
@@ -98,6 +99,19 @@ class SyncMethod:
         if iteration == 0:
             return _initial()
         return self._inputs(iteration, job, jobs_per_iter, srand)
+
+    def restart_inputs(self, iteration: int, jobs_per_iter: tuple[int, ...]) -> StartInputs | None:
+        """The start inputs of iteration ≥ 1 when its jobs' inputs are gone (a rewound
+        run: :func:`paravg.resume.restart_iteration`): the node's ``<t>.pt`` (the same bits
+        the jobs would form), its summary, and the jobs' statistics (kept, for the plan
+        check); None for methods without such a copy (one model per learner)."""
+        if not self.restartable:
+            return None
+        return {
+            "synced": [FileRef("model", iteration)],
+            "summary": [FileRef(NODE_OUTPUTS[self.node][-1], iteration)],
+            "stats": _jobs(iteration, range(jobs_per_iter[iteration - 1]))["stats"],
+        }
 
     def synced_model(self, layout, exp: str, t: int) -> str:
         """The model after ``t`` iterations (``0.pt`` for t = 0)."""
@@ -195,10 +209,12 @@ SYNC_METHODS: dict[str, SyncMethod] = {
         SyncMethod(
             "average", "Kaldi model averaging", "average", "model",
             "paravg.sync.average:start_model", 1, _average_inputs, _all_jobs,
+            restartable=True,
         ),
         SyncMethod(
             "bmuf", "block momentum over the average", "bmuf", "bmuf_global",
             "paravg.sync.bmuf:start_model", 1, _bmuf_inputs, _bmuf_inputs, lr_scale=_bmuf_lr_scale,
+            restartable=True,
         ),
         SyncMethod(
             "ring", "mix with fixed ring neighbours", "consensus", "consensus_model",

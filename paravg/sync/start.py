@@ -24,6 +24,13 @@ def form_start_model(
 
         path = inputs["initial"][0]
         return load_model_file(path), {"initial": str(path)}
+    if "synced" in inputs:  # a rewound run: the node's copy of the start (registry)
+        from paravg.io import read_json
+        from paravg.nnet.tdnn import load_model_file
+
+        path, summary = inputs["synced"][0], read_json(inputs["summary"][0])
+        summary.pop("sha256", None)
+        return load_model_file(path), {**summary, "synced": str(path)}
     module, function = get_method(method).start.split(":")
     start = getattr(importlib.import_module(module), function)
     return start({k: list(v) for k, v in inputs.items()}, iteration, sync_cfg)

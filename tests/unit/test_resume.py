@@ -15,6 +15,7 @@ from paravg.resume import (
     Frontiers,
     first_changed_index,
     indices_above,
+    restart_iteration,
     resume_frontiers,
     scan_frontiers,
 )
@@ -107,3 +108,46 @@ def test_bisection_finds_the_first_changed_iteration_in_log_reads(tmp_path, monk
     monkeypatch.setattr(resume, "recorded_plan", lambda p, i, j=0: reads.append(i) or real(p, i, j))
     assert first_changed_index(late, late.num_iters) == 2  # iteration 1 is the first changed
     assert len(reads) <= 2 + late.num_iters.bit_length()
+
+
+def test_a_deleted_synced_model_whose_job_models_are_gone_rewinds_its_iteration(tmp_path):
+    """rm <3>.pt (damaged) with the job models deleted (temporary): iteration 2 retrains,
+    its jobs starting from <2>.pt, the node's copy of the start they would form."""
+    p = plan_in(tmp_path)
+    fabricate(p, 6)
+    L, e = p.layout, p.name
+    os.remove(L.model(e, 3))
+    f = scan_frontiers(p)
+    assert (f.train, f.node) == (2, 2)
+    assert restart_iteration(p, f) == 2
+    p.restart_at = 2
+    inputs = p.start_inputs(2, 0)
+    assert inputs["synced"] == [L.model(e, 2)]
+    assert inputs["summary"] == [L.sync_summary(e, 2)]
+    assert inputs["stats"] == [L.job_stats(e, 2, j) for j in range(p.num_jobs(1))]
+    assert "models" not in inputs
+    assert "models" in p.start_inputs(3, 0)  # later iterations read the jobs they follow
+
+
+def test_a_deleted_synced_model_with_its_job_models_kept_reruns_only_the_node(tmp_path):
+    p = plan_in(tmp_path)
+    fabricate(p, 6)
+    L, e = p.layout, p.name
+    for path in p.job_models(3):
+        open(path, "wb").close()
+    os.remove(L.model(e, 3))
+    f = scan_frontiers(p)
+    assert (f.train, f.node) == (6, 2)
+    for path in p.job_models(6):
+        open(path, "wb").close()
+    assert restart_iteration(p, f) is None
+
+
+def test_a_decentralized_run_cannot_rewind_without_its_learners_models(tmp_path):
+    p = plan_in(tmp_path, {"sync": {"method": "ring"}, "trainer": {"num_jobs_initial": 2, "num_jobs_final": 2}})
+    fabricate(p, 4)
+    with pytest.raises(ConfigError, match=r"iteration 3 must run again.*keep_job_models: true"):
+        restart_iteration(p, Frontiers(train=3, node=3, ema=3, diag=3))
+    for path in p.job_models(3):
+        open(path, "wb").close()
+    assert restart_iteration(p, Frontiers(train=3, node=3, ema=3, diag=3)) is None

@@ -1,0 +1,77 @@
+"""Model files carry their producer's checksum; a damaged one stops its reader with the way out."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from paravg.errors import ModelFileError
+from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.layout import Layout, model_producer
+from paravg.nnet.tdnn import MODEL_FORMAT, load_model_file
+from paravg.provenance import checksums
+
+L = Layout("results")
+
+
+@pytest.mark.parametrize(
+    ("path", "rule", "record", "key"),
+    [
+        (L.init_model("a"), "init_model", L.init_stats("a"), "0.pt"),
+        (L.job_model("a", 5, 2), "train_job", L.job_stats("a", 5, 2), "5/job2.pt"),
+        (L.job_start("a", 5, 2), "train_job_keep_start", L.job_stats("a", 5, 2), "5/job2.start.pt"),
+        (L.model("a", 7), "average", L.sync_summary("a", 7), "7.pt"),
+        (L.bmuf_delta("a", 7), "bmuf", L.sync_summary("a", 7), "bmuf/7.delta.pt"),
+        (L.consensus_model("a", 7), "consensus", L.consensus_summary("a", 7), "consensus/7.pt"),
+        (L.ema_model("a", 7), "ema", None, "ema/7.pt"),
+        (L.combined_model("a"), "combine", L.combine_summary("a"), "combined.pt"),
+        (L.final_model("a"), "priors", L.final_summary("a"), "final.pt"),
+    ],
+)
+def test_every_model_file_names_its_producer(path, rule, record, key):
+    producer = model_producer(path)
+    assert (producer.rule, producer.record, producer.key) == (rule, record, key)
+    assert model_producer("/abs/" + path).record == (record and "/abs/" + record)
+    assert model_producer(L.egs_info()) is None
+
+
+@pytest.fixture
+def job_model(tmp_path):
+    """A job model written as train_job writes it: the file, then its JSON with the sha256."""
+    lay = Layout(str(tmp_path / "results"))
+    path = lay.job_model("x", 3, 1)
+    file_dict = {"format": MODEL_FORMAT, "state_dict": {"w": torch.zeros(256)}, "meta": {}}
+    write_json_atomic(
+        lay.job_stats("x", 3, 1), {"sha256": checksums({path: save_torch_atomic(path, file_dict)})}
+    )
+    return path
+
+
+def test_an_intact_model_loads(job_model):
+    assert torch.equal(load_model_file(job_model)["state_dict"]["w"], torch.zeros(256))
+
+
+def test_a_changed_byte_that_still_unpickles_is_caught_by_the_checksum(job_model):
+    data = bytearray(Path(job_model).read_bytes())
+    at = bytes(data).index(b"\x00" * 1024)  # inside the stored zeros
+    data[at + 1] = 0x3F  # a small finite float: torch.load alone would accept it
+    Path(job_model).write_bytes(bytes(data))
+    with pytest.raises(ModelFileError) as err:
+        load_model_file(job_model)
+    text = str(err.value)
+    assert "differ from what rule train_job recorded" in text
+    assert f"rm {job_model}" in text and "snakemake <your options" in text
+    assert text.splitlines()[-2].endswith(job_model)  # the rebuild command names the file
+
+
+def test_a_truncated_model_names_the_rule_and_the_rebuild_commands(job_model):
+    Path(job_model).write_bytes(Path(job_model).read_bytes()[:300])
+    stats = Path(job_model.replace(".pt", ".json"))
+    record = json.loads(stats.read_text())
+    record.pop("sha256")  # an older run's JSON: only the reader's own checks remain
+    stats.write_text(json.dumps(record))
+    with pytest.raises(
+        ModelFileError, match=r"not a readable model file(.|\n)*rule train_job(.|\n)*rm "
+    ):
+        load_model_file(job_model)
