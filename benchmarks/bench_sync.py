@@ -5,7 +5,7 @@ demo corpus with ``egs.samples_per_iter`` lowered so the demo has enough archive
 N = 4 jobs, then measures in one run:
 
 1. **quality**: one ``snakemake`` command trains one experiment per sync method (average,
-   bmuf, ring, random-ring, delay-by-one; N = 4 jobs from the first iteration, the same
+   bmuf, ring, random-ring, delay-by-one, d-psgd; N = 4 jobs from the first iteration, the same
    epochs, EMA enabled on all: it never feeds back, so each run gives both models) and
    evaluates each final model and its EMA model on the held-out test speakers: frame
    accuracy and log-probability per frame (−cross-entropy), with differences against
@@ -44,7 +44,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one"]
+METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one", "d-psgd"]
 STRAGGLER_METHODS = ["average", "ring", "random-ring", "delay-by-one"]
 SLOW_JOB = 1
 

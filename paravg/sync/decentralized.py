@@ -1,14 +1,16 @@
-"""The start model of a decentralized job (ring, random-ring, delay-by-one).
+"""The start model of a decentralized job (ring, random-ring, delay-by-one, d-psgd).
 
 The train job of these methods has no global model to read: its inputs are exactly the
 job outputs named by the method's :meth:`~paravg.sync.registry.SyncMethod.start_inputs`.
 This module mixes them inside the job (so no extra node lies on the critical path):
 
-    mixed  = (1/|A|) Σ_{k∈A} w_k      A = usable neighbours within ``objf_threshold`` of
+    mixed  = (1/|A|) Σ_{k∈A} x_k      A = usable neighbours within ``objf_threshold`` of
                                         the best neighbour (all of them, normally)
-    s_j^t  = mixed                                     (ring, random-ring; delay-by-one t = 1)
-    s_j^t  = mixed + (w_j^{t−1} − s_j^{t−1})           (delay-by-one, t ≥ 2)
+    s_j^t  = mixed,  x = w^{t−1}                        (ring, random-ring)
+    s_j^t  = mixed + (w_j^{t−2} − s_j^{t−2}),  x = s^{t−1}   (delay-by-one, t ≥ 2; s^1 = s^0)
+    s_j^t  = mixed + (w_j^{t−1} − s_j^{t−1}),  x = s^{t−1}   (d-psgd)
 
+(:mod:`paravg.sync.delay_by_one`). The objective of neighbour k's last job decides A.
 The train job keeps s_j^t as ``<t+1>/job<j>.start.pt`` where the method reads it later.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from paravg.nnet.tdnn import load_model_file
 from paravg.sync.average import NoAcceptableJobError, load_job_results, select_jobs
-from paravg.sync.delay_by_one import delay_by_one_start
+from paravg.sync.delay_by_one import mix_plus_displacement
 from paravg.sync.tensors import file_header, mean
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ def mixed_start(
 ) -> tuple[dict, dict]:
     """The start model file dict s_j^t and a record of how it was formed."""
     if (own_end is None) != (own_start is None):
-        raise ValueError("delay-by-one needs both the own job's end model and its start model")
+        raise ValueError("a displacement needs both the own job's end model and its start model")
     models, objfs, problems = load_job_results(mix_models, mix_stats, mix_iteration)
     # no "best job at iteration 0" rule here: that is ``average``'s, and DESIGN.md defines
     # the ring start as the plain mean of the neighbourhood (iteration=1 disables it)
@@ -54,24 +56,23 @@ def mixed_start(
     }
     if own_end is not None:
         end, start = load_model_file(own_end), load_model_file(own_start)
-        mixed = delay_by_one_start(mixed, end["state_dict"], start["state_dict"])
+        mixed = mix_plus_displacement(mixed, end["state_dict"], start["state_dict"])
         record["own_progress"] = [str(own_end), str(own_start)]
     out = {**file_header(models[accepted[0]]), "state_dict": mixed, "meta": {"start": record}}
     return out, record
 
 
 def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
-    """s_j^t of a ring / random-ring / delay-by-one job of ``iteration`` ≥ 1 from the
-    start inputs the registry names (the neighbours' end models; delay-by-one: also the
-    own job's end and start models of the iteration before)."""
+    """s_j^t of a decentralized job of ``iteration`` ≥ 1 from the start inputs the registry
+    names: the neighbours' end models of t − 1 (ring) or start models of t − 1
+    (delay-by-one, d-psgd: with their jobs' statistics, and the own job's end and start
+    models whose displacement is added)."""
     own_end = (inputs.get("own_end") or [None])[0]
     own_start = (inputs.get("own_start") or [None])[0]
-    # the mixed models are of iteration t − 1 (ring) or t − 2 (delay-by-one, t ≥ 2)
-    mix_iteration = iteration - 2 if own_end is not None else iteration - 1
     return mixed_start(
         inputs["models"],
         inputs["stats"],
-        mix_iteration,
+        iteration - 1,
         sync_cfg["objf_threshold"],
         own_end,
         own_start,

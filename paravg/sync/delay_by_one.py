@@ -1,25 +1,32 @@
-"""Delay-by-one decentralized training (our reading of Cui et al., arXiv 2110.11199).
+"""Delay-by-one (ADPSGD, Cui et al., arXiv 2110.11199) and its undelayed form (D-PSGD).
 
 Notation (DESIGN.md, "Sync strategies"): job j of iteration t starts from s_j^t and ends
-with w_j^t; M is the fixed-ring mixing of :mod:`paravg.sync.ring`. Delay-by-one applies
-the local progress of a job to the mixing of the iteration *before*:
+with w_j^t; Δ_j^t = w_j^t − s_j^t is its displacement (its local progress); M is the
+mixing of the fixed ring (:mod:`paravg.sync.ring`, M(x)_j = mean of x_k, k ∈ {j−1, j, j+1}).
 
-    s_j^{t+1} = M(w^{t−1})_j + (w_j^t − s_j^t)
+Cui et al. model asynchronous decentralized SGD as W_{k+1} = W_k T_k − α g(W_{k−1}):
+every step mixes the *current* weights of the neighbours, and the gradient applied is one
+step stale, so that computing it overlaps the communication. With one training job per
+step, in our terms:
 
-so job j of iteration t+1 needs only its own job of iteration t (w_j^t and the s_j^t it
-started from) and the mixing of the neighbours' models of iteration t−1, which were
-finished one iteration earlier: the mixing (communication) overlaps the computation of
-iteration t, and a slow neighbour delays job j one iteration later than on a plain ring.
+    delay-by-one:  s_j^{t+1} = M(s^t)_j + Δ_j^{t−1}        (Δ^{−1} = 0: s^1 = M(s^0) = s^0)
+    d-psgd:        s_j^{t+1} = M(s^t)_j + Δ_j^t            (Lian et al. 2017, undelayed)
 
-Boundary: every job of iteration 0 starts from the initial model, s_j^0 = w^init, and we
-set M(w^{−1}) = w^init, so s_j^1 = w_j^0 (a job's first step is its own).
+Both mix the neighbours' start models s^t — which exist as soon as iteration t starts — so
+the mixing never waits for the neighbours' training, and with a zero learning rate
+(Δ = 0) the learners contract towards their mean at every iteration: s^{t+1} = M(s^t).
+(Our earlier reading, s^{t+1} = M(w^{t−1}) + Δ^t, mixed each chain only every other
+iteration: without progress s^{t+1} = M(s^{t−1}).) With a mean-preserving M the mean
+of the starts gains every job's displacement exactly once, one iteration late for
+delay-by-one.
 
-Summing over j with a mean-preserving M: mean(s^{t+1}) = mean(w^{t−1}) + mean(w^t − s^t),
-so the consensus gains every job's progress exactly once.
-
-(Cui et al. describe delay-by-one as computing the gradient on weights one step old; with
-a whole job per step this is the same idea: the displacement a job computes from s_j^t is
-applied to a mixture that did not wait for iteration t.)
+Files: job (t, j) keeps s_j^t as ``<t+1>/job<j>.start.pt`` beside w_j^t = ``<t+1>/job<j>.pt``,
+so job (t+1, j) reads the neighbours' ``<t+1>/job<k>.start.pt`` and its own pair of
+``<t>/`` (delay-by-one) or ``<t+1>/`` (d-psgd); its own start file also orders each
+learner's jobs (job (t+1, j) after job (t, j)). The mixing runs inside the job: the DAG
+makes job (t+1, j) wait for its neighbours' jobs of iteration t to *end* (their start
+files are outputs), so the overlap of mixing and training that the paper gains on a
+cluster is not exploited here; the iterates are those of the definition.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from __future__ import annotations
 from paravg.sync.tensors import weighted_sum
 
 
-def delay_by_one_start(mixed_before: dict, own_end: dict, own_start: dict) -> dict:
-    """s_j^{t+1} = M(w^{t−1})_j + (w_j^t − s_j^t), float64 arithmetic, dtype of ``own_end``.
+def mix_plus_displacement(mixed: dict, own_end: dict, own_start: dict) -> dict:
+    """M(s^t)_j + (w_j − s_j) in float64 arithmetic, in the dtype of ``own_end``.
 
-    ``mixed_before`` = M(w^{t−1})_j, ``own_end`` = w_j^t, ``own_start`` = s_j^t.
+    ``mixed`` = M(s^t)_j; ``own_end``, ``own_start`` = w_j, s_j of the job whose
+    displacement is applied (iteration t − 1 for delay-by-one, t for d-psgd).
     """
-    return weighted_sum([own_end, mixed_before, own_start], [1.0, 1.0, -1.0])
+    return weighted_sum([own_end, mixed, own_start], [1.0, 1.0, -1.0])

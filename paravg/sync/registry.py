@@ -28,7 +28,8 @@ index t + 1 (``<t+1>/job<j>.pt``); iteration 0 starts every job from ``0.pt``.
 | ``bmuf`` | ``bmuf`` | g^t + bm·Δ^t (Nesterov) or g^t, from w^{t−1} and the state of t − 1 |
 | ``ring`` | ``consensus`` | mean of w_k^{t−1}, k ∈ {j−1, j, j+1 mod N} |
 | ``random-ring`` | ``consensus`` | the same on the ring drawn from (srand, t) |
-| ``delay-by-one`` | ``consensus`` | M(w^{t−2})_j + (w_j^{t−1} − s_j^{t−1}); t = 1: w_j^0 |
+| ``delay-by-one`` | ``consensus`` | M(s^{t−1})_j + (w_j^{t−2} − s_j^{t−2}); t = 1: M(s^0)_j |
+| ``d-psgd`` | ``consensus`` | M(s^{t−1})_j + (w_j^{t−1} − s_j^{t−1}) |
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def neighbourhoods(method: str, iteration: int, num_jobs: int, srand: int) -> li
     """N_j of the mixing that builds the start models of ``iteration`` (ring methods)."""
     if method == "random-ring":
         order = ring.random_ring_order(num_jobs, iteration, srand)
-    elif method in ("ring", "delay-by-one"):
+    elif method in ("ring", "delay-by-one", "d-psgd"):
         order = ring.fixed_ring_order(num_jobs)
     else:
         raise ValueError(f"sync method {method!r} has no ring")
@@ -184,15 +185,32 @@ def _ring_inputs(method: str):
     return inputs
 
 
-def _delay_by_one_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
-    if t == 1:  # M(w^{-1}) = s^0 = the initial model, so s_j^1 = w_j^0
-        return _jobs(1, (j,))
-    nb = neighbourhoods("delay-by-one", t - 1, jobs_per_iter[t - 2], srand)[j]
+def _mixed_starts(method: str, t: int, j: int, jobs_per_iter, srand) -> StartInputs:
+    """The neighbours' start models s_k^{t−1} (kept by their jobs) and their statistics."""
+    nb = neighbourhoods(method, t, jobs_per_iter[t - 1], srand)[j]
     return {
-        **_jobs(t - 1, nb),
-        "own_end": [FileRef("job_model", t, j)],
-        "own_start": [FileRef("job_start", t, j)],
+        "models": [FileRef("job_start", t, k) for k in nb],
+        "stats": [FileRef("job_stats", t, k) for k in nb],
     }
+
+
+def _own_displacement(index: int, j: int) -> StartInputs:
+    """w_j and s_j of the own job that wrote layout ``index``."""
+    return {
+        "own_end": [FileRef("job_model", index, j)],
+        "own_start": [FileRef("job_start", index, j)],
+    }
+
+
+def _delay_by_one_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
+    # s_j^t = M(s^{t−1})_j + Δ_j^{t−2}, Δ^{−1} = 0: s_j^1 = M(s^0)_j (= 0.pt, bit for bit)
+    mixed = _mixed_starts("delay-by-one", t, j, jobs_per_iter, srand)
+    return mixed if t == 1 else {**mixed, **_own_displacement(t - 1, j)}
+
+
+def _d_psgd_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
+    # s_j^t = M(s^{t−1})_j + Δ_j^{t−1}
+    return {**_mixed_starts("d-psgd", t, j, jobs_per_iter, srand), **_own_displacement(t, j)}
 
 
 def _all_jobs(t, j, jobs_per_iter, srand) -> StartInputs:
@@ -227,8 +245,13 @@ SYNC_METHODS: dict[str, SyncMethod] = {
             _ring_inputs("random-ring"), _all_jobs, fixed_num_jobs=True,
         ),
         SyncMethod(
-            "delay-by-one", "own progress on last mixing", "consensus", "consensus_model",
+            "delay-by-one", "mix starts, add last progress", "consensus", "consensus_model",
             "paravg.sync.decentralized:start_model", 2, _delay_by_one_inputs, _all_jobs,
+            fixed_num_jobs=True, writes_start=True,
+        ),
+        SyncMethod(
+            "d-psgd", "mix starts, add own progress", "consensus", "consensus_model",
+            "paravg.sync.decentralized:start_model", 1, _d_psgd_inputs, _all_jobs,
             fixed_num_jobs=True, writes_start=True,
         ),
     )

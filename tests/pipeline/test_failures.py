@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -19,7 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, SNAKEMAKE, TINY, check_ok, run_snakemake, tiny_schedule
+from .conftest import (
+    REPO,
+    SNAKEMAKE,
+    TINY,
+    check_ok,
+    run_snakemake,
+    tiny_plan,
+    tiny_schedule,
+)
 
 pytestmark = pytest.mark.pipeline
 
@@ -116,6 +125,56 @@ def test_sigkilled_job_reruns_alone_and_result_is_identical(
         assert after[path] == mtime, f"{path} was rewritten by the rerun"
     ref = uninterrupted / "results" / "exp" / "default" / "final.pt"
     assert (exp / "final.pt").read_bytes() == ref.read_bytes()
+
+
+def test_a_damaged_synced_model_is_rebuilt_by_the_commands_its_error_gives(
+    uninterrupted, straggler, tmp_path
+):
+    """A byte of <m>.pt changes after the run (the job models are gone, as with
+    run.keep_job_models: false): its reader stops naming the rule and two commands; they
+    rebuild exactly that file (iteration m − 1 retrains from <m−1>.pt), bit for bit, and
+    the run then completes with the same final.pt."""
+    ws = tmp_path / "ws"
+    shutil.copytree(uninterrupted, ws, symlinks=True, copy_function=shutil.copy2)
+    exp = ws / "results" / "exp" / "default"
+    overlay = {**straggler, "run": {"keep_job_models": False}}
+    plan = tiny_plan(ws, straggler)
+    m = next(t for t in plan.combine_indices() if t >= 2 and plan.num_jobs(t - 1) >= 2)
+    model = exp / f"{m}.pt"
+    original, final = model.read_bytes(), (exp / "final.pt").read_bytes()
+    for job_model in exp.glob("*/job*.pt"):  # what a run with temporary job models keeps
+        job_model.unlink()
+    data = bytearray(original)
+    data[len(data) // 2] ^= 0x01  # one bit, deep inside the parameters
+    model.write_bytes(bytes(data))
+    for out in ("combined.pt", "combine.json"):  # its reader (combination) runs again
+        (exp / out).unlink()
+
+    proc = run_snakemake(ws, "--cores", "2", overlay=overlay)
+    assert proc.returncode != 0
+    log = (ws / "logs" / "combine" / "default.log").read_text()
+    assert f"results/exp/default/{m}.pt: its bytes differ from what rule average" in log, log
+    lines = [line.strip() for line in log.splitlines()]
+    assert f"rm results/exp/default/{m}.pt" in lines
+    assert any(
+        line.startswith("snakemake ") and line.endswith(f" results/exp/default/{m}.pt")
+        for line in lines
+    ), log
+
+    model.unlink()  # the two commands, with this test's options
+    dry = run_snakemake(ws, "-n", "--cores", "2", f"results/exp/default/{m}.pt", overlay=overlay)
+    check_ok(dry, "dry-run of the rebuild")
+    planned = sorted(set(re.findall(r"^(?:local)?rule (\w+):", dry.stdout, re.M)))
+    assert planned == ["average", "train_job"], planned
+    outputs = " ".join(re.findall(r"^\s*output: (.*)$", dry.stdout, re.M))
+    assert set(re.findall(r"results/exp/default/(\d+)/job\d+\.pt", outputs)) == {str(m)}
+    check_ok(
+        run_snakemake(ws, "--cores", "2", f"results/exp/default/{m}.pt", overlay=overlay),
+        "the rebuild",
+    )
+    assert model.read_bytes() == original, "the rebuilt model differs"
+    check_ok(run_snakemake(ws, "--cores", "2", overlay=overlay), "the run after the rebuild")
+    assert (exp / "final.pt").read_bytes() == final
 
 
 def two_job_dirs(ws: Path) -> list[int]:

@@ -1,14 +1,14 @@
 """Sync methods in the real DAG: the edges each method implies, and a short end-to-end run.
 
-One tiny workspace (``tests/pipeline/tiny.yaml`` + five experiments, one per sync method,
+One tiny workspace (``tests/pipeline/tiny.yaml`` + six experiments, one per sync method,
 three jobs each) is built up to the egs once; then
 
 * the DAG tests read ``snakemake --dry-run --forcerun init_model``'s job list (every job's input and
   output files) and check that EMA and consensus files never feed a train job, that a
-  ring job reads only its neighbours' outputs, a delay-by-one job exactly its own job of
-  the iteration before plus the neighbours' outputs of the one before that, and that the
+  ring job reads only its neighbours' outputs, a delay-by-one (d-psgd) job exactly its
+  neighbours' start models and its own job of two iterations (one iteration) before, and that the
   fan-in methods' jobs read only ``<t>.pt``;
-* the end-to-end test runs the whole tiny pipeline for all five methods at once and checks
+* the end-to-end test runs the whole tiny pipeline for all six methods at once and checks
   each method's own files (BMUF state, consensus, EMA, EMA evaluation) and, from the kept
   job models, that every decentralized start model is what its definition says.
 """
@@ -30,7 +30,7 @@ from .conftest import check_ok, run_snakemake
 pytestmark = pytest.mark.pipeline
 
 N = 3
-METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one"]
+METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one", "d-psgd"]
 EMA = {"average", "ring"}  # EMA is independent of the method: two are enough
 # 0.25 epochs of the tiny egs (6 archives x 8 frames) at 3 jobs = 4 iterations
 OVERLAY = {
@@ -50,7 +50,7 @@ TARGETS = [f"results/exp/{m}/eval/test.json" for m in METHODS] + [
 
 @pytest.fixture(scope="module")
 def workdir(clone_upstream) -> Path:
-    """A clone of the tiny workspace (egs built), where the five methods train."""
+    """A clone of the tiny workspace (egs built), where the six methods train."""
     return clone_upstream("sync")
 
 
@@ -121,9 +121,10 @@ def test_each_method_uses_its_own_rules(jobs):
     for m in ("ring", "random-ring"):
         assert "train_job" in rules[m] and "consensus" in rules[m]
         assert not rules[m] & {"average", "bmuf"}, rules[m]
-    # delay-by-one keeps every job's start model: the same job with one more output
-    assert {"train_job_keep_start", "consensus"} <= rules["delay-by-one"]
-    assert not rules["delay-by-one"] & {"train_job", "average", "bmuf"}
+    # delay-by-one and d-psgd keep every job's start model: the same job, one more output
+    for m in ("delay-by-one", "d-psgd"):
+        assert {"train_job_keep_start", "consensus"} <= rules[m]
+        assert not rules[m] & {"train_job", "average", "bmuf"}
     assert "ema" in rules["average"] and "ema" not in rules["bmuf"]
     assert "evaluate_ema" in rules["ring"]
 
@@ -147,7 +148,7 @@ def test_global_methods_jobs_read_the_jobs_before_them_not_the_sync_node(jobs, e
         assert sorted(set(model_inputs(job, exp))) == sorted(set(expected)), (t, job["input"])
 
 
-@pytest.mark.parametrize("exp", ["ring", "random-ring", "delay-by-one"])
+@pytest.mark.parametrize("exp", ["ring", "random-ring", "delay-by-one", "d-psgd"])
 def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
     tj = train_jobs(jobs, exp)
     srand = 0
@@ -159,11 +160,11 @@ def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
     for (t, j), job in tj.items():
         if t == 0:
             expected = [f"{d}0.pt"]
-        elif exp == "delay-by-one" and t == 1:
-            expected = [f"{d}1/job{j}.pt"]
-        elif exp == "delay-by-one":
-            expected = [f"{d}{t - 1}/job{k}.pt" for k in ring[j]]
-            expected += [f"{d}{t}/job{j}.pt", f"{d}{t}/job{j}.start.pt"]
+        elif exp in ("delay-by-one", "d-psgd"):  # M(s^{t−1}) + Δ^{t−2} (Δ^{−1} = 0) / Δ^{t−1}
+            expected = [f"{d}{t}/job{k}.start.pt" for k in ring[j]]
+            own = t - 1 if exp == "delay-by-one" else t
+            if own >= 1:
+                expected += [f"{d}{own}/job{j}.pt", f"{d}{own}/job{j}.start.pt"]
         else:
             nb = neighbourhoods(exp, t, N, srand)[j]
             if exp == "ring":
@@ -175,7 +176,7 @@ def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
 
 def test_end_to_end_all_methods(workdir):
     proc = run_snakemake(workdir, "--cores", "2", *TARGETS, overlay=OVERLAY)
-    check_ok(proc, "the tiny pipeline with five sync methods")
+    check_ok(proc, "the tiny pipeline with six sync methods")
     root = workdir / "results" / "exp"
     for m in METHODS:
         e = root / m
@@ -191,6 +192,7 @@ def test_end_to_end_all_methods(workdir):
             assert (e / "eval" / "ema" / "test.json").exists()
     check_start_models(root / "ring", "ring")
     check_start_models(root / "delay-by-one", "delay-by-one")
+    check_start_models(root / "d-psgd", "d-psgd")
     check_bmuf_blocks(root / "bmuf")
 
 
@@ -219,12 +221,11 @@ def check_start_models(e: Path, method: str) -> None:
                 ) and all(f"/{t}/job" in p for p in record["mixed"]), (t, j, record)
                 continue
             start = sd(e / f"{t + 1}/job{j}.start.pt")
-            if t == 1:
-                expected = {k: v.double() for k, v in sd(e / f"1/job{j}.pt").items()}
-            else:
-                mixed = mean([sd(e / f"{t - 1}/job{k}.pt") for k in ring[j]])
-                own, own_start = sd(e / f"{t}/job{j}.pt"), sd(e / f"{t}/job{j}.start.pt")
-                expected = {k: mixed[k] + own[k].double() - own_start[k].double() for k in own}
+            expected = mean([sd(e / f"{t}/job{k}.start.pt") for k in ring[j]])  # M(s^{t−1})
+            own = t - 1 if method == "delay-by-one" else t  # whose displacement is added
+            if own >= 1:
+                end, own_start = sd(e / f"{own}/job{j}.pt"), sd(e / f"{own}/job{j}.start.pt")
+                expected = {k: expected[k] + end[k].double() - own_start[k].double() for k in end}
             for k, v in start.items():
                 if v.is_floating_point():
                     assert torch.allclose(v.double(), expected[k], atol=1e-5), (method, t, j, k)

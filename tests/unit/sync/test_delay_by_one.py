@@ -1,6 +1,8 @@
-"""Delay-by-one: the start-model formula, its edges, and a multi-iteration simulation
-through the same files and functions the DAG uses, against the definition."""
+"""Delay-by-one and d-psgd: the start-model formula, the edges, contraction without progress,
+and a multi-iteration simulation through the same files and functions the DAG uses,
+against the definitions (s_j^{t+1} = M(s^t)_j + Δ_j^{t−1}, resp. + Δ_j^t)."""
 
+import itertools
 import json
 
 import pytest
@@ -9,7 +11,7 @@ import torch
 from paravg.io import save_torch_atomic
 from paravg.layout import Layout
 from paravg.sync.decentralized import mixed_start
-from paravg.sync.delay_by_one import delay_by_one_start
+from paravg.sync.delay_by_one import mix_plus_displacement
 from paravg.sync.registry import get_method
 from paravg.sync.ring import fixed_ring_order, ring_mix, ring_neighbourhoods
 
@@ -18,16 +20,17 @@ def test_formula_and_float64_arithmetic():
     mixed = {"w": torch.tensor([1.0, 2.0])}
     end = {"w": torch.tensor([5.0, 5.0])}
     start = {"w": torch.tensor([4.0, 6.0])}
-    out = delay_by_one_start(mixed, end, start)
+    out = mix_plus_displacement(mixed, end, start)
     assert out["w"].tolist() == [2.0, 1.0] and out["w"].dtype == torch.float32
     # exact when the mixture is the own start (first iteration): s + (w − s) = w
     w = {"w": torch.randn(100)}
     s = {"w": torch.randn(100) * 1e3}
-    assert torch.equal(delay_by_one_start(s, w, s)["w"], w["w"])
+    assert torch.equal(mix_plus_displacement(s, w, s)["w"], w["w"])
 
 
-def test_edges_are_own_job_of_t_and_ring_of_t_minus_one():
-    m, L = get_method("delay-by-one"), Layout("r")
+@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd"])
+def test_edges_are_the_neighbours_starts_and_the_own_displacement(method):
+    m, L = get_method(method), Layout("r")
     n = 5
     nb = ring_neighbourhoods(fixed_ring_order(n))
     per_iter = (n,) * 8
@@ -37,13 +40,63 @@ def test_edges_are_own_job_of_t_and_ring_of_t_minus_one():
         return {role: [r.path(L, "e") for r in rs] for role, rs in refs.items()}
 
     assert inputs(0, 3) == {"initial": ["r/exp/e/0.pt"]}
-    assert inputs(1, 3)["models"] == ["r/exp/e/1/job3.pt"] and "own_end" not in inputs(1, 3)
-    for t in range(2, 6):
+    for t in range(1, 6):
         for j in range(n):
             got = inputs(t, j)
-            assert got["models"] == [f"r/exp/e/{t - 1}/job{k}.pt" for k in nb[j]]
-            assert got["own_end"] == [f"r/exp/e/{t}/job{j}.pt"]
-            assert got["own_start"] == [f"r/exp/e/{t}/job{j}.start.pt"]
+            assert got["models"] == [f"r/exp/e/{t}/job{k}.start.pt" for k in nb[j]]
+            own = t - 1 if method == "delay-by-one" else t  # Δ^{t−2} resp. Δ^{t−1}
+            if method == "delay-by-one" and t == 1:  # Δ^{−1} = 0
+                assert "own_end" not in got
+                continue
+            assert got["own_end"] == [f"r/exp/e/{own}/job{j}.pt"]
+            assert got["own_start"] == [f"r/exp/e/{own}/job{j}.start.pt"]
+
+
+def spread(models):
+    mean = sum(m["w"] for m in models) / len(models)
+    return max(float((m["w"] - mean).abs().max()) for m in models)
+
+
+@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd"])
+def test_without_progress_the_learners_contract_at_every_iteration(tmp_path, method):
+    """Zero learning rate (w = s): s^{t+1} = M(s^t), so the spread around the mean
+    shrinks at every iteration (the earlier s^{t+1} = M(w^{t−1}) + Δ^t mixed each chain
+    only every other iteration and let the spread of s^{t−1} come back)."""
+    from paravg.sync.start import form_start_model
+
+    n, iters = 5, 7
+    m, layout = get_method(method), Layout(str(tmp_path))
+    g = torch.Generator().manual_seed(1)
+    starts = {  # distinct learners at indices 1 and 2, the older ones 10x further apart
+        1: [{"w": 10 * torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
+        2: [{"w": torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
+    }
+    for index, models in starts.items():
+        for j, sd in enumerate(models):
+            d = tmp_path / "exp" / "e" / str(index)
+            d.mkdir(parents=True, exist_ok=True)
+            save(d / f"job{j}.start.pt", sd)
+            save(d / f"job{j}.pt", sd)  # no progress
+            (d / f"job{j}.json").write_text(json.dumps({"objf": -1.0}))
+    spreads = [spread(starts[2])]
+    for t in range(2, iters):
+        new = []
+        for j in range(n):
+            refs = m.start_inputs(t, j, (n,) * iters, 0)
+            files = {role: [r.path(layout, "e") for r in rs] for role, rs in refs.items()}
+            start, _ = form_start_model(method, files, t, {"objf_threshold": 1.0})
+            mixed = sum(starts[t][k]["w"] for k in ring_neighbourhoods(fixed_ring_order(n))[j])
+            assert torch.allclose(start["state_dict"]["w"], mixed / 3, atol=1e-12)
+            new.append(start["state_dict"])
+        starts[t + 1] = new
+        d = tmp_path / "exp" / "e" / str(t + 1)
+        d.mkdir(parents=True, exist_ok=True)
+        for j, sd in enumerate(new):
+            save(d / f"job{j}.start.pt", sd)
+            save(d / f"job{j}.pt", sd)
+            (d / f"job{j}.json").write_text(json.dumps({"objf": -1.0}))
+        spreads.append(spread(new))
+    assert all(b < a for a, b in itertools.pairwise(spreads)), spreads
 
 
 def fake_train(start, t, j):
@@ -59,7 +112,7 @@ def save(path, sd):
     save_torch_atomic(path, {"format": "paravg.tdnn.v1", "state_dict": sd, "meta": {}})
 
 
-@pytest.mark.parametrize("method", ["delay-by-one", "ring", "random-ring"])
+@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd", "ring", "random-ring"])
 def test_simulation_through_files_matches_the_definition(tmp_path, method):
     n, iters, srand = 4, 6, 3
     m = get_method(method)
@@ -71,15 +124,17 @@ def test_simulation_through_files_matches_the_definition(tmp_path, method):
     w_ref = []
     for t in range(iters):
         w_ref.append([fake_train(s_ref[t][j], t, j) for j in range(n)])
-        if method == "delay-by-one":
-            if t == 0:
-                nxt = list(w_ref[0])
-            else:
-                mixed = ring_mix(w_ref[t - 1], ring_neighbourhoods(fixed_ring_order(n)))
-                nxt = [
-                    {k: mixed[j][k] + w_ref[t][j][k] - s_ref[t][j][k] for k in init}
-                    for j in range(n)
-                ]
+        if method in ("delay-by-one", "d-psgd"):
+            # s^{t+1} = M(s^t) + Δ^{t−1} (delay-by-one, Δ^{−1} = 0) or + Δ^t (d-psgd)
+            mixed = ring_mix(s_ref[t], ring_neighbourhoods(fixed_ring_order(n)))
+            own = t - 1 if method == "delay-by-one" else t
+            nxt = [
+                {
+                    k: mixed[j][k] + (w_ref[own][j][k] - s_ref[own][j][k] if own >= 0 else 0)
+                    for k in init
+                }
+                for j in range(n)
+            ]
         else:
             from paravg.sync.registry import neighbourhoods
 

@@ -38,7 +38,7 @@ def test_registry_covers_exactly_the_configurable_methods():
     assert sorted(SYNC_METHODS) == sorted(enum)
     with pytest.raises(ConfigError, match="known"):
         get_method("gossip")
-    assert sorted(DECENTRALIZED) == ["delay-by-one", "random-ring", "ring"]
+    assert sorted(DECENTRALIZED) == ["d-psgd", "delay-by-one", "random-ring", "ring"]
 
 
 def test_node_and_synced_model_per_method():
