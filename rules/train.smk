@@ -56,7 +56,8 @@ rule train_job:
     threads: 1
     resources:
         mem_mb=2000,  # model + the models its start is formed from + one mapped archive
-        runtime=60,
+        # minutes; a retry after a time limit (SLURM TIMEOUT) asks for twice as long
+        runtime=lambda wildcards, attempt: 60 * attempt,
         gpu=gpu_for_training,
     script:
         "../scripts/train_job.py"

@@ -1,7 +1,7 @@
 """Sync strategies: how the jobs of one iteration become the start models of the next.
 
 ``average`` (Kaldi, :mod:`paravg.sync.average`), ``bmuf`` (:mod:`paravg.sync.bmuf`),
-``ring`` / ``random-ring`` (:mod:`paravg.sync.ring`), ``delay-by-one``
+``ring`` / ``random-ring`` (:mod:`paravg.sync.ring`), ``delay-by-one`` and ``d-psgd``
 (:mod:`paravg.sync.delay_by_one`), the EMA final model beside any of them
 (:mod:`paravg.sync.ema`) and the consensus model of the decentralized methods
 (:mod:`paravg.sync.consensus`). :mod:`paravg.sync.registry` is the one table the DAG

@@ -1,8 +1,8 @@
 """The consensus model of the decentralized methods: the mean of all jobs' end models.
 
-Decentralized methods (``ring``, ``random-ring``, ``delay-by-one``) have no synced model on
-the critical path. For diagnostics, the EMA and the final combination we compute, off the
-critical path (no train job reads it),
+Decentralized methods (``ring``, ``random-ring``, ``delay-by-one``, ``d-psgd``) have no
+synced model on the critical path. For diagnostics, the EMA and the final combination we
+compute, off the critical path (no train job reads it),
 
     c^{t+1} = (1/|A|) Σ_{j∈A} w_j^t      → ``consensus/<t+1>.pt``
 

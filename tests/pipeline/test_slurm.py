@@ -76,7 +76,7 @@ def slurm_cluster():
 
 def sacct_jobs(workdir: Path, since: float) -> list[dict[str, str]]:
     """The SLURM jobs submitted from ``workdir`` since ``since`` (epoch s), from sacct."""
-    fields = ["JobIDRaw", "WorkDir", "Comment", "State", "AllocTRES"]
+    fields = ["JobIDRaw", "WorkDir", "Comment", "State", "AllocTRES", "TimelimitRaw"]
     out = subprocess.run(
         [
             "sacct",
@@ -243,3 +243,107 @@ def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone
         assert len(logs) == 4
         for log in logs:
             assert "paravg.devices: using the CPU" in log.read_text(), log
+
+
+def toy_run(workdir: Path, *args: str, timeout_s: int = 600) -> subprocess.CompletedProcess:
+    """The toy workflow in ``workdir`` through the slurm profile (1 iteration x 2 jobs)."""
+    if not (workdir / "Snakefile").exists():
+        shutil.copy(TOY, workdir / "Snakefile")
+    return run_snakemake(
+        [
+            "--profile",
+            str(REPO / "profiles" / "slurm"),
+            "--paravg-slurm-init-seconds-before-status-checks",
+            POLL_TOY,
+            "--config",
+            "iterations=1",
+            "job_minutes=1",
+            *args,
+        ],
+        workdir,
+        timeout_s,
+    )
+
+
+def submissions(workdir: Path, since: float) -> dict[str, list[dict[str, str]]]:
+    """SLURM jobs from ``workdir`` since ``since``, by job comment (rule and wildcards)."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for job in sacct_jobs(workdir, since):
+        out.setdefault(job["Comment"], []).append(job)
+    return out
+
+
+@pytest.mark.slurm
+def test_a_job_killed_at_its_time_limit_is_retried_alone_with_more_time(slurm_cluster, tmp_path):
+    """Job 1 of iteration 0 hangs on its first attempt: SLURM ends it at its runtime limit
+    (1 min), snakemake resubmits only it, with the attempt-scaled limit (2 min), and the
+    run completes with every other job submitted once."""
+    (tmp_path / "hang_once").mkdir()
+    (tmp_path / "hang_once" / "1_1").touch()
+    since = time.time()
+    check_ok(toy_run(tmp_path), "SLURM run with a job over its time limit")
+    jobs = submissions(tmp_path, since)
+    retried = jobs.pop("rule_train_job_wildcards_1_1")
+    assert [(j["State"], j["TimelimitRaw"]) for j in retried] == [
+        ("TIMEOUT", "1"),
+        ("COMPLETED", "2"),
+    ], retried
+    assert set(jobs) == {"rule_init", "rule_train_job_wildcards_1_0", "rule_sync_wildcards_1"}
+    assert all(len(runs) == 1 and runs[0]["State"] == "COMPLETED" for runs in jobs.values())
+    assert (tmp_path / "out" / "model.1.txt").exists()
+
+
+@pytest.mark.slurm
+def test_a_hanging_job_is_ended_by_its_runtime_and_reported(slurm_cluster, tmp_path):
+    """A job that never ends is ended by SLURM at its runtime; snakemake stops and names it."""
+    (tmp_path / "hang").mkdir()
+    (tmp_path / "hang" / "1_0").touch()
+    since = time.time()
+    proc = toy_run(tmp_path, "--retries", "0")
+    assert proc.returncode != 0
+    jobs = submissions(tmp_path, since)
+    hung = jobs["rule_train_job_wildcards_1_0"]
+    assert [j["State"] for j in hung] == ["TIMEOUT"], hung
+    assert "Error in rule train_job" in proc.stdout, proc.stdout[-4000:]
+    assert "TIMEOUT" in proc.stdout and hung[0]["JobIDRaw"] in proc.stdout, proc.stdout[-4000:]
+    assert "logs/train_job/1_0.log" in proc.stdout  # where the job's own output is
+    assert not (tmp_path / "out" / "1" / "job0.txt").exists()
+    assert (tmp_path / "out" / "1" / "job1.txt").exists()  # the other job's output stays
+
+
+@pytest.mark.slurm
+def test_a_node_that_goes_down_mid_job_costs_only_that_job(slurm_cluster, tmp_path):
+    """The node of a running job goes down (scontrol ... state=down): SLURM ends the job,
+    it runs again when the node is back, and only it runs twice."""
+    node = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    (tmp_path / "hang_once").mkdir()
+    (tmp_path / "hang_once" / "1_1").touch()  # keeps job (1, 1) running until the node fails
+    since = time.time()
+    shutil.copy(TOY, tmp_path / "Snakefile")
+    proc = subprocess.Popen(
+        [
+            "timeout", "-k", "30", "600", SNAKEMAKE, "--profile", str(REPO / "profiles" / "slurm"),
+            "--paravg-slurm-init-seconds-before-status-checks", POLL_TOY,
+            "--config", "iterations=1", "job_minutes=5",
+        ],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    scontrol = ["scontrol", "update", f"nodename={node}"]
+    try:
+        log = tmp_path / "logs" / "train_job" / "1_1.log"
+        deadline = time.time() + 240
+        while time.time() < deadline and not (log.exists() and "hang" in log.read_text()):
+            time.sleep(0.5)
+        assert log.exists(), "job (1, 1) never started"
+        subprocess.run([*scontrol, "state=down", "reason=paravg-test"], check=True)
+        time.sleep(5)
+    finally:
+        subprocess.run([*scontrol, "state=resume"], check=False)
+    out = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, out[-6000:]
+    jobs = submissions(tmp_path, since)
+    assert (tmp_path / "out" / "model.1.txt").exists()
+    others = {k: v for k, v in jobs.items() if k != "rule_train_job_wildcards_1_1"}
+    assert all(len(runs) == 1 for runs in others.values()), jobs
