@@ -144,7 +144,10 @@ def test_a_deleted_synced_model_with_its_job_models_kept_reruns_only_the_node(tm
 
 
 def test_a_decentralized_run_cannot_rewind_without_its_learners_models(tmp_path):
-    p = plan_in(tmp_path, {"sync": {"method": "ring"}, "trainer": {"num_jobs_initial": 2, "num_jobs_final": 2}})
+    p = plan_in(
+        tmp_path,
+        {"sync": {"method": "ring"}, "trainer": {"num_jobs_initial": 2, "num_jobs_final": 2}},
+    )
     fabricate(p, 4)
     with pytest.raises(ConfigError, match=r"iteration 3 must run again.*keep_job_models: true"):
         restart_iteration(p, Frontiers(train=3, node=3, ema=3, diag=3))
