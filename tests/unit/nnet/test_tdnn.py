@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from paravg.errors import ModelFileError
 from paravg.io import save_torch_atomic
 from paravg.nnet.context import model_context
 from paravg.nnet.tdnn import (
@@ -99,7 +100,7 @@ def test_model_file_round_trip_and_corruption(tmp_path):
         assert torch.equal(a, b), k
     data = path.read_bytes()
     (tmp_path / "trunc.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match=r"trunc\.pt"):
+    with pytest.raises(ModelFileError, match=r"trunc\.pt: not a readable model file"):
         load_model_file(tmp_path / "trunc.pt")
     bad = model_to_file_dict(model)
     bad["state_dict"]["hidden.0.weight"][0, 0] = float("nan")
