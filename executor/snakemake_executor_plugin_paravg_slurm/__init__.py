@@ -29,6 +29,14 @@ under the ``--paravg-slurm-*`` prefix):
    failure, ``scancel``) is noticed as before. An iteration is thus noticed within about
    a second of its last job's end instead of up to ``max_status_check_seconds``. (Tasks
    of ``--paravg-slurm-array-jobs`` have other ids: they are noticed by polling.)
+4. **Node failures with requeue.** After a ``NODE_FAIL`` the plugin adds the job's node to
+   an ``--exclude`` list for every later submission, even when SLURM requeues the job
+   itself (``--paravg-slurm-requeue``, paravg's profile), and it reads the node from
+   ``sacct``, which says ``None assigned`` for a job already requeued: every later
+   ``sbatch`` then failed (``--exclude=None assigned,…``). Here, with requeue, node health
+   is left to SLURM (a down node gets no jobs; one that is back is usable) and only the
+   nodes the user excludes (``--paravg-slurm-exclude-failed-nodes``) stay excluded; without
+   requeue, only real node names are kept.
 """
 
 # No `from __future__ import annotations`: Snakemake turns each settings field's type into
@@ -89,6 +97,15 @@ def with_end_file(command: str, end_dir: Path, escaped: bool) -> str:
     return f"{command}; rc={dollar}?; echo {dollar}rc > {end_file}; exit {dollar}rc"
 
 
+def excluded_nodes(tracked: set, by_user: set, requeue: bool) -> set:
+    """The nodes later submissions exclude: the user's; with ``requeue`` no others (SLURM
+    requeues a job of a failed node and knows the node's health); else the failed nodes
+    the plugin tracked, without what is not a node name (``None assigned``)."""
+    if requeue:
+        return set(by_user)
+    return set(by_user) | {n for n in tracked if n and " " not in n and n != "None"}
+
+
 class Executor(SlurmExecutor):
     """The SLURM executor with end files, a capped poll interval and direct job execution."""
 
@@ -98,6 +115,7 @@ class Executor(SlurmExecutor):
         self.end_dir = Path(".snakemake", "paravg-slurm").resolve()
         self.end_dir.mkdir(parents=True, exist_ok=True)
         self.next_status_query = 0.0
+        self.user_excluded_nodes = set(self._failed_nodes)  # --...-exclude-failed-nodes
 
     def additional_general_args(self):
         if self.workflow.executor_settings.srun_jobs:
@@ -128,5 +146,8 @@ class Executor(SlurmExecutor):
         for job in active_jobs:
             if job.external_jobid not in still_active:
                 self.end_file(job).unlink(missing_ok=True)
+        self._failed_nodes = excluded_nodes(
+            self._failed_nodes, self.user_excluded_nodes, settings.requeue
+        )
         self.next_status_query = time.monotonic() + cap
         self.next_seconds_between_status_checks = fast

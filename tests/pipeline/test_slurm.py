@@ -313,8 +313,9 @@ def test_a_hanging_job_is_ended_by_its_runtime_and_reported(slurm_cluster, tmp_p
 
 @pytest.mark.slurm
 def test_a_node_that_goes_down_mid_job_costs_only_that_job(slurm_cluster, tmp_path):
-    """The node of a running job goes down (scontrol ... state=down): SLURM ends the job,
-    it runs again when the node is back, and only it runs twice."""
+    """The node of a running job goes down (scontrol ... state=down): SLURM ends the job
+    (NODE_FAIL) and requeues it under the same id (the profile's requeue: true), it runs
+    again when the node is back, and no other job runs twice."""
     node = subprocess.run(
         ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
     ).stdout.split()[0]
@@ -333,10 +334,17 @@ def test_a_node_that_goes_down_mid_job_costs_only_that_job(slurm_cluster, tmp_pa
     scontrol = ["scontrol", "update", f"nodename={node}"]
     try:
         log = tmp_path / "logs" / "train_job" / "1_1.log"
+
+        def other_done() -> bool:  # job (1, 0) has ended (as SLURM sees it) before the failure
+            states = submissions(tmp_path, since).get("rule_train_job_wildcards_1_0", [])
+            return [j["State"] for j in states] == ["COMPLETED"]
+
         deadline = time.time() + 240
-        while time.time() < deadline and not (log.exists() and "hang" in log.read_text()):
-            time.sleep(0.5)
-        assert log.exists(), "job (1, 1) never started"
+        while time.time() < deadline and not (
+            log.exists() and "hang" in log.read_text() and other_done()
+        ):
+            time.sleep(1)
+        assert log.exists() and other_done(), "job (1, 1) never hung beside a finished (1, 0)"
         subprocess.run([*scontrol, "state=down", "reason=paravg-test"], check=True)
         time.sleep(5)
     finally:
@@ -345,5 +353,16 @@ def test_a_node_that_goes_down_mid_job_costs_only_that_job(slurm_cluster, tmp_pa
     assert proc.returncode == 0, out[-6000:]
     jobs = submissions(tmp_path, since)
     assert (tmp_path / "out" / "model.1.txt").exists()
-    others = {k: v for k, v in jobs.items() if k != "rule_train_job_wildcards_1_1"}
-    assert all(len(runs) == 1 for runs in others.values()), jobs
+    assert set(jobs) == {
+        "rule_init",
+        "rule_train_job_wildcards_1_0",
+        "rule_train_job_wildcards_1_1",
+        "rule_sync_wildcards_1",
+    }, jobs
+    assert all(len(runs) == 1 and runs[0]["State"] == "COMPLETED" for runs in jobs.values()), jobs
+    requeued = subprocess.run(  # every run of the requeued job, its node failure first
+        ["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j",
+         jobs["rule_train_job_wildcards_1_1"][0]["JobIDRaw"]],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert requeued[0] in ("NODE_FAIL", "REQUEUED") and requeued[-1] == "COMPLETED", requeued

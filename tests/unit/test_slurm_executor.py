@@ -48,6 +48,8 @@ def _executor(tmp_path, monkeypatch, finished_by_sacct):
     )
     ex.end_dir = tmp_path
     ex.next_status_query = 0.0
+    ex._failed_nodes = set()
+    ex.user_excluded_nodes = set()
     ex._next_seconds_between_status_checks = None
     return ex, calls
 
@@ -84,3 +86,9 @@ def test_sacct_runs_when_an_end_file_appears_or_the_cap_passes(tmp_path, monkeyp
     finished.add("11")
     assert _check(ex, jobs[:1]) == []
     assert len(calls) == 4
+
+
+def test_nodes_excluded_after_a_node_failure():
+    tracked = {"node7", "None assigned", "alice"}
+    assert plugin.excluded_nodes(tracked, {"alice"}, requeue=True) == {"alice"}
+    assert plugin.excluded_nodes(tracked, {"alice"}, requeue=False) == {"alice", "node7"}
