@@ -109,13 +109,21 @@ def excluded_nodes(tracked: set, by_user: set, requeue: bool) -> set:
 class Executor(SlurmExecutor):
     """The SLURM executor with end files, a capped poll interval and direct job execution."""
 
+    # The status thread starts before __post_init__ runs: until then, the plain plugin's.
+    end_dir: Path | None = None
+    next_status_query = 0.0
+    user_excluded_nodes: frozenset = frozenset()
+
     def __post_init__(self, test_mode: bool = False):
-        super().__post_init__(test_mode=test_mode)
+        settings = self.workflow.executor_settings
+        self.user_excluded_nodes = frozenset(
+            n.strip() for n in (settings.exclude_failed_nodes or "").split(",") if n.strip()
+        )
         # absolute: the batch script runs on a compute node (same shared file system)
-        self.end_dir = Path(".snakemake", "paravg-slurm").resolve()
-        self.end_dir.mkdir(parents=True, exist_ok=True)
-        self.next_status_query = 0.0
-        self.user_excluded_nodes = set(self._failed_nodes)  # --...-exclude-failed-nodes
+        end_dir = Path(".snakemake", "paravg-slurm").resolve()
+        end_dir.mkdir(parents=True, exist_ok=True)
+        super().__post_init__(test_mode=test_mode)
+        self.end_dir = end_dir
 
     def additional_general_args(self):
         if self.workflow.executor_settings.srun_jobs:
@@ -130,6 +138,10 @@ class Executor(SlurmExecutor):
         return self.end_dir / f"{job_info.external_jobid}.ended"
 
     async def check_active_jobs(self, active_jobs):
+        if self.end_dir is None:  # not initialised yet
+            async for job in super().check_active_jobs(active_jobs):
+                yield job
+            return
         settings = self.workflow.executor_settings
         cap = max(1, int(settings.max_status_check_seconds))
         fast = max(0.1, float(settings.end_check_seconds))
