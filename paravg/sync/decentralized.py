@@ -5,7 +5,8 @@ job outputs named by the method's :meth:`~paravg.sync.registry.SyncMethod.start_
 This module mixes them inside the job (so no extra node lies on the critical path):
 
     mixed  = (1/|A|) Σ_{k∈A} x_k      A = usable neighbours within ``objf_threshold`` of
-                                        the best neighbour (all of them, normally)
+                                        the best neighbour (all of them, normally); after
+                                        iteration 0 only the best (Kaldi's rule)
     s_j^t  = mixed,  x = w^{t−1}                        (ring, random-ring)
     s_j^t  = mixed + (w_j^{t−2} − s_j^{t−2}),  x = s^{t−1}   (delay-by-one, t ≥ 2; s^1 = s^0)
     s_j^t  = mixed + (w_j^{t−1} − s_j^{t−1}),  x = s^{t−1}   (d-psgd)
@@ -40,9 +41,9 @@ def mixed_start(
     if (own_end is None) != (own_start is None):
         raise ValueError("a displacement needs both the own job's end model and its start model")
     models, objfs, problems = load_job_results(mix_models, mix_stats, mix_iteration)
-    # no "best job at iteration 0" rule here: that is ``average``'s, and DESIGN.md defines
-    # the ring start as the plain mean of the neighbourhood (iteration=1 disables it)
-    accepted = select_jobs(objfs, iteration=max(mix_iteration, 1), threshold=threshold)
+    # Kaldi's "best job at iteration 0" holds here too (averaging models right after the
+    # initialisation hurts): the start after iteration 0 is the neighbourhood's best job
+    accepted = select_jobs(objfs, iteration=mix_iteration, threshold=threshold)
     if not accepted:
         raise NoAcceptableJobError(
             f"iteration {mix_iteration}: no usable neighbour among {[str(p) for p in mix_models]}: "
