@@ -224,6 +224,14 @@ class ExperimentPlan:
         """The model after ``t`` iterations (diagnostics, EMA, combination read it)."""
         return self.sync.synced_model(self.layout, self.name, t)
 
+    def ema_decay(self, t: int) -> float:
+        """The EMA's decay at layout index t ≥ 1 (``ema/<t>.pt``): α per iteration, or
+        α^{N(t−1)} per archive processed (the N(t−1) jobs of the iteration behind m_t)."""
+        ema = self.sync_cfg["ema"]
+        if ema.get("decay_per", "iteration") == "archive":
+            return ema["decay"] ** self.num_jobs(t - 1)
+        return ema["decay"]
+
     def combine_indices(self) -> list[int]:
         """Kaldi's ``get_model_combine_iters``: indices of the models offered to combination."""
         return self.schedule.models_to_combine()

@@ -85,7 +85,7 @@ rule ema:
         exp=experiments_pattern(experiments_with_ema()),
         t=index_after_frontier("ema"),
     params:
-        decay=lambda wc: EXPERIMENTS[wc.exp]["sync"]["ema"]["decay"],
+        decay=lambda wc: plan(wc.exp).ema_decay(int(wc.t)),
     log:
         LAYOUT.log("ema", "{exp}/{t}"),
     conda:

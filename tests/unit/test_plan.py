@@ -136,3 +136,24 @@ def test_parsing_the_snakefile_imports_no_torch(tmp_path):
         timeout=300,
     )
     assert re.search(r"TORCH False", out.stdout), out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_ema_decay_per_iteration_or_per_archive_processed():
+    base = yaml.safe_load(REPO_CONFIG.read_text())
+    for per, expect in (("iteration", lambda n: 0.9), ("archive", lambda n: 0.9**n)):
+        cfg = validate_config(
+            deep_merge(
+                base,
+                {
+                    "trainer": {"num_jobs_initial": 1, "num_jobs_final": 4},
+                    "sync": {"ema": {"enabled": True, "decay": 0.9, "decay_per": per}},
+                },
+            )
+        )
+        p = experiment_plans(cfg, {"num_archives": 40, "frames_per_eg": 8, "num_frames": 1})[
+            "default"
+        ]
+        jobs = [p.num_jobs(t) for t in range(p.num_iters)]
+        assert jobs[0] == 1 and jobs[-1] == 4
+        for t in range(1, p.num_iters + 1):
+            assert p.ema_decay(t) == pytest.approx(expect(jobs[t - 1]))
