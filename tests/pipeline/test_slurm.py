@@ -53,6 +53,19 @@ def check_ok(proc: subprocess.CompletedProcess, what: str) -> None:
     assert proc.returncode == 0, f"{what} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}"
 
 
+def toy_slurm_args(job_minutes: int = 5) -> list[str]:
+    """Snakemake arguments of the toy workflow (1 iteration) through the slurm profile."""
+    return [
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--paravg-slurm-init-seconds-before-status-checks",
+        POLL_TOY,
+        "--config",
+        "iterations=1",
+        f"job_minutes={job_minutes}",
+    ]
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster():
     """A running local SLURM cluster; stopped afterwards if this fixture started it."""
@@ -142,18 +155,7 @@ def test_toy_workflow_through_slurm_equals_local_run(slurm_cluster, tmp_path):
     (remote / "fail_once").mkdir()
     (remote / "fail_once" / "1_1").touch()  # train job 1 of iteration 0 fails once
     since = time.time()
-    proc = run_snakemake(
-        [
-            "--profile",
-            str(REPO / "profiles" / "slurm"),
-            "--paravg-slurm-init-seconds-before-status-checks",
-            POLL_TOY,
-            "--config",
-            "iterations=1",
-        ],
-        remote,
-        300,
-    )
+    proc = run_snakemake(toy_slurm_args(), remote, 300)
     check_ok(proc, "SLURM run")
 
     assert read_tree(remote, "out/**/*.txt") == read_tree(local, "out/**/*.txt")
@@ -246,23 +248,11 @@ def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone
 
 
 def toy_run(workdir: Path, *args: str, timeout_s: int = 600) -> subprocess.CompletedProcess:
-    """The toy workflow in ``workdir`` through the slurm profile (1 iteration x 2 jobs)."""
+    """The toy workflow in ``workdir`` through the slurm profile (1 iteration x 2 jobs,
+    1-min train jobs)."""
     if not (workdir / "Snakefile").exists():
         shutil.copy(TOY, workdir / "Snakefile")
-    return run_snakemake(
-        [
-            "--profile",
-            str(REPO / "profiles" / "slurm"),
-            "--paravg-slurm-init-seconds-before-status-checks",
-            POLL_TOY,
-            "--config",
-            "iterations=1",
-            "job_minutes=1",
-            *args,
-        ],
-        workdir,
-        timeout_s,
-    )
+    return run_snakemake([*toy_slurm_args(job_minutes=1), *args], workdir, timeout_s)
 
 
 def submissions(workdir: Path, since: float) -> dict[str, list[dict[str, str]]]:
@@ -324,11 +314,7 @@ def test_a_node_that_goes_down_mid_job_costs_only_that_job(slurm_cluster, tmp_pa
     since = time.time()
     shutil.copy(TOY, tmp_path / "Snakefile")
     proc = subprocess.Popen(
-        [
-            "timeout", "-k", "30", "600", SNAKEMAKE, "--profile", str(REPO / "profiles" / "slurm"),
-            "--paravg-slurm-init-seconds-before-status-checks", POLL_TOY,
-            "--config", "iterations=1", "job_minutes=5",
-        ],
+        ["timeout", "-k", "30", "600", SNAKEMAKE, *toy_slurm_args()],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     scontrol = ["scontrol", "update", f"nodename={node}"]
