@@ -10,6 +10,10 @@ Prints, per experiment: final valid (held-out utterances of training speakers) l
 and accuracy of the final model's last iteration, held-out-speaker (test set) frame
 accuracy and cross-entropy of final.pt, the loss from 1 to N jobs relative to 1 job, and
 the valid log-prob along training (at 25/50/75/100 % of the iterations).
+
+Plain SGD runs at several initial effective learning rates (`sgd_<N>_lr<f>`, f = 1, 1/3,
+1/10, 1/30 of Kaldi's); per N the rate with the best final valid log-prob is its tuned
+rate, and only that run enters the comparison with NG-SGD (the sweep is printed first).
 """
 
 from __future__ import annotations
@@ -35,15 +39,38 @@ def load(exp_dir: Path) -> dict:
     }
 
 
+LR_FACTORS = {"1": 1.0, "1_3": 1 / 3, "1_10": 1 / 10, "1_30": 1 / 30}
+
+
 def main(results: Path) -> None:
-    runs = {}
+    runs, sweep = {}, {}
     for d in sorted((results / "exp").iterdir()):
-        m = re.fullmatch(r"(sgd|ng)_(\d+)", d.name)
-        if m and (d / "eval" / "test.json").exists():
-            runs[m.group(1), int(m.group(2))] = load(d)
+        if not (d / "eval" / "test.json").exists():
+            continue
+        if m := re.fullmatch(r"ng_(\d+)", d.name):
+            runs["ng", int(m.group(1))] = load(d)
+        elif m := re.fullmatch(r"sgd_(\d+)_lr([0-9_]+)", d.name):
+            sweep[int(m.group(1)), m.group(2)] = load(d)
+    if sweep:
+        print("plain SGD learning-rate sweep (final valid log-prob; * = tuned rate for that N)")
+        print(f"{'jobs':>5}" + "".join(f"{'x' + f.replace('_', '/'):>10}" for f in LR_FACTORS))
+    for n in (1, 2, 4, 8):
+        mine = {f: r for (m, f), r in sweep.items() if m == n}
+        if not mine:
+            continue
+        best = max(mine, key=lambda f: mine[f]["valid_logprob"])
+        runs["sgd", n] = mine[best] | {"lr_factor": best}
+        mark = {f: "*" if f == best else " " for f in mine}
+        cells = [
+            f"{mine[f]['valid_logprob']:>9.3f}{mark[f]}" if f in mine else " " * 10
+            for f in LR_FACTORS
+        ]
+        print(f"{n:>5}" + "".join(cells))
+    print()
     print(
-        f"{'optimiser':<8}{'jobs':>5}{'iters':>6}{'valid logprob':>15}{'valid acc':>11}"
-        f"{'test acc':>10}{'test CE':>9}{'acc vs 1 job':>14}   valid log-prob at 25/50/75/100 %"
+        f"{'optimiser':<8}{'jobs':>5}{'lr':>7}{'iters':>6}{'valid logprob':>15}{'valid acc':>11}"
+        f"{'test acc':>10}{'test CE':>9}{'acc vs 1 job':>14}{'logprob vs 1 job':>18}"
+        "   valid log-prob at 25/50/75/100 %"
     )
     for opt in ("sgd", "ng"):
         base = runs.get((opt, 1))
@@ -54,16 +81,18 @@ def main(results: Path) -> None:
             curve = r["valid_curve"]
             marks = [curve[max(0, round(f * (len(curve) - 1)))] for f in (0.25, 0.5, 0.75, 1.0)]
             rel = r["test_accuracy"] - base["test_accuracy"] if base else float("nan")
+            rel_lp = r["valid_logprob"] - base["valid_logprob"] if base else float("nan")
             name = "NG-SGD" if opt == "ng" else "SGD"
+            lr = "x" + r["lr_factor"].replace("_", "/") if "lr_factor" in r else "x1"
             print(
-                f"{name:<8}{n:>5}{r['iterations']:>6}{r['valid_logprob']:>15.4f}"
+                f"{name:<8}{n:>5}{lr:>7}{r['iterations']:>6}{r['valid_logprob']:>15.4f}"
                 f"{r['valid_accuracy']:>11.4f}{r['test_accuracy']:>10.4f}{r['test_ce']:>9.4f}"
-                f"{rel:>+14.4f}   " + " ".join(f"{v:.3f}" for v in marks)
+                f"{rel:>+14.4f}{rel_lp:>+18.4f}   " + " ".join(f"{v:.3f}" for v in marks)
             )
     for n in (1, 2, 4, 8):
         if ("sgd", n) in runs and ("ng", n) in runs:
             d = runs["ng", n]["test_accuracy"] - runs["sgd", n]["test_accuracy"]
-            print(f"NG-SGD minus SGD, {n} jobs: test accuracy {d:+.4f}")
+            print(f"NG-SGD minus tuned SGD, {n} jobs: test accuracy {d:+.4f}")
 
 
 if __name__ == "__main__":
