@@ -1,0 +1,162 @@
+"""vosk (Kaldi's own online decoder) against paravg on one eval set of a finished run.
+
+Usage: .venv/bin/python benchmarks/bench_vosk_agreement.py --workdir WS [--exp default]
+       [--set test]
+
+``WS`` is a finished workspace whose experiment was decoded (``results/exp/<exp>/decode/
+<set>/scores.json``), e.g. the README's demo run (``--workdir .``). Three comparisons, each
+the identical hypotheses and the word error rate between the two, plus each side's WER
+against the reference text:
+
+1. *as a user sees it*: paravg's own decoder at the LMWT its scoring chose, WIP 0, the eval
+   set's i-vectors (online as in training, carried from one utterance of a speaker to the
+   next), dithered features; against vosk on ``results/exp/<exp>/kaldi`` with
+   ``--acoustic-scale`` = 0.9 / LMWT (vosk scales the graph by 0.9), its own dither and
+   its own per-utterance i-vectors;
+2. *the export, exactly*: dither 0 on both sides, paravg's network given the i-vectors vosk
+   computes (``paravg.export.verify.vosk_online_ivectors``), Kaldi's FasterDecoder at graph
+   scale 0.9; every hypothesis should agree;
+3. the same as 2 with the eval set's training-style i-vectors: what the i-vector regime
+   alone changes.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import kaldialign  # noqa: E402
+import kaldifst  # noqa: E402, F401  (before kaldi_hmm_gmm)
+import kaldiio  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from paravg.data import AudioReader, read_data_dir  # noqa: E402
+from paravg.export.phone_loop import transition_ids  # noqa: E402
+from paravg.export.stage import export_experiment  # noqa: E402
+from paravg.export.transition_model import TransitionModel  # noqa: E402
+from paravg.export.verify import (  # noqa: E402
+    VOSK_GRAPH_SCALE,
+    agreement,
+    paravg_loglikes,
+    reference_decode,
+    vosk_decode,
+    vosk_online_ivectors,
+)
+from paravg.features import MfccOptions, compute_mfcc  # noqa: E402
+from paravg.ivector import ubm  # noqa: E402
+from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
+from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
+from paravg.ivector.online import OnlineIvectorOptions  # noqa: E402
+from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
+
+
+def wer(text: dict[str, list[str]], hyps: dict[str, str]) -> float:
+    errors = sum(kaldialign.edit_distance(ref, hyps[u].split())["total"] for u, ref in text.items())
+    return 100.0 * errors / max(1, sum(len(ref) for ref in text.values()))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", required=True, type=Path)
+    p.add_argument("--exp", default="default")
+    p.add_argument("--set", default="test")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    os.chdir(args.workdir)  # its scp files name arks relative to it
+    r = Path("results")
+    exp = r / "exp" / args.exp
+    iv = r / "ivector"
+    last = lambda stem: max(iv.glob(f"{stem}.*.npz"), key=lambda q: int(q.stem.split(".")[1]))  # noqa: E731
+    files = {"pca": iv / "pca.npz", "ubm": last("ubm"), "extractor": last("extractor")}
+    data = read_data_dir(r / "data" / args.set)
+    text = {
+        line.split()[0]: line.split()[1:]
+        for line in (r / "data" / args.set / "text").read_text().splitlines()
+    }
+    wavs = dict(
+        line.split(maxsplit=1)
+        for line in (r / "data" / args.set / "wav.scp").read_text().splitlines()
+    )
+    rows = []
+
+    # 1. as a user sees it
+    decode = exp / "decode" / args.set
+    lmwt = float(json.loads((decode / "scores.json").read_text())["lmwt"])
+    ours: dict[str, str] = {}
+    for split in sorted(decode.glob("split*.json")):
+        ours.update(json.loads(split.read_text())["hyps"]["words"][f"{lmwt:g}_0"])
+    with tempfile.TemporaryDirectory() as tmp:
+        kaldi = Path(tmp) / "kaldi"
+        shutil.copytree(exp / "kaldi", kaldi)
+        conf = kaldi / "conf" / "model.conf"
+        scale = VOSK_GRAPH_SCALE / lmwt
+        conf.write_text(
+            re.sub(r"--acoustic-scale=\S+", f"--acoustic-scale={scale}", conf.read_text())
+        )
+        t0 = time.time()
+        vosk = vosk_decode(kaldi, wavs)
+        rows.append(("1. as trained: paravg decoder vs vosk", ours, vosk, time.time() - t0))
+
+    # 2 and 3: dither 0, paravg's network + FasterDecoder on the export's graph
+    model = build_model(load_model_file(exp / "final.pt"))
+    model.eval()
+    mfcc = MfccOptions(dither=0.0)
+    reader = AudioReader(data, 16000)
+    audio = {u: reader(u) for u in data.utterances}
+    feats = {u: compute_mfcc(audio[u], mfcc) for u in data.utterances}
+    system = (
+        IvectorFeaturePipeline.load(files["pca"]),
+        ubm.DiagGmm.load(files["ubm"]),
+        IvectorExtractor.load(files["extractor"]),
+        OnlineIvectorOptions(),
+    )
+    stored = dict(kaldiio.load_scp(str(iv / args.set / "ivector_online.scp")))
+    period = int((iv / args.set / "ivector_period").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        kaldi = Path(tmp) / "kaldi"
+        export_experiment(
+            exp / "final.pt", kaldi, {"dither": 0.0}, 16000, files,
+            graph_dir=(r / "graph" / "words").resolve(),
+        )  # fmt: skip
+        tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
+        tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])
+        graph = kaldi / "graph"
+        t0 = time.time()
+        vosk0 = vosk_decode(kaldi, wavs)
+        vosk_s = time.time() - t0
+        emulated = {
+            u: vosk_online_ivectors(model, feats[u], len(audio[u]), mfcc, *system) for u in feats
+        }
+        for name, ivs, per in (
+            ("2. dither 0, vosk's i-vectors", emulated, None),
+            ("3. dither 0, training-style i-vectors", stored, period),
+        ):
+            ll = {u: paravg_loglikes(model, feats[u], ivs[u], per) for u in feats}
+            hyp = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt")
+            rows.append((name + " vs vosk", hyp, vosk0, vosk_s))
+
+    print(f"{args.exp} / {args.set}: {len(wavs)} utterances, LMWT {lmwt:g}\n")
+    print(f"{'comparison':46s} {'identical':>10s} {'WER between':>12s} {'WER paravg':>11s} "
+          f"{'WER vosk':>9s} {'vosk s':>7s}")  # fmt: skip
+    for name, a, b, sec in rows:
+        s = agreement(a, b)
+        print(
+            f"{name:46s} {s['identical']:>4d}/{s['utterances']:<5d} "
+            f"{s['error_rate_between']:>12.2f} {wer(text, a):>11.2f} {wer(text, b):>9.2f} "
+            f"{sec:>7.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
