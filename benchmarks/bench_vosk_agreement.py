@@ -88,7 +88,18 @@ def main() -> None:
         line.split(maxsplit=1)
         for line in (r / "data" / args.set / "wav.scp").read_text().splitlines()
     )
-    rows = []
+    print(f"{args.exp} / {args.set}: {len(wavs)} utterances\n")
+    print(f"{'comparison':52s} {'identical':>10s} {'WER between':>12s} {'WER paravg':>11s} "
+          f"{'WER vosk':>9s} {'vosk s':>7s}", flush=True)  # fmt: skip
+
+    def row(name: str, a: dict[str, str], b: dict[str, str], sec: float) -> None:
+        s = agreement(a, b)
+        print(
+            f"{name:52s} {s['identical']:>4d}/{s['utterances']:<5d} "
+            f"{s['error_rate_between']:>12.2f} {wer(text, a):>11.2f} {wer(text, b):>9.2f} "
+            f"{sec:>7.1f}",
+            flush=True,
+        )
 
     # 1. as a user sees it
     decode = exp / "decode" / args.set
@@ -106,7 +117,7 @@ def main() -> None:
         )
         t0 = time.time()
         vosk = vosk_decode(kaldi, wavs)
-        rows.append(("1. as trained: paravg decoder vs vosk", ours, vosk, time.time() - t0))
+        row(f"1. as trained (LMWT {lmwt:g}): paravg decoder vs vosk", ours, vosk, time.time() - t0)
 
     # 2 and 3: dither 0, paravg's network + FasterDecoder on the export's graph
     model = build_model(load_model_file(exp / "final.pt"))
@@ -144,18 +155,7 @@ def main() -> None:
         ):
             ll = {u: paravg_loglikes(model, feats[u], ivs[u], per) for u in feats}
             hyp = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt")
-            rows.append((name + " vs vosk", hyp, vosk0, vosk_s))
-
-    print(f"{args.exp} / {args.set}: {len(wavs)} utterances, LMWT {lmwt:g}\n")
-    print(f"{'comparison':46s} {'identical':>10s} {'WER between':>12s} {'WER paravg':>11s} "
-          f"{'WER vosk':>9s} {'vosk s':>7s}")  # fmt: skip
-    for name, a, b, sec in rows:
-        s = agreement(a, b)
-        print(
-            f"{name:46s} {s['identical']:>4d}/{s['utterances']:<5d} "
-            f"{s['error_rate_between']:>12.2f} {wer(text, a):>11.2f} {wer(text, b):>9.2f} "
-            f"{sec:>7.1f}"
-        )
+            row(name + " vs vosk", hyp, vosk0, vosk_s)
 
 
 if __name__ == "__main__":
