@@ -34,8 +34,8 @@ How vosk 0.3.45 uses i-vectors (Kaldi's ``online2`` code it embeds, read in its 
   (the first chunk's i-vector is therefore close to the prior), and by 1 afterwards (its
   silence phones are never on a path of paravg's graphs; see ``NO_SILENCE_PHONES``).
 
-``kaldi_hmm_gmm`` must be imported after ``kaldifst`` (and ``kaldi_decoder`` never before
-``kaldifst``): the other order hangs or cannot pass FSTs between the packages.
+``kaldi_hmm_gmm`` must be imported after ``kaldifst``: the other order hangs or cannot pass
+FSTs between the packages.
 """
 
 from __future__ import annotations
