@@ -71,17 +71,18 @@ def _decode(ws, kaldi, model_path, dither0: bool, vosk_ivectors: bool = False):
     tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
     tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])
     if vosk_ivectors:
+        assert dither0, "vosk's i-vectors are computed from dither-0 features"
         from paravg.export.verify import vosk_online_ivectors
         from paravg.ivector import ubm
         from paravg.ivector.extractor import IvectorExtractor
         from paravg.ivector.features import IvectorFeaturePipeline
         from paravg.ivector.online import OnlineIvectorOptions
 
-        iv = r / "ivector"
+        files = _ivector_files(r)
         system = (
-            IvectorFeaturePipeline.load(iv / "pca.npz"),
-            ubm.DiagGmm.load(iv / "ubm.2.npz"),
-            IvectorExtractor.load(iv / "extractor.2.npz"),
+            IvectorFeaturePipeline.load(files["pca"]),
+            ubm.DiagGmm.load(files["ubm"]),
+            IvectorExtractor.load(files["extractor"]),
             OnlineIvectorOptions(),
         )
         mfcc = MfccOptions(dither=0.0)
@@ -108,21 +109,30 @@ def _record(ws, name, ours, vosk):
     return stats
 
 
-def test_network_and_features_decode_identically(workdir):
+def _ivector_files(r):
+    """The tiny pipeline's i-vector system (its last UBM and extractor iterations)."""
+    iv = r / "ivector"
+    return {"pca": iv / "pca.npz", "ubm": iv / "ubm.2.npz", "extractor": iv / "extractor.2.npz"}
+
+
+def _export_dither0(ws, model, out):
+    """Export ``model`` with the workspace's i-vector system and word graph, dither 0."""
     from paravg.export.stage import export_experiment
 
+    r = ws / "results"
+    export_experiment(
+        model, out, {"dither": 0.0}, 16000, _ivector_files(r), graph_dir=r / "graph" / "words"
+    )
+
+
+def test_network_and_features_decode_identically(workdir):
     r = workdir / "results"
     file_dict = torch.load(r / "exp" / "default" / "final.pt", weights_only=True)
     file_dict["state_dict"]["lda_weight"][:, -file_dict["ivector_dim"] :] = 0.0
     model = workdir / "no_ivector_input.pt"
     torch.save(file_dict, model)
     kaldi = workdir / "kaldi_no_ivector_input"
-    iv = r / "ivector"
-    export_experiment(
-        model, kaldi, {"dither": 0.0}, 16000,
-        {"pca": iv / "pca.npz", "ubm": iv / "ubm.2.npz", "extractor": iv / "extractor.2.npz"},
-        graph_dir=r / "graph" / "words",
-    )  # fmt: skip
+    _export_dither0(workdir, model, kaldi)
     stats = _record(workdir, "no_ivector_input", *_decode(workdir, kaldi, model, True))
     assert stats["identical_fraction"] >= 0.9, stats
     assert stats["error_rate_between"] <= 1.0, stats
@@ -132,17 +142,10 @@ def test_vosk_ivectors_decode_identically(workdir):
     """The model as trained, exported with dither 0; paravg's network given the i-vectors
     vosk computes (measured: 20/20 identical; with the eval set's training-style i-vectors
     13/20, with vosk's weighting of 10^-3 before the first traceback left out 13/20)."""
-    from paravg.export.stage import export_experiment
-
     r = workdir / "results"
     model = r / "exp" / "default" / "final.pt"
     kaldi = workdir / "kaldi_dither0"
-    iv = r / "ivector"
-    export_experiment(
-        model, kaldi, {"dither": 0.0}, 16000,
-        {"pca": iv / "pca.npz", "ubm": iv / "ubm.2.npz", "extractor": iv / "extractor.2.npz"},
-        graph_dir=r / "graph" / "words",
-    )  # fmt: skip
+    _export_dither0(workdir, model, kaldi)
     ours, vosk = _decode(workdir, kaldi, model, True, vosk_ivectors=True)
     stats = _record(workdir, "vosk_ivectors", ours, vosk)
     assert stats["identical_fraction"] >= 0.9, stats
