@@ -1,36 +1,27 @@
-"""Sync methods side by side on the demo: held-out quality (± EMA) and straggler wall-clock.
+"""Sync methods under a straggler: wall-clock of the training with one job made slower.
 
 Runs the real Snakefile in a scratch workspace (default ``/tmp/paravg_bench_sync``) on the
 demo corpus with ``egs.samples_per_iter`` lowered so the demo has enough archives for
-N = 4 jobs, then measures in one run:
+N = 4 jobs. For average, ring, random-ring, delay-by-one and d-psgd, the wall-clock of the
+whole training (first train job start → last model of the last iteration: ``<T>.pt`` or
+``consensus/<T>.pt``) with job 1 made ``--factor`` times slower (``simulate.straggler``)
+against the same run without, and the ratio. Each timed run is its own
+``snakemake --cores N`` command on a fresh experiment (its ``0.pt`` built beforehand,
+untimed); runs are interleaved over ``--repeats``. Also printed: when the fast jobs (all
+but the straggler) finished their last iteration, which shows how far the DAG edges let
+them run ahead of the slow one.
 
-1. **quality**: one ``snakemake`` command trains one experiment per sync method (average,
-   bmuf, ring, random-ring, delay-by-one, d-psgd; N = 4 jobs from the first iteration, the same
-   epochs, EMA enabled on all: it never feeds back, so each run gives both models) and
-   evaluates each final model and its EMA model on the held-out test speakers: frame
-   accuracy and log-probability per frame (−cross-entropy), with differences against
-   ``average`` from the same run.
-2. **stragglers**: for average, ring, random-ring and delay-by-one, the wall-clock of the
-   whole training (first train job start → last model of the last iteration: ``<T>.pt``
-   or ``consensus/<T>.pt``) with job 1 made ``--factor`` times slower
-   (``simulate.straggler``) against the same run without, and the ratio. Each timed run is
-   its own ``snakemake --cores N`` command on a fresh experiment (its ``0.pt`` built
-   beforehand, untimed); runs are interleaved over ``--repeats``. Also printed: when the
-   fast jobs (all but the straggler) finished their last iteration, which shows how far
-   the DAG edges let them run ahead of the slow one.
+    .venv/bin/python benchmarks/bench_sync.py [--cores 4] [--epochs 1] [--repeats 1]
+        [--factor 3] [--demo-minutes 20] [--workdir DIR]
 
-    .venv/bin/python benchmarks/bench_sync.py [--part quality|straggler|all] [--cores 4]
-        [--epochs 2] [--straggler-epochs 1] [--repeats 1] [--factor 3] [--demo-minutes 20]
-        [--workdir DIR]
-
-The numbers are noisy on a shared 2-core machine; compare ratios within one run.
+The quality of the methods (equally fast learners, held-out accuracy, the EMA) is
+``config/experiments/sync_paper.yaml`` with ``benchmarks/bench_sync_paper.py``. The numbers
+are noisy on a shared 2-core machine; compare ratios within one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import re
 import shutil
 import statistics
@@ -42,22 +33,24 @@ from pathlib import Path
 
 import yaml
 
+from paravg.layout import Layout
+from paravg.sync.registry import get_method
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one", "d-psgd"]
-STRAGGLER_METHODS = ["average", "ring", "random-ring", "delay-by-one"]
+STRAGGLER_METHODS = ["average", "ring", "random-ring", "delay-by-one", "d-psgd"]
 SLOW_JOB = 1
 
 
 def base_overlay(args) -> dict:
-    """The demo, with archives small enough for N jobs, and the benchmark's experiments."""
+    """The demo, with archives small enough for N jobs (the timed experiments are added)."""
     jobs = {"num_jobs_initial": args.jobs, "num_jobs_final": args.jobs}
-    trainer = {**jobs, "num_epochs": args.epochs}
     return {
         "demo": {"minutes": args.demo_minutes},
         "egs": {"samples_per_iter": args.samples_per_iter},
-        "trainer": trainer,
-        "experiments": {m: {"sync": {"method": m, "ema": {"enabled": True}}} for m in METHODS},
+        "trainer": {**jobs, "num_epochs": args.epochs},
+        "decode": {"enabled": False},
+        "experiments": {"average": {}},
     }
 
 
@@ -83,103 +76,11 @@ def schedule_iters(ws: Path, args, epochs: float) -> int:
     return kaldi_num_iters(epochs, info.num_archives, info.frames_per_eg, args.jobs, args.jobs)
 
 
-# ---------------------------------------------------------------- part 1: quality
-def synced_path(e: Path, method: str, t: int) -> Path:
-    from paravg.sync.registry import get_method
-
-    kind = get_method(method).synced_model
-    if t == 0 or kind == "start":
-        return e / f"{t}.pt"
-    return e / ("bmuf" if kind == "bmuf-global" else "consensus") / f"{t}.pt"
+def synced_model(method: str, exp: str, t: int) -> str:
+    """The model after t iterations of ``exp`` (``<t>.pt``, ``consensus/<t>.pt``, …)."""
+    return get_method(method).synced_model(Layout(), exp, t)
 
 
-def final_without_ema(ws: Path, method: str, args) -> dict:
-    """What the final model would be without the EMA candidate: the same combination
-    (``paravg.combine``) over the synced models only, evaluated the same way (priors do not
-    change frame accuracy or log-probabilities)."""
-    from paravg.combine import combine_models
-    from paravg.config import deep_merge, experiment_config, validate_config
-    from paravg.egs import EgsInfo
-    from paravg.evaluate import evaluate_set
-    from paravg.schedule import Schedule
-
-    r = Path("results")  # scp files name their arks relative to the workspace
-    e = r / "exp" / method
-    info = EgsInfo.load(r / "egs" / "info.json")
-    cfg = deep_merge(
-        yaml.safe_load((REPO / "config" / "config.yaml").read_text()), base_overlay(args)
-    )
-    validate_config(cfg)
-    trainer = experiment_config(cfg, method)["trainer"]
-    mmc = cfg["combine"]["max_models_combine"]
-    sched = Schedule.from_config(trainer, info.num_archives, info.frames_per_eg, mmc)
-    models = [synced_path(e, method, t) for t in sched.models_to_combine()]
-    out = Path("no_ema") / method
-    evals = cfg["combine"]["max_objective_evaluations"]
-    combine_models(models, r / "egs" / "combine", evals, out / "combined.pt", out / "combine.json")
-    ivec = r / "ivector" / "test"
-    return evaluate_set(
-        out / "combined.pt",
-        r / "feats" / "test" / "feats.scp",
-        r / "data" / "test" / "targets.scp",
-        out / "eval.json",
-        ivectors_scp=ivec / "ivector_online.scp",
-        period_path=ivec / "ivector_period",
-    )
-
-
-def quality(ws: Path, args) -> list[dict]:
-    overlay = base_overlay(args)
-    targets = []
-    for m in METHODS:
-        targets += [f"results/exp/{m}/eval/test.json", f"results/exp/{m}/eval/ema/test.json"]
-    wall = snakemake(ws, overlay, *targets, cores=args.cores)
-    rows = []
-    for m in METHODS:
-        e = ws / "results" / "exp" / m
-        final = json.loads((e / "eval" / "test.json").read_text())
-        ema = json.loads((e / "eval" / "ema" / "test.json").read_text())
-        with contextlib.chdir(ws):
-            plain = final_without_ema(ws, m, args)
-        rows.append(
-            {
-                "method": m,
-                "acc": plain["frame_accuracy"],
-                "logp": -plain["cross_entropy"],
-                "final_acc": final["frame_accuracy"],
-                "final_logp": -final["cross_entropy"],
-                "ema_acc": ema["frame_accuracy"],
-                "ema_logp": -ema["cross_entropy"],
-                "frames": final["frames"],
-            }
-        )
-    base = rows[0]
-    iters = schedule_iters(ws, args, args.epochs)
-    print(
-        f"\n## Quality: held-out test speakers, N = {args.jobs} jobs, {args.epochs:g} epochs "
-        f"({iters} iterations; the five trained in one command, {wall:.0f} s)\n"
-    )
-    print(
-        "| method | frame acc | log-prob/frame | Δ acc vs average | Δ log-prob vs average "
-        "| + EMA offered: acc | + EMA offered: log-prob | EMA alone: acc | EMA alone: log-prob |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['method']} | {r['acc']:.4f} | {r['logp']:.4f} | {r['acc'] - base['acc']:+.4f} "
-            f"| {r['logp'] - base['logp']:+.4f} | {r['final_acc']:.4f} | {r['final_logp']:.4f} "
-            f"| {r['ema_acc']:.4f} | {r['ema_logp']:.4f} |"
-        )
-    print(
-        f"\n{rows[0]['frames']} test frames. 'frame acc'/'log-prob': the final combination of "
-        "the synced models (average: <t>.pt, bmuf: the global model, decentralized: the "
-        "consensus); '+ EMA offered': final.pt of the pipeline, whose combination also had the "
-        "EMA model (decay 0.9) as its newest candidate; 'EMA alone': ema/<T>.pt."
-    )
-    return rows
-
-
-# ---------------------------------------------------------------- part 2: stragglers
 def first_log_time(path: Path) -> float:
     m = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)", path.read_text())
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
@@ -188,22 +89,19 @@ def first_log_time(path: Path) -> float:
 def straggler_run(ws: Path, args, method: str, slow: bool, rep: int, iters: int) -> dict:
     name = f"strag-{method}-{'slow' if slow else 'none'}-{rep}"
     overlay = base_overlay(args)
-    overlay["experiments"][name] = {
-        "trainer": {"num_epochs": args.straggler_epochs},
-        "sync": {"method": method},
-    }
+    overlay["experiments"] = {name: {"sync": {"method": method}}}
     overlay["simulate"] = {"straggler": {"job": SLOW_JOB if slow else -1, "factor": args.factor}}
     e = ws / "results" / "exp" / name
     if e.exists():
         shutil.rmtree(e)
     shutil.rmtree(ws / "logs" / "train_job" / name, ignore_errors=True)
     snakemake(ws, overlay, f"results/exp/{name}/0.pt", cores=args.cores)  # untimed
-    last = f"{iters}.pt" if method in ("average", "bmuf") else f"consensus/{iters}.pt"
-    wall = snakemake(ws, overlay, f"results/exp/{name}/{last}", cores=args.cores)
+    last = synced_model(method, name, iters)
+    wall = snakemake(ws, overlay, last, cores=args.cores)
     start = min(first_log_time(p) for p in (ws / "logs" / "train_job" / name / "1").glob("*.log"))
-    end = (e / last).stat().st_mtime
+    end = (ws / last).stat().st_mtime
     fast = [
-        (e / str(iters) / f"job{j}.json").stat().st_mtime - start
+        (ws / Layout().job_stats(name, iters, j)).stat().st_mtime - start
         for j in range(args.jobs)
         if j != SLOW_JOB
     ]
@@ -211,7 +109,7 @@ def straggler_run(ws: Path, args, method: str, slow: bool, rep: int, iters: int)
 
 
 def stragglers(ws: Path, args) -> None:
-    iters = schedule_iters(ws, args, args.straggler_epochs)
+    iters = schedule_iters(ws, args, args.epochs)
     results: dict[tuple[str, bool], list[dict]] = {}
     for rep in range(args.repeats):
         for m in STRAGGLER_METHODS:
@@ -247,12 +145,10 @@ def stragglers(ws: Path, args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=["quality", "straggler", "all"], default="all")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/paravg_bench_sync"))
     ap.add_argument("--cores", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=4)
-    ap.add_argument("--epochs", type=float, default=2.0, help="epochs of the quality runs")
-    ap.add_argument("--straggler-epochs", type=float, default=1.0)
+    ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--demo-minutes", type=float, default=20.0)
     ap.add_argument("--samples-per-iter", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=1)
@@ -263,10 +159,7 @@ def main() -> None:
     print(f"workspace {ws}: building the demo up to the egs ...", flush=True)
     wall = snakemake(ws, base_overlay(args), "egs_all", cores=min(args.cores, 2))
     print(f"  done in {wall:.0f} s", flush=True)
-    if args.part in ("quality", "all"):
-        quality(ws, args)
-    if args.part in ("straggler", "all"):
-        stragglers(ws, args)
+    stragglers(ws, args)
 
 
 if __name__ == "__main__":
