@@ -17,7 +17,16 @@ against the reference text:
    computes (``paravg.export.verify.vosk_online_ivectors``), Kaldi's FasterDecoder at graph
    scale 0.9; every hypothesis should agree;
 3. the same as 2 with the eval set's training-style i-vectors: what the i-vector regime
-   alone changes.
+   alone changes;
+4. the same with online i-vectors that start afresh at every utterance (Kaldi's
+   ``ivector-extract-online2`` with each utterance its own speaker: what an online decoder
+   without speaker adaptation, vosk or ``online2-wav-nnet3-latgen-faster`` per utterance,
+   computes, but updated every ``ivector.period`` frames as in training);
+5. the same with the training data's pseudo-speakers (``ivector.utts_per_spk_max``
+   utterances of a speaker, in order): the regime the network was trained in.
+
+vosk's dither-0 hypotheses (parts 2–5) are cached in ``WS/bench_vosk_agreement/`` per
+``final.pt`` checksum and set (vosk takes minutes on these models).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
@@ -55,9 +65,10 @@ from paravg.export.verify import (  # noqa: E402
 )
 from paravg.features import MfccOptions, compute_mfcc  # noqa: E402
 from paravg.ivector import ubm  # noqa: E402
+from paravg.ivector.data import pseudo_speakers  # noqa: E402
 from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
 from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
-from paravg.ivector.online import OnlineIvectorOptions  # noqa: E402
+from paravg.ivector.online import OnlineIvectorOptions, extract_speaker  # noqa: E402
 from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
 
 
@@ -66,12 +77,27 @@ def wer(text: dict[str, list[str]], hyps: dict[str, str]) -> float:
     return 100.0 * errors / max(1, sum(len(ref) for ref in text.values()))
 
 
+def online_ivectors(spk2utt, feats, system, utts_per_spk: int) -> dict[str, np.ndarray]:
+    """Training-style online i-vectors (period rows, speaker state carried in order) with
+    every speaker cut into pseudo-speakers of at most ``utts_per_spk`` utterances."""
+    pipeline, gmm, extractor, opts = system
+    out = {}
+    for utts in pseudo_speakers(spk2utt, utts_per_spk).values():
+        pairs = ((u, feats[u]) for u in utts)
+        results = extract_speaker(extractor, gmm, pipeline, pairs, opts)
+        out.update((u, res.ivectors) for u, res in results)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workdir", required=True, type=Path)
     p.add_argument("--exp", default="default")
     p.add_argument("--set", default="test")
-    p.add_argument("--parts", default="1,2,3", help="comparisons to run (2 and 3 share a decode)")
+    p.add_argument("--parts", default="1,2,3,4,5", help="comparisons to run (2-5 share vosk's)")
+    p.add_argument(
+        "--utts-per-spk-max", type=int, default=2, help="the run's ivector.utts_per_spk_max"
+    )
     args = p.parse_args()
     parts = {int(x) for x in args.parts.split(",")}
     torch.set_num_threads(1)
@@ -127,9 +153,9 @@ def main() -> None:
                 time.time() - t0,
             )
 
-    if not parts & {2, 3}:
+    if not parts & {2, 3, 4, 5}:
         return
-    # 2 and 3: dither 0, paravg's network + FasterDecoder on the export's graph
+    # 2-5: dither 0, paravg's network + FasterDecoder on the export's graph
     model = build_model(load_model_file(exp / "final.pt"))
     model.eval()
     mfcc = MfccOptions(dither=0.0)
@@ -153,18 +179,36 @@ def main() -> None:
         tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
         tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])
         graph = kaldi / "graph"
-        t0 = time.time()
-        vosk0 = vosk_decode(kaldi, wavs)
-        vosk_s = time.time() - t0
-        emulated = {
-            u: vosk_online_ivectors(model, feats[u], len(audio[u]), mfcc, *system) for u in feats
+        digest = hashlib.sha256((exp / "final.pt").read_bytes()).hexdigest()[:16]
+        cache = Path("bench_vosk_agreement") / f"{args.exp}.{args.set}.{digest}.vosk_dither0.json"
+        if cache.exists():
+            vosk0, vosk_s = json.loads(cache.read_text()), 0.0
+        else:
+            t0 = time.time()
+            vosk0 = vosk_decode(kaldi, wavs)
+            vosk_s = time.time() - t0
+            cache.parent.mkdir(exist_ok=True)
+            cache.write_text(json.dumps(vosk0, indent=1))
+        regimes = {
+            2: ("2. dither 0, vosk's i-vectors", None),
+            3: ("3. dither 0, training-style i-vectors", stored),
+            4: ("4. dither 0, per-utterance online i-vectors", 1),
+            5: ("5. dither 0, pseudo-speakers as in training", args.utts_per_spk_max),
         }
-        for part, name, ivs, per in (
-            (2, "2. dither 0, vosk's i-vectors", emulated, None),
-            (3, "3. dither 0, training-style i-vectors", stored, period),
-        ):
+        for part, (name, ivs) in regimes.items():
             if part not in parts:
                 continue
+            per = period
+            if part == 2:
+                ivs, per = (
+                    {
+                        u: vosk_online_ivectors(model, feats[u], len(audio[u]), mfcc, *system)
+                        for u in feats
+                    },
+                    None,
+                )
+            elif part in (4, 5):
+                ivs = online_ivectors(data.spk2utt, feats, system, ivs)
             ll = {u: paravg_loglikes(model, feats[u], ivs[u], per) for u in feats}
             hyp = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt")
             row(name + " vs vosk", hyp, vosk0, vosk_s)

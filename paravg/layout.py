@@ -57,8 +57,18 @@ class Layout:
     def demo_dir(self) -> str:
         return f"{self.results}/demo"
 
+    def demo_file(self, name: str) -> str:
+        """The demo corpus (``train/wav.scp``, ``test/wav.scp``, ``done``; data.sets empty)."""
+        return f"{self.demo_dir()}/{name}"
+
     def data_dir(self, set_: str) -> str:
         return f"{self.results}/data/{set_}"
+
+    def data_file(self, set_: str, name: str) -> str:
+        """A file of the prepared Kaldi data dir of ``set_``: ``wav.scp``, ``utt2spk``,
+        ``spk2utt``, ``utt2uniq``, ``targets.ark``/``.scp``, ``text``, ``origin`` (the
+        source dir), ``report.json`` (prepare_data's checks)."""
+        return f"{self.data_dir(set_)}/{name}"
 
     def feats_dir(self, set_: str) -> str:
         return f"{self.results}/feats/{set_}"
@@ -69,9 +79,51 @@ class Layout:
     def utt2num_frames(self, set_: str) -> str:
         return f"{self.feats_dir(set_)}/utt2num_frames"
 
+    def feats_file(self, set_: str, name: str) -> str:
+        """A merged feature file of ``set_``: ``cmvn.ark``/``.scp``, ``report.json``."""
+        return f"{self.feats_dir(set_)}/{name}"
+
+    def feats_split(self, set_: str, nj: Index, job: Index, kind: str) -> str:
+        """Piece ``job`` (1-based) of ``nj`` feature jobs: ``kind`` ark, scp (Kaldi's
+        ``split<nj>/feats.<j>.{ark,scp}``), utt2num_frames or report."""
+        name = {
+            "ark": f"feats.{job}.ark",
+            "scp": f"feats.{job}.scp",
+            "utt2num_frames": f"utt2num_frames.{job}",
+            "report": f"report.{job}.json",
+        }[kind]
+        return f"{self.feats_dir(set_)}/split{nj}/{name}"
+
     # ------------------------------------------------------------ i-vectors
     def ivector_dir(self) -> str:
         return f"{self.results}/ivector"
+
+    def ivector_pca(self) -> str:
+        return f"{self.ivector_dir()}/pca.npz"
+
+    def ubm(self, it: Index, ext: str = "npz") -> str:
+        """``ubm.<it>.npz`` (the diagonal UBM at the start of EM iteration it) or its .json."""
+        return f"{self.ivector_dir()}/ubm.{it}.{ext}"
+
+    def ubm_gselect(self, job: Index) -> str:
+        return f"{self.ivector_dir()}/ubm_gselect.{job}.npz"
+
+    def ubm_acc(self, it: Index, job: Index) -> str:
+        return f"{self.ivector_dir()}/ubm_acc.{it}.{job}.npz"
+
+    def extractor(self, it: Index, ext: str = "npz") -> str:
+        """``extractor.<it>.npz`` (the i-vector extractor at the start of iteration it)."""
+        return f"{self.ivector_dir()}/extractor.{it}.{ext}"
+
+    def extractor_post(self, job: Index) -> str:
+        return f"{self.ivector_dir()}/extractor_post.{job}.npz"
+
+    def extractor_acc(self, it: Index, job: Index) -> str:
+        return f"{self.ivector_dir()}/extractor_acc.{it}.{job}.npz"
+
+    def ivector_split(self, set_: str, job: Index, ext: str) -> str:
+        """Online i-vectors of extraction job ``job`` of ``set_`` (ark or scp)."""
+        return f"{self.ivector_dir()}/{set_}/ivector_online.{job}.{ext}"
 
     def ivector_scp(self, set_: str) -> str:
         return f"{self.ivector_dir()}/{set_}/ivector_online.scp"
@@ -85,6 +137,10 @@ class Layout:
 
     def egs_info(self) -> str:
         return f"{self.egs_dir()}/info.json"
+
+    def egs_list(self, name: str) -> str:
+        """An utterance list of the egs plan: ``valid``, ``train_subset``, ``job.<j>``."""
+        return f"{self.egs_dir()}/lists/{name}"
 
     def egs_prefix(self, archive: Index) -> str:
         """Prefix of training archive ``archive`` (0-based; Kaldi's ``egs.<a+1>.ark``)."""
@@ -202,6 +258,11 @@ class Layout:
     def graph_dir(self, kind: str | None = None) -> str:
         """``graph/<kind>/`` (words, phones): lang/, G.fst, HCLG.fst, words.txt, ..."""
         return f"{self.results}/graph" + (f"/{kind}" if kind else "")
+
+    def graph_file(self, kind: str, name: str) -> str:
+        """A file of ``graph/<kind>/``: ``HCLG.fst``, ``words.txt``, ``transition.mdl``
+        (the transition model the graph was built with), ``graph.json`` (how)."""
+        return f"{self.graph_dir(kind)}/{name}"
 
     def results_table(self, ext: str = "md") -> str:
         return f"{self.results}/results.{ext}"

@@ -20,8 +20,6 @@ from paravg.layout import Layout
 from paravg.nnet.context import model_context
 
 LAYOUT = Layout(config["results"])
-RESULTS = LAYOUT.results
-DEMO_DIR = LAYOUT.demo_dir()
 EXPERIMENTS = {name: experiment_config(config, name) for name in config["experiments"]}
 IVECTORS = bool(config["ivector"]["enabled"])
 
@@ -41,7 +39,7 @@ def data_sets():
     """Set name -> source Kaldi data dir; the demo corpus when data.sets is empty."""
     if config["data"]["sets"]:
         return dict(config["data"]["sets"])
-    return {"train": f"{DEMO_DIR}/train", "test": f"{DEMO_DIR}/test"}
+    return {"train": LAYOUT.demo_file("train"), "test": LAYOUT.demo_file("test")}
 
 
 def uses_demo():
@@ -74,7 +72,7 @@ def get_source_inputs(wildcards):
     from paravg.errors import DataError
 
     if uses_demo():
-        return [f"{DEMO_DIR}/{wildcards.set}/wav.scp", f"{DEMO_DIR}/done"]
+        return [LAYOUT.demo_file(f"{wildcards.set}/wav.scp"), LAYOUT.demo_file("done")]
     src = get_source_dir(wildcards)
     if not Path(src).is_dir():
         raise DataError(
@@ -88,7 +86,7 @@ def get_other_prepared_reports(wildcards):
     ancient inputs: an order, not a rerun trigger), so a bad eval set fails in the
     first seconds, before any feature or i-vector job, and editing one set's data
     reruns only that set."""
-    return [ancient(f"{RESULTS}/data/{s}/report.json") for s in all_sets() if s != wildcards.set]
+    return [ancient(LAYOUT.data_file(s, "report.json")) for s in all_sets() if s != wildcards.set]
 
 
 # ---------------------------------------------------------------- egs geometry
@@ -583,7 +581,6 @@ def get_report_comparison_inputs(wildcards):
 
 # ---------------------------------------------------------------- i-vectors
 # The i-vector models are trained on data.train_set; jobs are numbered 1..ivector.nj.
-IVECTOR_DIR = f"{RESULTS}/ivector"
 
 
 def ivector_jobs():
@@ -594,25 +591,25 @@ def ivector_train_data(wildcards=None):
     """Features and speakers of the set the PCA, UBM and extractor are trained on."""
     train = config["data"]["train_set"]
     return {
-        "feats": f"{RESULTS}/feats/{train}/feats.scp",
-        "spk2utt": f"{RESULTS}/data/{train}/spk2utt",
+        "feats": LAYOUT.feats_scp(train),
+        "spk2utt": LAYOUT.data_file(train, "spk2utt"),
     }
 
 
 def final_ubm():
-    return f"{IVECTOR_DIR}/ubm.{config['ivector']['ubm_num_iters']}.npz"
+    return LAYOUT.ubm(config["ivector"]["ubm_num_iters"])
 
 
 def final_extractor():
-    return f"{IVECTOR_DIR}/extractor.{config['ivector']['extractor_num_iters']}.npz"
+    return LAYOUT.extractor(config["ivector"]["extractor_num_iters"])
 
 
 def get_ubm_est_inputs(wildcards):
     """The UBM of iteration it − 1 and its per-job accumulators (the fan-in)."""
     prev = int(wildcards.it) - 1
     return {
-        "ubm": f"{IVECTOR_DIR}/ubm.{prev}.npz",
-        "accs": [f"{IVECTOR_DIR}/ubm_acc.{prev}.{j}.npz" for j in ivector_jobs()],
+        "ubm": LAYOUT.ubm(prev),
+        "accs": [LAYOUT.ubm_acc(prev, j) for j in ivector_jobs()],
     }
 
 
@@ -620,15 +617,15 @@ def get_extractor_est_inputs(wildcards):
     """The extractor of iteration it − 1 and its per-job accumulators (the fan-in)."""
     prev = int(wildcards.it) - 1
     return {
-        "extractor": f"{IVECTOR_DIR}/extractor.{prev}.npz",
-        "accs": [f"{IVECTOR_DIR}/extractor_acc.{prev}.{j}.npz" for j in ivector_jobs()],
+        "extractor": LAYOUT.extractor(prev),
+        "accs": [LAYOUT.extractor_acc(prev, j) for j in ivector_jobs()],
     }
 
 
 def get_ivector_set_inputs(wildcards):
     return {
-        "feats": f"{RESULTS}/feats/{wildcards.set}/feats.scp",
-        "spk2utt": f"{RESULTS}/data/{wildcards.set}/spk2utt",
+        "feats": LAYOUT.feats_scp(wildcards.set),
+        "spk2utt": LAYOUT.data_file(wildcards.set, "spk2utt"),
     }
 
 
@@ -640,7 +637,7 @@ def ivector_utts_per_spk_max(wildcards):
 
 
 def get_ivector_pieces(wildcards):
-    return [f"{IVECTOR_DIR}/{wildcards.set}/ivector_online.{j}.scp" for j in ivector_jobs()]
+    return [LAYOUT.ivector_split(wildcards.set, j, "scp") for j in ivector_jobs()]
 
 
 # ---- recognition (graph, decode, score)
@@ -651,7 +648,6 @@ check_recognition_config(config)
 _decoding, _why_not = decoding_enabled(config)
 if _why_not:
     print(_why_not, file=sys.stderr)
-GRAPH_DIR = LAYOUT.graph_dir()
 GRAPH_SOURCE = config["graph"]["source"]
 DECODE = {**config["decode"], "enabled": _decoding}
 PER_ENABLED = bool(DECODE["per"]) and GRAPH_SOURCE == "demo"
@@ -659,8 +655,7 @@ PER_ENABLED = bool(DECODE["per"]) and GRAPH_SOURCE == "demo"
 
 def graph_outputs(kind):
     """Files of results/graph/<kind>/ the decoder and the export read."""
-    d = f"{GRAPH_DIR}/{kind}"
-    return [f"{d}/HCLG.fst", f"{d}/words.txt", f"{d}/transition.mdl", f"{d}/graph.json"]
+    return [LAYOUT.graph_file(kind, n) for n in ("HCLG.fst", "words.txt", "transition.mdl", "graph.json")]
 
 
 def graph_options():
@@ -685,7 +680,7 @@ def get_user_graph_inputs(wildcards):
 
 def decode_graph_dirs():
     kinds = ["words"] + (["phones"] if PER_ENABLED else [])
-    return {k: f"{GRAPH_DIR}/{k}" for k in kinds}
+    return {k: LAYOUT.graph_dir(k) for k in kinds}
 
 
 def decode_lmwts():
@@ -700,16 +695,16 @@ def decode_options():
 def get_decode_inputs(wildcards):
     inputs = get_eval_inputs(wildcards)
     inputs.pop("targets")
-    for kind, d in decode_graph_dirs().items():
-        inputs[f"graph_{kind}"] = f"{d}/HCLG.fst"
-        inputs[f"transitions_{kind}"] = f"{d}/transition.mdl"
+    for kind in decode_graph_dirs():
+        inputs[f"graph_{kind}"] = LAYOUT.graph_file(kind, "HCLG.fst")
+        inputs[f"transitions_{kind}"] = LAYOUT.graph_file(kind, "transition.mdl")
     return inputs
 
 
 def get_score_inputs(wildcards):
     inputs = {
         "splits": [LAYOUT.decode_split(wildcards.exp, wildcards.set, j) for j in range(DECODE["nj"])],
-        "words": f"{GRAPH_DIR}/words/words.txt",
+        "words": LAYOUT.graph_file("words", "words.txt"),
     }
     tune = DECODE["tune_set"]
     if tune and tune != wildcards.set:
@@ -731,7 +726,7 @@ def get_export_inputs(wildcards):
     inputs = {"model": LAYOUT.final_model(wildcards.exp)}
     inputs.update(zip(("hclg", "words", "transition", "graph_json"), graph_outputs("words")))
     if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
-        inputs.update(pca=f"{IVECTOR_DIR}/pca.npz", ubm=final_ubm(), extractor=final_extractor())
+        inputs.update(pca=LAYOUT.ivector_pca(), ubm=final_ubm(), extractor=final_extractor())
     return inputs
 
 

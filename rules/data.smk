@@ -7,9 +7,9 @@
 # Used when data.sets is empty. Also writes wav/, targets.{ark,scp}, text, phone_ctm.
 rule demo_corpus:
     output:
-        train=f"{DEMO_DIR}/train/wav.scp",
-        test=f"{DEMO_DIR}/test/wav.scp",
-        done=f"{DEMO_DIR}/done",
+        train=LAYOUT.demo_file("train/wav.scp"),
+        test=LAYOUT.demo_file("test/wav.scp"),
+        done=LAYOUT.demo_file("done"),
     params:
         minutes=config["demo"]["minutes"],
         test_fraction=config["demo"]["test_fraction"],
@@ -17,9 +17,9 @@ rule demo_corpus:
         use_espeak=config["demo"]["use_espeak"],
         seed=config["demo"]["seed"],
     log:
-        "logs/demo_corpus/demo.log",
+        LAYOUT.log("demo_corpus", "demo"),
     benchmark:
-        f"{RESULTS}/benchmarks/demo_corpus/demo.tsv"
+        LAYOUT.benchmark("demo_corpus", "demo")
     conda:
         "../envs/paravg.yaml"
     # One TTS process per worker; 20 minutes of audio take ~30 s on 2 cores.
@@ -43,21 +43,21 @@ rule prepare_data:
     input:
         source=get_source_inputs,
     output:
-        wav_scp=f"{RESULTS}/data/{{set}}/wav.scp",
-        utt2spk=f"{RESULTS}/data/{{set}}/utt2spk",
-        spk2utt=f"{RESULTS}/data/{{set}}/spk2utt",
-        utt2uniq=f"{RESULTS}/data/{{set}}/utt2uniq",
-        targets_ark=f"{RESULTS}/data/{{set}}/targets.ark",
-        targets_scp=f"{RESULTS}/data/{{set}}/targets.scp",
-        origin=f"{RESULTS}/data/{{set}}/origin",
-        report=f"{RESULTS}/data/{{set}}/report.json",
+        wav_scp=LAYOUT.data_file("{set}", "wav.scp"),
+        utt2spk=LAYOUT.data_file("{set}", "utt2spk"),
+        spk2utt=LAYOUT.data_file("{set}", "spk2utt"),
+        utt2uniq=LAYOUT.data_file("{set}", "utt2uniq"),
+        targets_ark=LAYOUT.data_file("{set}", "targets.ark"),
+        targets_scp=LAYOUT.data_file("{set}", "targets.scp"),
+        origin=LAYOUT.data_file("{set}", "origin"),
+        report=LAYOUT.data_file("{set}", "report.json"),
     params:
         src=get_source_dir,
         sample_rate=config["data"]["sample_rate"],
         max_missing_fraction=config["data"]["max_missing_targets_fraction"],
         num_targets=config["data"]["num_targets"],
     log:
-        "logs/prepare_data/{set}.log",
+        LAYOUT.log("prepare_data", "{set}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1

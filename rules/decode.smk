@@ -14,9 +14,9 @@ rule decode_split:
         options=decode_options(),
         text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",  # may be absent: WER skipped
     log:
-        "logs/decode/{exp}/{set}/split{j}.log",
+        LAYOUT.log("decode", "{exp}/{set}/split{j}"),
     benchmark:
-        f"{RESULTS}/benchmarks/decode/{{exp}}/{{set}}/split{{j}}.tsv"
+        LAYOUT.benchmark("decode", "{exp}/{set}/split{j}")
     conda:
         "../envs/paravg.yaml"
     threads: 1  # the decoder is single-threaded; the fan-out over nj gives the parallelism
@@ -38,7 +38,7 @@ rule score:
         text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",
         targets=lambda wc: f"{LAYOUT.data_dir(wc.set)}/targets.scp",
     log:
-        "logs/score/{exp}/{set}.log",
+        LAYOUT.log("score", "{exp}/{set}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1

@@ -12,18 +12,18 @@ checkpoint egs:
         **egs_source_files(),
         # Kaldi expands the held-out set over all copies of a source utterance
         # (prepare_data always writes it: the identity when the source has none)
-        utt2uniq=f"{RESULTS}/data/{config['data']['train_set']}/utt2uniq",
+        utt2uniq=LAYOUT.data_file(config["data"]["train_set"], "utt2uniq"),
     output:
-        info=f"{RESULTS}/egs/info.json",
-        valid=f"{RESULTS}/egs/lists/valid",
-        train_subset=f"{RESULTS}/egs/lists/train_subset",
-        jobs=expand(f"{RESULTS}/egs/lists/job.{{j}}", j=range(config["egs"]["nj"])),
+        info=LAYOUT.egs_info(),
+        valid=LAYOUT.egs_list("valid"),
+        train_subset=LAYOUT.egs_list("train_subset"),
+        jobs=expand(LAYOUT.egs_list("job.{j}"), j=range(config["egs"]["nj"])),
     params:
         egs=config["egs"],
         context=egs_context(),
         num_targets=config["data"]["num_targets"],
     log:
-        "logs/egs/plan.log",
+        LAYOUT.log("egs", "plan"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -39,14 +39,14 @@ checkpoint egs:
 rule egs_split:
     input:
         **{k: v for k, v in egs_source_files().items() if k != "utt2num_frames"},
-        info=f"{RESULTS}/egs/info.json",
-        uttlist=f"{RESULTS}/egs/lists/job.{{j}}",
+        info=LAYOUT.egs_info(),
+        uttlist=LAYOUT.egs_list("job.{j}"),
     output:
         **{k: temp(v) for k, v in egs_split_files("{j}").items()},
     log:
-        "logs/egs_split/{j}.log",
+        LAYOUT.log("egs_split", "{j}"),
     benchmark:
-        f"{RESULTS}/benchmarks/egs_split/{{j}}.tsv"
+        LAYOUT.benchmark("egs_split", "{j}")
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -61,16 +61,16 @@ rule egs_split:
 
 rule egs_archive:
     input:
-        info=f"{RESULTS}/egs/info.json",
+        info=LAYOUT.egs_info(),
         jobs=[f for j in range(config["egs"]["nj"]) for f in egs_split_files(j).values()],
     output:
         **egs_fields(egs_prefix("{a}")),
     params:
         job_prefixes=[egs_split_prefix(j) for j in range(config["egs"]["nj"])],
     log:
-        "logs/egs_archive/{a}.log",
+        LAYOUT.log("egs_archive", "{a}"),
     benchmark:
-        f"{RESULTS}/benchmarks/egs_archive/{{a}}.tsv"
+        LAYOUT.benchmark("egs_archive", "{a}")
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -86,9 +86,9 @@ rule egs_archive:
 rule egs_subsets:
     input:
         **{k: v for k, v in egs_source_files().items() if k != "utt2num_frames"},
-        info=f"{RESULTS}/egs/info.json",
-        valid=f"{RESULTS}/egs/lists/valid",
-        train_subset=f"{RESULTS}/egs/lists/train_subset",
+        info=LAYOUT.egs_info(),
+        valid=LAYOUT.egs_list("valid"),
+        train_subset=LAYOUT.egs_list("train_subset"),
     output:
         valid_diag=egs_subset_files("valid_diag"),
         train_diag=egs_subset_files("train_diag"),
@@ -96,7 +96,7 @@ rule egs_subsets:
     params:
         prefixes={name: egs_subset_prefix(name) for name in ("valid_diag", "train_diag", "combine")},
     log:
-        "logs/egs_subsets/all.log",
+        LAYOUT.log("egs_subsets", "all"),
     conda:
         "../envs/paravg.yaml"
     threads: 1

@@ -12,13 +12,13 @@ rule export_kaldi:
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
         ivector_options=export_ivector_options(),
-        graph_dir=f"{GRAPH_DIR}/words",
+        graph_dir=LAYOUT.graph_dir("words"),
         decoder=export_decoder_options(),
         acoustic_scale=DECODE["acoustic_scale"],
     log:
-        "logs/export_kaldi/{exp}.log",
+        LAYOUT.log("export_kaldi", "{exp}"),
     benchmark:
-        f"{RESULTS}/benchmarks/export_kaldi/{{exp}}.tsv"
+        LAYOUT.benchmark("export_kaldi", "{exp}")
     conda:
         "../envs/paravg.yaml"
     threads: 1

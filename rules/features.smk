@@ -5,27 +5,27 @@
 
 rule compute_features:
     input:
-        wav_scp=f"{RESULTS}/data/{{set}}/wav.scp",
-        utt2spk=f"{RESULTS}/data/{{set}}/utt2spk",
-        spk2utt=f"{RESULTS}/data/{{set}}/spk2utt",
-        origin=f"{RESULTS}/data/{{set}}/origin",
-        report=f"{RESULTS}/data/{{set}}/report.json",
+        wav_scp=LAYOUT.data_file("{set}", "wav.scp"),
+        utt2spk=LAYOUT.data_file("{set}", "utt2spk"),
+        spk2utt=LAYOUT.data_file("{set}", "spk2utt"),
+        origin=LAYOUT.data_file("{set}", "origin"),
+        report=LAYOUT.data_file("{set}", "report.json"),
         # every configured set is prepared and checked before any feature job starts
         other_sets_checked=get_other_prepared_reports,
     output:
-        ark=f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.ark",
-        scp=f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.scp",
-        utt2num_frames=f"{RESULTS}/feats/{{set}}/split{{nj}}/utt2num_frames.{{j}}",
-        report=f"{RESULTS}/feats/{{set}}/split{{nj}}/report.{{j}}.json",
+        ark=LAYOUT.feats_split("{set}", "{nj}", "{j}", "ark"),
+        scp=LAYOUT.feats_split("{set}", "{nj}", "{j}", "scp"),
+        utt2num_frames=LAYOUT.feats_split("{set}", "{nj}", "{j}", "utt2num_frames"),
+        report=LAYOUT.feats_split("{set}", "{nj}", "{j}", "report"),
     wildcard_constraints:
         nj=r"\d+",
     params:
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
     log:
-        "logs/compute_features/{set}.{nj}.{j}.log",
+        LAYOUT.log("compute_features", "{set}.{nj}.{j}"),
     benchmark:
-        f"{RESULTS}/benchmarks/compute_features/{{set}}.{{nj}}.{{j}}.tsv"
+        LAYOUT.benchmark("compute_features", "{set}.{nj}.{j}")
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -42,35 +42,35 @@ rule compute_features:
 rule merge_features:
     input:
         scps=expand(
-            f"{RESULTS}/feats/{{set}}/split{{nj}}/feats.{{j}}.scp",
+            LAYOUT.feats_split("{set}", "{nj}", "{j}", "scp"),
             nj=config["features"]["nj"],
             j=range(1, config["features"]["nj"] + 1),
             allow_missing=True,
         ),
         utt2num_frames=expand(
-            f"{RESULTS}/feats/{{set}}/split{{nj}}/utt2num_frames.{{j}}",
+            LAYOUT.feats_split("{set}", "{nj}", "{j}", "utt2num_frames"),
             nj=config["features"]["nj"],
             j=range(1, config["features"]["nj"] + 1),
             allow_missing=True,
         ),
         reports=expand(
-            f"{RESULTS}/feats/{{set}}/split{{nj}}/report.{{j}}.json",
+            LAYOUT.feats_split("{set}", "{nj}", "{j}", "report"),
             nj=config["features"]["nj"],
             j=range(1, config["features"]["nj"] + 1),
             allow_missing=True,
         ),
         # target lengths are checked against the features here, naming the user's line
-        targets_scp=f"{RESULTS}/data/{{set}}/targets.scp",
-        origin=f"{RESULTS}/data/{{set}}/origin",
-        data_report=f"{RESULTS}/data/{{set}}/report.json",
+        targets_scp=LAYOUT.data_file("{set}", "targets.scp"),
+        origin=LAYOUT.data_file("{set}", "origin"),
+        data_report=LAYOUT.data_file("{set}", "report.json"),
     output:
-        feats_scp=f"{RESULTS}/feats/{{set}}/feats.scp",
-        utt2num_frames=f"{RESULTS}/feats/{{set}}/utt2num_frames",
-        report=f"{RESULTS}/feats/{{set}}/report.json",
+        feats_scp=LAYOUT.feats_scp("{set}"),
+        utt2num_frames=LAYOUT.utt2num_frames("{set}"),
+        report=LAYOUT.feats_file("{set}", "report.json"),
     params:
         targets_length_tolerance=config["egs"]["targets_length_tolerance"],
     log:
-        "logs/merge_features/{set}.log",
+        LAYOUT.log("merge_features", "{set}"),
     conda:
         "../envs/paravg.yaml"
     threads: 1
@@ -85,15 +85,15 @@ rule merge_features:
 
 rule compute_cmvn:
     input:
-        feats_scp=f"{RESULTS}/feats/{{set}}/feats.scp",
-        spk2utt=f"{RESULTS}/data/{{set}}/spk2utt",
+        feats_scp=LAYOUT.feats_scp("{set}"),
+        spk2utt=LAYOUT.data_file("{set}", "spk2utt"),
     output:
-        ark=f"{RESULTS}/feats/{{set}}/cmvn.ark",
-        scp=f"{RESULTS}/feats/{{set}}/cmvn.scp",
+        ark=LAYOUT.feats_file("{set}", "cmvn.ark"),
+        scp=LAYOUT.feats_file("{set}", "cmvn.scp"),
     log:
-        "logs/compute_cmvn/{set}.log",
+        LAYOUT.log("compute_cmvn", "{set}"),
     benchmark:
-        f"{RESULTS}/benchmarks/compute_cmvn/{{set}}.tsv"
+        LAYOUT.benchmark("compute_cmvn", "{set}")
     conda:
         "../envs/paravg.yaml"
     threads: 1

@@ -8,18 +8,18 @@ if GRAPH_SOURCE == "demo":
     rule graph_demo_words:
         input:
             # the corpus rule writes text and phone_ctm beside wav.scp (not declared)
-            done=f"{DEMO_DIR}/done",
+            done=LAYOUT.demo_file("done"),
         output:
             graph_outputs("words"),
         params:
-            text=f"{DEMO_DIR}/{config['data']['train_set']}/text",
-            ctm=f"{DEMO_DIR}/{config['data']['train_set']}/phone_ctm",
+            text=LAYOUT.demo_file(f"{config['data']['train_set']}/text"),
+            ctm=LAYOUT.demo_file(f"{config['data']['train_set']}/phone_ctm"),
             out_dir=lambda wc, output: str(Path(output[0]).parent),
             options=graph_options(),
         log:
-            "logs/graph/demo_words.log",
+            LAYOUT.log("graph", "demo_words"),
         benchmark:
-            f"{RESULTS}/benchmarks/graph/demo_words.tsv"
+            LAYOUT.benchmark("graph", "demo_words")
         conda:
             "../envs/paravg.yaml"
         threads: 1  # OpenFst operations are single-threaded
@@ -34,14 +34,14 @@ if PER_ENABLED:
 
     rule graph_phones:
         input:
-            targets=f"{RESULTS}/data/{config['data']['train_set']}/targets.scp",
+            targets=LAYOUT.data_file(config["data"]["train_set"], "targets.scp"),
         output:
             graph_outputs("phones"),
         params:
             out_dir=lambda wc, output: str(Path(output[0]).parent),
             options=graph_options(),
         log:
-            "logs/graph/phones.log",
+            LAYOUT.log("graph", "phones"),
         conda:
             "../envs/paravg.yaml"
         threads: 1  # OpenFst operations are single-threaded
@@ -64,9 +64,9 @@ if GRAPH_SOURCE == "lang":
             out_dir=lambda wc, output: str(Path(output[0]).parent),
             options=graph_options(),
         log:
-            "logs/graph/lang.log",
+            LAYOUT.log("graph", "lang"),
         benchmark:
-            f"{RESULTS}/benchmarks/graph/lang.tsv"
+            LAYOUT.benchmark("graph", "lang")
         conda:
             "../envs/paravg.yaml"
         threads: 1  # OpenFst operations are single-threaded
@@ -87,7 +87,7 @@ if GRAPH_SOURCE == "hclg":
         params:
             out_dir=lambda wc, output: str(Path(output[0]).parent),
         log:
-            "logs/graph/hclg.log",
+            LAYOUT.log("graph", "hclg"),
         conda:
             "../envs/paravg.yaml"
         threads: 1

@@ -11,16 +11,16 @@ if IVECTORS:
     rule ivector_pca:
         input:
             feats=ivector_train_data()["feats"],
-            cmvn=f"{RESULTS}/feats/{config['data']['train_set']}/cmvn.scp",
+            cmvn=LAYOUT.feats_file(config["data"]["train_set"], "cmvn.scp"),
         output:
-            pca=f"{IVECTOR_DIR}/pca.npz",
+            pca=LAYOUT.ivector_pca(),
         params:
             dim=IV["pca_dim"],
             context=IV["splice"],
             max_utts=IV["pca_max_utts"],
             subsample=IV["pca_subsample"],
         log:
-            "logs/ivector_pca/pca.log",
+            LAYOUT.log("ivector_pca", "pca"),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -36,8 +36,8 @@ if IVECTORS:
             unpack(ivector_train_data),
             pca=rules.ivector_pca.output.pca,
         output:
-            ubm=f"{IVECTOR_DIR}/ubm.0.npz",
-            info=f"{IVECTOR_DIR}/ubm.0.json",
+            ubm=LAYOUT.ubm(0),
+            info=LAYOUT.ubm(0, "json"),
         params:
             num_gauss=IV["num_gauss"],
             num_iters_init=IV["ubm_num_iters_init"],
@@ -45,9 +45,9 @@ if IVECTORS:
             subsample=IV["subsample"],
             srand=IV["srand"],
         log:
-            "logs/ubm_init/ubm.log",
+            LAYOUT.log("ubm_init", "ubm"),
         benchmark:
-            f"{RESULTS}/benchmarks/ubm_init/ubm.tsv"
+            LAYOUT.benchmark("ubm_init", "ubm")
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -65,14 +65,14 @@ if IVECTORS:
             pca=rules.ivector_pca.output.pca,
             ubm=rules.ubm_init.output.ubm,
         output:
-            gselect=temp(f"{IVECTOR_DIR}/ubm_gselect.{{j}}.npz"),
+            gselect=temp(LAYOUT.ubm_gselect("{j}")),
         params:
             job=lambda wc: int(wc.j) - 1,
             nj=IV["nj"],
             num_gselect=IV["num_gselect"],
             subsample=IV["subsample"],
         log:
-            "logs/ubm_gselect/{j}.log",
+            LAYOUT.log("ubm_gselect", "{j}"),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -87,18 +87,18 @@ if IVECTORS:
         input:
             unpack(ivector_train_data),
             pca=rules.ivector_pca.output.pca,
-            ubm=f"{IVECTOR_DIR}/ubm.{{it}}.npz",
-            gselect=f"{IVECTOR_DIR}/ubm_gselect.{{j}}.npz",
+            ubm=LAYOUT.ubm("{it}"),
+            gselect=LAYOUT.ubm_gselect("{j}"),
         output:
-            acc=temp(f"{IVECTOR_DIR}/ubm_acc.{{it}}.{{j}}.npz"),
+            acc=temp(LAYOUT.ubm_acc("{it}", "{j}")),
         params:
             job=lambda wc: int(wc.j) - 1,
             nj=IV["nj"],
             subsample=IV["subsample"],
         log:
-            "logs/ubm_acc/{it}.{j}.log",
+            LAYOUT.log("ubm_acc", "{it}.{j}"),
         benchmark:
-            f"{RESULTS}/benchmarks/ubm_acc/{{it}}.{{j}}.tsv"
+            LAYOUT.benchmark("ubm_acc", "{it}.{j}")
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -113,15 +113,15 @@ if IVECTORS:
         input:
             unpack(get_ubm_est_inputs),
         output:
-            ubm=f"{IVECTOR_DIR}/ubm.{{it}}.npz",
-            info=f"{IVECTOR_DIR}/ubm.{{it}}.json",
+            ubm=LAYOUT.ubm("{it}"),
+            info=LAYOUT.ubm("{it}", "json"),
         wildcard_constraints:
             it=r"[1-9]\d*",
         params:
             # Gaussians are removed on the last pass only, so gselect indices stay valid.
             remove_low_count=lambda wc: int(wc.it) == IV["ubm_num_iters"],
         log:
-            "logs/ubm_est/{it}.log",
+            LAYOUT.log("ubm_est", "{it}"),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -136,12 +136,12 @@ if IVECTORS:
         input:
             ubm=final_ubm(),
         output:
-            extractor=f"{IVECTOR_DIR}/extractor.0.npz",
+            extractor=LAYOUT.extractor(0),
         params:
             dim=IV["dim"],
             srand=IV["srand"],
         log:
-            "logs/extractor_init/extractor.log",
+            LAYOUT.log("extractor_init", "extractor"),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -158,7 +158,7 @@ if IVECTORS:
             pca=rules.ivector_pca.output.pca,
             ubm=final_ubm(),
         output:
-            post=temp(f"{IVECTOR_DIR}/extractor_post.{{j}}.npz"),
+            post=temp(LAYOUT.extractor_post("{j}")),
         params:
             job=lambda wc: int(wc.j) - 1,
             nj=IV["nj"],
@@ -167,7 +167,7 @@ if IVECTORS:
             min_post=IV["min_post"],
             posterior_scale=IV["posterior_scale"],
         log:
-            "logs/extractor_post/{j}.log",
+            LAYOUT.log("extractor_post", "{j}"),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -182,18 +182,18 @@ if IVECTORS:
         input:
             unpack(ivector_train_data),
             pca=rules.ivector_pca.output.pca,
-            extractor=f"{IVECTOR_DIR}/extractor.{{it}}.npz",
-            post=f"{IVECTOR_DIR}/extractor_post.{{j}}.npz",
+            extractor=LAYOUT.extractor("{it}"),
+            post=LAYOUT.extractor_post("{j}"),
         output:
-            acc=temp(f"{IVECTOR_DIR}/extractor_acc.{{it}}.{{j}}.npz"),
+            acc=temp(LAYOUT.extractor_acc("{it}", "{j}")),
         params:
             job=lambda wc: int(wc.j) - 1,
             nj=IV["nj"],
             subsample=IV["subsample"],
         log:
-            "logs/extractor_acc/{it}.{j}.log",
+            LAYOUT.log("extractor_acc", "{it}.{j}"),
         benchmark:
-            f"{RESULTS}/benchmarks/extractor_acc/{{it}}.{{j}}.tsv"
+            LAYOUT.benchmark("extractor_acc", "{it}.{j}")
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -209,14 +209,14 @@ if IVECTORS:
         input:
             unpack(get_extractor_est_inputs),
         output:
-            extractor=f"{IVECTOR_DIR}/extractor.{{it}}.npz",
-            info=f"{IVECTOR_DIR}/extractor.{{it}}.json",
+            extractor=LAYOUT.extractor("{it}"),
+            info=LAYOUT.extractor("{it}", "json"),
         wildcard_constraints:
             it=r"[1-9]\d*",
         params:
             gaussian_min_count=IV["gaussian_min_count"],
         log:
-            "logs/extractor_est/{it}.log",
+            LAYOUT.log("extractor_est", "{it}"),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -234,8 +234,8 @@ if IVECTORS:
             ubm=final_ubm(),
             extractor=final_extractor(),
         output:
-            ark=f"{IVECTOR_DIR}/{{set}}/ivector_online.{{j}}.ark",
-            scp=temp(f"{IVECTOR_DIR}/{{set}}/ivector_online.{{j}}.scp"),
+            ark=LAYOUT.ivector_split("{set}", "{j}", "ark"),
+            scp=temp(LAYOUT.ivector_split("{set}", "{j}", "scp")),
         params:
             job=lambda wc: int(wc.j) - 1,
             nj=IV["nj"],
@@ -249,9 +249,9 @@ if IVECTORS:
                 "max_remembered_frames": IV["max_remembered_frames"],
             },
         log:
-            "logs/extract_ivectors/{set}.{j}.log",
+            LAYOUT.log("extract_ivectors", "{set}.{j}"),
         benchmark:
-            f"{RESULTS}/benchmarks/extract_ivectors/{{set}}.{{j}}.tsv"
+            LAYOUT.benchmark("extract_ivectors", "{set}.{j}")
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -266,12 +266,12 @@ if IVECTORS:
         input:
             scps=get_ivector_pieces,
         output:
-            scp=f"{IVECTOR_DIR}/{{set}}/ivector_online.scp",
-            period=f"{IVECTOR_DIR}/{{set}}/ivector_period",
+            scp=LAYOUT.ivector_scp("{set}"),
+            period=LAYOUT.ivector_period("{set}"),
         params:
             period=IV["period"],
         log:
-            "logs/merge_ivectors/{set}.log",
+            LAYOUT.log("merge_ivectors", "{set}"),
         conda:
             "../envs/paravg.yaml"
         threads: 1

@@ -36,6 +36,35 @@ def test_layout_indices_are_kaldis_and_patterns_are_wildcards():
         assert pattern.index("{exp}") < pattern.index("{t}")
 
 
+def test_layout_of_the_stages_before_training_is_kaldis():
+    L = Layout("res")
+    assert L.feats_split("test", 4, 2, "ark") == "res/feats/test/split4/feats.2.ark"
+    assert L.feats_split("{set}", "{nj}", "{j}", "utt2num_frames") == (
+        "res/feats/{set}/split{nj}/utt2num_frames.{j}"
+    )
+    assert L.data_file("train", "targets.scp") == "res/data/train/targets.scp"
+    assert L.ubm(0) == "res/ivector/ubm.0.npz" and L.extractor("{it}", "json").endswith(
+        ".{it}.json"
+    )
+    assert L.ivector_split("test", 1, "scp") == "res/ivector/test/ivector_online.1.scp"
+    assert L.egs_list("job.{j}") == "res/egs/lists/job.{j}"
+    assert L.graph_file("words", "HCLG.fst") == "res/graph/words/HCLG.fst"
+
+
+def test_the_rules_spell_no_results_or_log_path_themselves():
+    """Every path of a run comes from the layout: no rule file composes one."""
+    rules = sorted((REPO_CONFIG.parents[1] / "rules").glob("*.smk"))
+    assert rules
+    literal = re.compile(r"""(RESULTS|_DIR)\}/|["']logs/|["']results/""")
+    offenders = [
+        f"{p.name}:{n}: {line.strip()}"
+        for p in rules
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if literal.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
 def test_job_params_follow_the_schedule_and_the_bmuf_factor():
     p = plans({"experiments": {"a": {}, "b": {"sync": {"method": "bmuf"}}}})
     a, b = p["a"], p["b"]
