@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,31 @@ def _parsed_yaml(path: str) -> dict:
         return yaml.load(f, Loader=loader)
 
 
+def _yaml11_float_string(value: Any) -> bool:
+    """A string that YAML 1.2 would read as a number (``5e-05``, ``1E3``) but PyYAML's
+    YAML 1.1 resolver keeps as text (it needs a dot and a signed exponent)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def yaml11_float_hint(text: str) -> str:
+    """How to write the number ``text`` so that PyYAML reads a float."""
+    x = float(text)
+    mantissa, exponent = f"{x:.15e}".split("e")
+    mantissa = mantissa.rstrip("0")
+    mantissa += "0" if mantissa.endswith(".") else ""
+    decimal = format(Decimal(repr(x)), "f")
+    return (
+        f"YAML 1.1 reads {text} as a string, not a number: write {decimal} or "
+        f"{mantissa}e{int(exponent):+03d} (a dot in the mantissa, a sign in the exponent)"
+    )
+
+
 def _validate(instance: Any, schema: dict, where: str) -> None:
     validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -65,6 +91,8 @@ def _validate(instance: Any, schema: dict, where: str) -> None:
         for err in errors:
             key = ".".join(str(p) for p in err.absolute_path) or "<top level>"
             lines.append(f"  {where}{'.' if where and key else ''}{key}: {err.message}")
+            if _yaml11_float_string(err.instance) and "number" in str(err.validator_value):
+                lines.append(f"    ({yaml11_float_hint(err.instance)})")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
 
 

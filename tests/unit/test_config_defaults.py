@@ -2,6 +2,7 @@
 experiment overrides are strict, unknown keys are errors wherever a section is read."""
 
 import dataclasses
+import re
 
 import pytest
 import yaml
@@ -55,3 +56,13 @@ def test_ivectors_cannot_be_turned_on_by_an_experiment_when_off_globally():
 def test_egs_options_refuse_unknown_keys():
     with pytest.raises(ConfigError, match="samples_per_itr"):
         EgsOptions.from_config({"samples_per_itr": 3}, 4, 4)
+
+
+def test_a_yaml11_string_number_gets_a_hint_that_parses():
+    """PyYAML reads ``5e-05`` as a string: the error says how to write it as a number."""
+    override = yaml.safe_load("experiments: {x: {trainer: {initial_effective_lrate: 5e-05}}}")
+    with pytest.raises(ConfigError, match="initial_effective_lrate") as err:
+        validate_config(deep_merge(base(), override))
+    hint = re.search(r"write (\S+) or (\S+) ", str(err.value))
+    assert hint, str(err.value)
+    assert [yaml.safe_load(v) for v in hint.groups()] == [5e-05, 5e-05]
