@@ -23,10 +23,13 @@ against the reference text:
    without speaker adaptation, vosk or ``online2-wav-nnet3-latgen-faster`` per utterance,
    computes, but updated every ``ivector.period`` frames as in training);
 5. the same with the training data's pseudo-speakers (``ivector.utts_per_spk_max``
-   utterances of a speaker, in order): the regime the network was trained in.
+   utterances of a speaker, in order): the regime the network was trained in;
+6. as 1, with the eval set's i-vectors extracted per utterance (``ivector.eval_per_utt:
+   true``): paravg's decoder (:class:`paravg.decode.decoder.GraphDecoder`, the decode
+   rule's) on the set's dithered features, against vosk as in 1.
 
-vosk's dither-0 hypotheses (parts 2–5) are cached in ``WS/bench_vosk_agreement/`` per
-``final.pt`` checksum and set (vosk takes minutes on these models).
+vosk's hypotheses are cached in ``WS/bench_vosk_agreement/`` per ``final.pt`` checksum,
+set and setting (vosk takes minutes on these models).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from paravg.data import AudioReader, read_data_dir  # noqa: E402
+from paravg.decode.decoder import DecodeOptions, GraphDecoder  # noqa: E402
+from paravg.decode.posteriors import utterance_log_posteriors  # noqa: E402
 from paravg.export.phone_loop import transition_ids  # noqa: E402
 from paravg.export.stage import export_experiment  # noqa: E402
 from paravg.export.transition_model import TransitionModel  # noqa: E402
@@ -64,6 +69,7 @@ from paravg.export.verify import (  # noqa: E402
     vosk_online_ivectors,
 )
 from paravg.features import MfccOptions, compute_mfcc  # noqa: E402
+from paravg.graph.load import load_graph  # noqa: E402
 from paravg.ivector import ubm  # noqa: E402
 from paravg.ivector.data import pseudo_speakers  # noqa: E402
 from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
@@ -75,6 +81,19 @@ from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
 def wer(text: dict[str, list[str]], hyps: dict[str, str]) -> float:
     errors = sum(kaldialign.edit_distance(ref, hyps[u].split())["total"] for u, ref in text.items())
     return 100.0 * errors / max(1, sum(len(ref) for ref in text.values()))
+
+
+def cached_vosk(kaldi: Path, wavs: dict[str, str], key: str) -> tuple[dict[str, str], float]:
+    """vosk's hypotheses on ``kaldi`` (cached under ``key``) and the seconds it took (0 if
+    cached)."""
+    cache = Path("bench_vosk_agreement") / f"{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text()), 0.0
+    t0 = time.time()
+    hyps = vosk_decode(kaldi, wavs)
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_text(json.dumps(hyps, indent=1))
+    return hyps, time.time() - t0
 
 
 def online_ivectors(spk2utt, feats, system, utts_per_spk: int) -> dict[str, np.ndarray]:
@@ -94,7 +113,7 @@ def main() -> None:
     p.add_argument("--workdir", required=True, type=Path)
     p.add_argument("--exp", default="default")
     p.add_argument("--set", default="test")
-    p.add_argument("--parts", default="1,2,3,4,5", help="comparisons to run (2-5 share vosk's)")
+    p.add_argument("--parts", default="1,2,3,4,5,6", help="comparisons to run")
     p.add_argument(
         "--utts-per-spk-max", type=int, default=2, help="the run's ivector.utts_per_spk_max"
     )
@@ -129,13 +148,22 @@ def main() -> None:
             flush=True,
         )
 
-    # 1. as a user sees it
-    if 1 in parts:
+    digest = hashlib.sha256((exp / "final.pt").read_bytes()).hexdigest()[:16]
+    key = f"{args.exp}.{args.set}.{digest}"
+    system = (
+        IvectorFeaturePipeline.load(files["pca"]),
+        ubm.DiagGmm.load(files["ubm"]),
+        IvectorExtractor.load(files["extractor"]),
+        OnlineIvectorOptions(),
+    )
+    model = build_model(load_model_file(exp / "final.pt"))
+    model.eval()
+    period = int((iv / args.set / "ivector_period").read_text())
+
+    # 1 and 6: as a user sees it
+    if parts & {1, 6}:
         decode = exp / "decode" / args.set
         lmwt = float(json.loads((decode / "scores.json").read_text())["lmwt"])
-        ours: dict[str, str] = {}
-        for split in sorted(decode.glob("split*.json")):
-            ours.update(json.loads(split.read_text())["hyps"]["words"][f"{lmwt:g}_0"])
         with tempfile.TemporaryDirectory() as tmp:
             kaldi = Path(tmp) / "kaldi"
             shutil.copytree(exp / "kaldi", kaldi)
@@ -144,32 +172,32 @@ def main() -> None:
             conf.write_text(
                 re.sub(r"--acoustic-scale=\S+", f"--acoustic-scale={scale}", conf.read_text())
             )
-            t0 = time.time()
-            vosk = vosk_decode(kaldi, wavs)
-            row(
-                f"1. as trained (LMWT {lmwt:g}): paravg decoder vs vosk",
-                ours,
-                vosk,
-                time.time() - t0,
-            )
+            vosk, vosk_s = cached_vosk(kaldi, wavs, f"{key}.as_trained.lmwt{lmwt:g}")
+        if 1 in parts:
+            ours: dict[str, str] = {}
+            for split in sorted(decode.glob("split*.json")):
+                ours.update(json.loads(split.read_text())["hyps"]["words"][f"{lmwt:g}_0"])
+            row(f"1. as trained (LMWT {lmwt:g}): paravg decoder vs vosk", ours, vosk, vosk_s)
+        if 6 in parts:
+            stored_feats = dict(kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp")))
+            ivs = online_ivectors(data.spk2utt, stored_feats, system, 1)
+            log_priors = load_model_file(exp / "final.pt")["state_dict"]["log_priors"].double()
+            decoder = GraphDecoder(load_graph(r / "graph" / "words"), DecodeOptions(), [0.0])
+            ours = {}
+            for u, x in stored_feats.items():
+                logp = utterance_log_posteriors(model, x, ivs[u], period).double()
+                ll = (logp - log_priors[None, :]).numpy()
+                ours[u] = " ".join(decoder.decode(u, ll, lmwt, 0.0))
+            row(f"6. as 1, per-utterance i-vectors (LMWT {lmwt:g})", ours, vosk, vosk_s)
 
     if not parts & {2, 3, 4, 5}:
         return
     # 2-5: dither 0, paravg's network + FasterDecoder on the export's graph
-    model = build_model(load_model_file(exp / "final.pt"))
-    model.eval()
     mfcc = MfccOptions(dither=0.0)
     reader = AudioReader(data, 16000)
     audio = {u: reader(u) for u in data.utterances}
     feats = {u: compute_mfcc(audio[u], mfcc) for u in data.utterances}
-    system = (
-        IvectorFeaturePipeline.load(files["pca"]),
-        ubm.DiagGmm.load(files["ubm"]),
-        IvectorExtractor.load(files["extractor"]),
-        OnlineIvectorOptions(),
-    )
     stored = dict(kaldiio.load_scp(str(iv / args.set / "ivector_online.scp")))
-    period = int((iv / args.set / "ivector_period").read_text())
     with tempfile.TemporaryDirectory() as tmp:
         kaldi = Path(tmp) / "kaldi"
         export_experiment(
@@ -179,16 +207,7 @@ def main() -> None:
         tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
         tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])
         graph = kaldi / "graph"
-        digest = hashlib.sha256((exp / "final.pt").read_bytes()).hexdigest()[:16]
-        cache = Path("bench_vosk_agreement") / f"{args.exp}.{args.set}.{digest}.vosk_dither0.json"
-        if cache.exists():
-            vosk0, vosk_s = json.loads(cache.read_text()), 0.0
-        else:
-            t0 = time.time()
-            vosk0 = vosk_decode(kaldi, wavs)
-            vosk_s = time.time() - t0
-            cache.parent.mkdir(exist_ok=True)
-            cache.write_text(json.dumps(vosk0, indent=1))
+        vosk0, vosk_s = cached_vosk(kaldi, wavs, f"{key}.vosk_dither0")
         regimes = {
             2: ("2. dither 0, vosk's i-vectors", None),
             3: ("3. dither 0, training-style i-vectors", stored),

@@ -630,10 +630,11 @@ def get_ivector_set_inputs(wildcards):
 
 
 def ivector_utts_per_spk_max(wildcards):
-    """Training data: pseudo-speakers of at most utts_per_spk_max utterances; else 0 (real)."""
+    """Training data: pseudo-speakers of at most utts_per_spk_max utterances; eval sets:
+    the real speakers (0), or every utterance alone (1) with ivector.eval_per_utt."""
     if wildcards.set == config["data"]["train_set"]:
         return config["ivector"]["utts_per_spk_max"]
-    return 0
+    return 1 if config["ivector"]["eval_per_utt"] else 0
 
 
 def get_ivector_pieces(wildcards):

@@ -373,7 +373,8 @@ def extract_online(
     out_scp: PathLike,
 ) -> dict:
     """``extract_ivectors_online.sh`` for one job: ``utts_per_spk_max > 0`` first cuts the
-    speakers into pseudo-speakers (training data), 0 keeps the real speakers."""
+    speakers into pseudo-speakers (training data; 1: every utterance alone, the eval sets
+    with ``ivector.eval_per_utt``), 0 keeps the real speakers."""
     import kaldiio
 
     extractor = IvectorExtractor.load(extractor_path)

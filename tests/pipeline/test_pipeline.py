@@ -128,6 +128,20 @@ def test_unrelated_config_change_does_not_retrain(trained):
     assert not rules & {"train_job", "average", "init_model", "diagnostics", "egs"}, rules
 
 
+def test_per_utterance_eval_ivectors_reextract_the_eval_set_only(trained):
+    """ivector.eval_per_utt changes the eval set's i-vectors and what reads them
+    (evaluation, decoding), never the training set's, the egs or the models."""
+    overlay = {"experiments": EXPERIMENTS, "ivector": {"eval_per_utt": True}}
+    plan = run_snakemake(trained, "-n", "--cores", "2", overlay=overlay)
+    check_ok(plan, "dry-run with per-utterance eval i-vectors")
+    jobs = planned_jobs(plan.stdout)
+    rules = {r for r, _ in jobs}
+    assert {"extract_ivectors", "evaluate", "decode_split"} <= rules, rules
+    assert not rules & {"train_job", "average", "init_model", "egs", "ubm_est"}, rules
+    extracted = [out for r, out in jobs if r == "extract_ivectors"]
+    assert extracted and all("/ivector/test/" in out for out in extracted), extracted
+
+
 def test_trainer_change_after_training_stops_or_retrains(trained):
     """Editing what trained iterations computed never continues with models of two configs:
     the run stops naming the change, or retrains from the first iteration it affects."""
