@@ -185,7 +185,8 @@ def main() -> None:
             decoder = GraphDecoder(load_graph(r / "graph" / "words"), DecodeOptions(), [0.0])
             ours = {}
             for u, x in stored_feats.items():
-                logp = utterance_log_posteriors(model, x, ivs[u], period).double()
+                with torch.no_grad():
+                    logp = utterance_log_posteriors(model, x, ivs[u], period).double()
                 ll = (logp - log_priors[None, :]).numpy()
                 ours[u] = " ".join(decoder.decode(u, ll, lmwt, 0.0))
             row(f"6. as 1, per-utterance i-vectors (LMWT {lmwt:g})", ours, vosk, vosk_s)

@@ -190,8 +190,8 @@ def test_vosk_decodes_like_paravgs_decoder(workdir, tmp_path):
     }
     wer = {"paravg": _wer(text, ours), "vosk": _wer(text, vosk)}
     print("WER", json.dumps(wer))
-    # Measured on the tiny model (WER ~95 %): 10/20 identical, WERs 95.2 vs 93.1. The
-    # issue's bar (most utterances, 1.0 absolute) is not reached with vosk's i-vectors;
-    # these bounds catch a broken export (i-vectors at the prior change most hypotheses).
-    assert stats["identical_fraction"] >= 0.3, stats
-    assert abs(wer["paravg"] - wer["vosk"]) <= 5.0, wer
+    # Measured on the tiny model (WER ~95 %, barely trained, each side with its own
+    # dither): 14/20 identical, WERs 95.2 vs 94.2 (speaker-carried eval i-vectors gave
+    # 10/20). On the demo (bench_vosk_agreement.py part 6): 55/70, 38.68 vs 39.00.
+    assert stats["identical_fraction"] >= 0.6, stats
+    assert abs(wer["paravg"] - wer["vosk"]) <= 2.0, wer
