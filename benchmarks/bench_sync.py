@@ -12,7 +12,7 @@ but the straggler) finished their last iteration, which shows how far the DAG ed
 them run ahead of the slow one.
 
     .venv/bin/python benchmarks/bench_sync.py [--cores 4] [--epochs 1] [--repeats 1]
-        [--factor 3] [--demo-minutes 20] [--workdir DIR]
+        [--factor 3] [--demo-minutes 20] [--methods average,ring,...] [--workdir DIR]
 
 The quality of the methods (equally fast learners, held-out accuracy, the EMA) is
 ``config/experiments/sync_paper.yaml`` with ``benchmarks/bench_sync_paper.py``. The numbers
@@ -111,8 +111,9 @@ def straggler_run(ws: Path, args, method: str, slow: bool, rep: int, iters: int)
 def stragglers(ws: Path, args) -> None:
     iters = schedule_iters(ws, args, args.epochs)
     results: dict[tuple[str, bool], list[dict]] = {}
+    methods = args.methods.split(",")
     for rep in range(args.repeats):
-        for m in STRAGGLER_METHODS:
+        for m in methods:
             for slow in (False, True):
                 r = straggler_run(ws, args, m, slow, rep, iters)
                 results.setdefault((m, slow), []).append(r)
@@ -135,7 +136,7 @@ def stragglers(ws: Path, args) -> None:
         "| vs average, no straggler | fast jobs done, with straggler (s) |"
     )
     print("|---|---|---|---|---|---|")
-    for m in STRAGGLER_METHODS:
+    for m in methods:
         a, b = med(m, False, "span"), med(m, True, "span")
         print(
             f"| {m} | {a:.1f} | {b:.1f} | {b / a:.2f}× | {a / base:.2f}× "
@@ -153,6 +154,7 @@ def main() -> None:
     ap.add_argument("--samples-per-iter", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--factor", type=float, default=3.0)
+    ap.add_argument("--methods", default=",".join(STRAGGLER_METHODS), help="average first")
     args = ap.parse_args()
     ws = args.workdir
     ws.mkdir(parents=True, exist_ok=True)
