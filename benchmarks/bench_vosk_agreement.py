@@ -156,7 +156,8 @@ def main() -> None:
         IvectorExtractor.load(files["extractor"]),
         OnlineIvectorOptions(),
     )
-    model = build_model(load_model_file(exp / "final.pt"))
+    final = load_model_file(exp / "final.pt")
+    model = build_model(final)
     model.eval()
     period = int((iv / args.set / "ivector_period").read_text())
 
@@ -181,7 +182,7 @@ def main() -> None:
         if 6 in parts:
             stored_feats = dict(kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp")))
             ivs = online_ivectors(data.spk2utt, stored_feats, system, 1)
-            log_priors = load_model_file(exp / "final.pt")["state_dict"]["log_priors"].double()
+            log_priors = final["state_dict"]["log_priors"].double()
             decoder = GraphDecoder(load_graph(r / "graph" / "words"), DecodeOptions(), [0.0])
             ours = {}
             for u, x in stored_feats.items():
