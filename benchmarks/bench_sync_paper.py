@@ -20,6 +20,21 @@ Prints two tables, both on the held-out test speakers (frame accuracy, log-prob 
    the iterations, the first iteration at which it is within 0.05 of the run's best final
    value, and the test figures of the combination, with differences against ``average``.
 
+3. **The learners of the decentralized methods** (experiments run with
+   ``run.keep_job_models: true``, ``config/experiments/sync_paper_learners.yaml``): per
+   iteration, how far the learners' models are from their mean in the ring's *flipping
+   mode* — the eigenvectors of the mixing matrix M with its most negative eigenvalue λ
+   (−1/3 on a ring of 4: the pattern +, −, +, − around the ring) — and in all other modes,
+   and for the methods that keep their start models the measured restoring factor of one
+   job in that mode,
+
+       γ = −⟨P Δ̃, P ẽ⟩ / ‖P ẽ‖²      (ẽ = s_j − mean s, Δ̃ = Δ_j − mean Δ, P its projector).
+
+   d-psgd's deviation in that mode evolves as e ← (λ − γ) e + noise: mixing flips its sign
+   and shrinks it by |λ|, the own (unmixed) displacement pulls it back by γ, and the two
+   corrections overshoot once γ > 1 + λ (2/3 on a ring of 4): the learners diverge from
+   each other although every other mode contracts.
+
 Test figures of models that the pipeline did not evaluate (``combined.pt`` when the EMA was
 chosen, the swept EMAs) are computed here by :func:`paravg.evaluate.evaluate_set`, the
 pipeline's own evaluation, into ``<results>/bench_sync_paper/``.
@@ -120,6 +135,86 @@ class Run:
         return best, self.evaluate(path, f"{exp}.ema{best:g}"), objectives
 
 
+def flipping_projector(num_jobs: int):
+    """P = V Vᵀ over the eigenvectors V of the fixed ring's mixing matrix with its most
+    negative eigenvalue λ; returns (P, λ)."""
+    import numpy as np
+
+    from paravg.sync.ring import fixed_ring_order, mixing_matrix, ring_neighbourhoods
+
+    m = np.array(mixing_matrix(ring_neighbourhoods(fixed_ring_order(num_jobs))))
+    values, vectors = np.linalg.eigh((m + m.T) / 2)
+    v = vectors[:, values <= values.min() + 1e-9]
+    return v @ v.T, float(values.min())
+
+
+def learner_modes(run: Run, exp: str) -> list[dict] | None:
+    """Per iteration t: ‖P ẽ‖, ‖(1 − P) ẽ‖ / (N − 1)^½ of the learners' models (start
+    models s^t where the method keeps them, else end models w^t), γ where both exist, and
+    the jobs' mean training objective; None when the job models were not kept."""
+    import torch
+
+    from paravg.nnet.tdnn import load_model_file
+
+    plan, lay = run.plans[exp], run.layout
+    n = plan.num_jobs(0)
+    if not Path(lay.job_model(exp, 1, 0)).exists():
+        return None
+    kind = "job_start" if Path(lay.job_start(exp, 1, 0)).exists() else "job_model"
+    proj, _ = flipping_projector(n)
+    proj = torch.as_tensor(proj)
+
+    def stacked(layout_kind: str, t: int) -> torch.Tensor:
+        rows = []
+        for j in range(n):
+            sd = load_model_file(getattr(lay, layout_kind)(exp, t + 1, j))["state_dict"]
+            rows.append(torch.cat([v.double().flatten() for v in sd.values()]))
+        x = torch.stack(rows)
+        return x - x.mean(0)
+
+    out = []
+    for t in range(plan.num_iters):
+        dev = stacked(kind, t)
+        flip = proj @ dev
+        row = {
+            "t": t,
+            "flip": float(flip.norm()),
+            "other": float((dev - flip).norm()) / max(n - 1, 1) ** 0.5,
+            "objf": sum(read_json(Path(lay.job_stats(exp, t + 1, j)))["objf"] for j in range(n))
+            / n,
+        }
+        if kind == "job_start" and float(flip.norm()) > 0:
+            disp = proj @ (stacked("job_model", t) - dev)  # P Δ̃ (the means cancel in Δ̃)
+            row["gamma"] = -float((disp * flip).sum()) / float((flip * flip).sum())
+        out.append(row)
+    return out
+
+
+def learners_table(run: Run) -> None:
+    rows = {}
+    for exp, plan in run.plans.items():
+        if plan.sync_cfg["method"] in ("ring", "delay-by-one", "d-psgd"):
+            modes = learner_modes(run, exp)
+            if modes:
+                rows[exp] = (plan, modes)
+    if not rows:
+        return
+    _, lam = flipping_projector(next(iter(rows.values()))[0].num_jobs(0))
+    print(
+        "\n## The learners: distance from their mean in the ring's flipping mode "
+        f"(λ = {lam:.3f}) and in the other modes, γ, mean job objective\n"
+    )
+    print("| experiment | t | flipping mode | other modes | γ (unstable > 1 + λ) | job objf |")
+    print("|---|---|---|---|---|---|")
+    for exp, (_, modes) in rows.items():
+        for r in modes:
+            gamma = f"{r['gamma']:.3f}" if "gamma" in r else "—"
+            print(
+                f"| {exp} | {r['t']} | {r['flip']:.3f} | {r['other']:.3f} | {gamma} "
+                f"| {r['objf']:.3f} |"
+            )
+
+
 def fmt(r: dict) -> str:
     return f"{r['frame_accuracy']:.4f} / {-r['cross_entropy']:.4f}"
 
@@ -202,6 +297,7 @@ def main() -> None:
     run = Run(args.results, configs)
     tian_table(run)
     cui_table(run)
+    learners_table(run)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,21 @@ iteration: without progress s^{t+1} = M(s^{t−1}).) With a mean-preserving M th
 of the starts gains every job's displacement exactly once, one iteration late for
 delay-by-one.
 
+Stability at Kaldi's job size. The papers' analyses assume one small SGD step per mix; a
+Kaldi job is many minibatches at N·ε, which can pull a learner back most of the way
+towards where its training wants it. Write a learner's deviation from the mean along an
+eigenvector of M with eigenvalue λ as e, and its job's restoring pull as Δ̃ = −γ e + noise:
+
+    d-psgd:        e ← (λ − γ) e                 grows once γ > 1 + λ
+    delay-by-one:  z² − λ z + γ = 0              |z| = √γ < 1 for λ² < 4γ: slower, stable
+    ring:          e ← λ (1 − γ) e               always contracts
+
+On a ring of N ≥ 4 (even) the most negative λ is −1/3 (the pattern +, −, +, − around the
+ring), so d-psgd's learners fly apart once one job restores more than 2/3 of a deviation,
+while the mean still moves as averaging's. Measured on the demo (README, "the learners";
+``benchmarks/bench_sync_paper.py``): γ climbs past 2/3 mid-training and the flipping
+mode grows ×1.04–1.15 per iteration until the objective threshold drops a learner.
+
 Files: job (t, j) keeps s_j^t as ``<t+1>/job<j>.start.pt`` beside w_j^t = ``<t+1>/job<j>.pt``,
 so job (t+1, j) reads the neighbours' ``<t+1>/job<k>.start.pt`` and its own pair of
 ``<t>/`` (delay-by-one) or ``<t+1>/`` (d-psgd); its own start file also orders each

@@ -171,3 +171,57 @@ def test_missing_half_of_the_own_progress_is_refused(tmp_path):
     (tmp_path / "a.json").write_text('{"objf": -1}')
     with pytest.raises(ValueError, match="both"):
         mixed_start([tmp_path / "a.pt"], [tmp_path / "a.json"], 3, 1.0, own_end=tmp_path / "a.pt")
+
+
+def restoring_job(start: dict, gamma: float) -> dict:
+    """A job that pulls its model a fraction γ of the way to the common optimum 0."""
+    return {k: (1.0 - gamma) * v for k, v in start.items()}
+
+
+def flipping_mode(models) -> float:
+    """|component of the learners along +, −, +, − around a ring of 4| (M's eigenvalue −1/3)."""
+    return float(sum((-1) ** j * m["w"] for j, m in enumerate(models)).abs().max()) / 4
+
+
+@pytest.mark.parametrize(
+    ("method", "gamma", "factor"),
+    [
+        ("d-psgd", 0.5, 0.5 + 1 / 3),  # |λ − γ| with λ = −1/3: contracts
+        ("d-psgd", 0.8, 0.8 + 1 / 3),  # γ > 1 + λ = 2/3: the learners fly apart
+        ("ring", 0.8, (1 - 0.8) / 3),  # the displacement is mixed too: |λ (1 − γ)|
+        ("delay-by-one", 0.8, 0.8**0.5),  # z² − λ z + γ = 0: complex roots, |z| = √γ
+    ],
+)
+def test_own_progress_overshoots_the_flipping_mode_when_jobs_restore_strongly(
+    method, gamma, factor
+):
+    """What the README's learners table measures on the demo: a learner's deviation from
+    the mean along M's eigenvector of eigenvalue λ = −1/3 (ring of 4) is flipped by the
+    mixing and pulled back by its own job (a fraction γ); d-psgd adds the two, so beyond
+    γ = 2/3 the deviation grows by γ − λ per iteration while the mean still converges."""
+    n, iters = 4, 24
+    nb = ring_neighbourhoods(fixed_ring_order(n))
+    g = torch.Generator().manual_seed(7)
+    starts = [{"w": torch.randn(6, generator=g, dtype=torch.float64)} for _ in range(n)]
+    starts = [{"w": s["w"] + (-1) ** j} for j, s in enumerate(starts)]  # a flipping part
+    prev_starts, prev_ends = None, None
+    sizes = []
+    for _ in range(iters):
+        ends = [restoring_job(s, gamma) for s in starts]
+        if method == "ring":
+            new = ring_mix(ends, nb)
+        else:
+            mixed = ring_mix(starts, nb)
+            own = (ends, starts) if method == "d-psgd" else (prev_ends, prev_starts)
+            new = (
+                mixed  # delay-by-one's first step: Δ^{−1} = 0
+                if own[0] is None
+                else [mix_plus_displacement(mixed[j], own[0][j], own[1][j]) for j in range(n)]
+            )
+        prev_starts, prev_ends, starts = starts, ends, new
+        sizes.append(flipping_mode(starts))
+    # per-iteration rate between two windows of 4 (delay-by-one's complex roots oscillate)
+    rate = (max(sizes[-4:]) / max(sizes[-12:-8])) ** (1 / 8)
+    assert rate == pytest.approx(factor, rel=0.05), sizes
+    mean = sum(s["w"] for s in starts) / n
+    assert float(mean.abs().max()) < 0.2  # the mean converges in every case
