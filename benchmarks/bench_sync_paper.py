@@ -124,8 +124,7 @@ class Run:
                 ema = dict(models[0]["state_dict"])
                 for t, m in enumerate(models[1:], start=2):
                     decay = alpha ** plan.num_jobs(t - 1)
-                    ema = ema_update(ema, m["state_dict"], decay)
-                    ema = {k: v.to(m["state_dict"][k].dtype) for k, v in ema.items()}  # as stored
+                    ema = ema_update(ema, m["state_dict"], decay)  # as stored
                 file_dict = {**models[-1], "state_dict": ema}
                 objectives[alpha] = combine_objective(file_dict, archive)
                 emas[alpha] = file_dict

@@ -31,9 +31,10 @@ def check_decay(decay: float) -> None:
 
 
 def ema_update(ema: dict, model: dict, decay: float) -> dict:
-    """One update of the state dict ``ema``: α · e + (1 − α) · m."""
+    """One update of the state dict ``ema``: α · e + (1 − α) · m, in float64, returned in
+    the dtype of ``model`` (as stored: IEEE addition commutes, so the order is free)."""
     check_decay(decay)
-    return weighted_sum([ema, model], [decay, 1.0 - decay])
+    return weighted_sum([model, ema], [1.0 - decay, decay])
 
 
 def update_ema_file(
@@ -52,9 +53,6 @@ def update_ema_file(
     else:
         prev = load_model_file(prev_ema)
         out["state_dict"] = ema_update(prev["state_dict"], model["state_dict"], decay)
-    out["state_dict"] = {
-        k: v.to(model["state_dict"][k].dtype) for k, v in out["state_dict"].items()
-    }
     out["meta"] = {"ema_iteration": iteration, "ema_decay": decay, "synced_model": str(model_path)}
     save_torch_atomic(out_path, out)
     return out

@@ -51,3 +51,13 @@ def test_ema_files_first_copies_then_averages(tmp_path):
     assert torch.equal(e1["state_dict"][k], models[0][k])
     expected = 0.25 * models[0][k] + 0.25 * models[1][k] + 0.5 * models[2][k]
     assert torch.allclose(e3["state_dict"][k], expected, atol=1e-6)
+
+
+def test_an_update_is_returned_as_the_model_is_stored():
+    """The pipeline's EMA file and the benchmark's offline sweep both rely on it: a float64
+    running EMA is cast back to the synced model's dtype at every step."""
+    e = {"w": torch.tensor([0.1, 0.2], dtype=torch.float64)}
+    m = {"w": torch.tensor([1.0, 3.0], dtype=torch.float32)}
+    out = ema_update(e, m, 0.9)
+    assert out["w"].dtype == torch.float32
+    assert out["w"].tolist() == torch.tensor([0.19, 0.48], dtype=torch.float32).tolist()
