@@ -201,7 +201,8 @@ def learners_table(run: Run) -> None:
     _, lam = flipping_projector(next(iter(rows.values()))[0].num_jobs(0))
     print(
         "\n## The learners: distance from their mean in the ring's flipping mode "
-        f"(λ = {lam:.3f}) and in the other modes, γ, mean job objective\n"
+        f"(λ = {lam:.3f}) and in the other modes (start models s^t where the method keeps them, "
+        "else end models w^t), γ, mean job objective\n"
     )
     print("| experiment | t | flipping mode | other modes | γ (unstable > 1 + λ) | job objf |")
     print("|---|---|---|---|---|---|")
