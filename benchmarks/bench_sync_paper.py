@@ -148,9 +148,10 @@ def flipping_projector(num_jobs: int):
 
 
 def learner_modes(run: Run, exp: str) -> list[dict] | None:
-    """Per iteration t: ‖P ẽ‖, ‖(1 − P) ẽ‖ / (N − 1)^½ of the learners' models (start
-    models s^t where the method keeps them, else end models w^t), γ where both exist, and
-    the jobs' mean training objective; None when the job models were not kept."""
+    """Per iteration t: ‖P ẽ‖ and the root-mean-square over the other modes,
+    ‖(1 − P) ẽ‖ / (N − 1 − rank P)^½, of the learners' models (start models s^t where the
+    method keeps them, else end models w^t), γ where both exist, and the jobs' mean
+    training objective; None when the job models were not kept."""
     import torch
 
     from paravg.nnet.tdnn import load_model_file
@@ -162,6 +163,7 @@ def learner_modes(run: Run, exp: str) -> list[dict] | None:
     kind = "job_start" if Path(lay.job_start(exp, 1, 0)).exists() else "job_model"
     proj, _ = flipping_projector(n)
     proj = torch.as_tensor(proj)
+    other_modes = max(n - 1 - round(float(proj.trace())), 1)  # the mean is no mode of ẽ
 
     def stacked(layout_kind: str, t: int) -> torch.Tensor:
         rows = []
@@ -178,7 +180,7 @@ def learner_modes(run: Run, exp: str) -> list[dict] | None:
         row = {
             "t": t,
             "flip": float(flip.norm()),
-            "other": float((dev - flip).norm()) / max(n - 1, 1) ** 0.5,
+            "other": float((dev - flip).norm()) / other_modes**0.5,
             "objf": sum(read_json(Path(lay.job_stats(exp, t + 1, j)))["objf"] for j in range(n))
             / n,
         }
@@ -204,7 +206,7 @@ def learners_table(run: Run) -> None:
         f"(λ = {lam:.3f}) and in the other modes (start models s^t where the method keeps them, "
         "else end models w^t), γ, mean job objective\n"
     )
-    print("| experiment | t | flipping mode | other modes | γ (unstable > 1 + λ) | job objf |")
+    print("| experiment | t | flipping mode | other modes (rms) | γ (unstable > 1 + λ) | objf |")
     print("|---|---|---|---|---|---|")
     for exp, (_, modes) in rows.items():
         for r in modes:
