@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from paravg.combine import combine_models
+from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
+from paravg.nnet.objective import weighted_logprob
+from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file, model_to_file_dict
 
 CFG = {
     "input_splice": [-1, 0, 1],
@@ -52,30 +54,67 @@ def same(a, b):
     return all(torch.equal(a[k], b[k]) for k in a)
 
 
+def trained_further(tmp_path, path, name, epochs=30):
+    """``path``'s model after more SGD on the combine egs themselves: a model truly better
+    there than any average of the raw models (what an EMA of a longer-trained run is)."""
+    file_dict = load_model_file(path)
+    model = build_model(file_dict)
+    archive = EgsArchive(tmp_path / "combine")
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.train()
+    for _ in range(epochs):
+        for mb in all_frame_minibatches(archive, model.left_context, model.right_context, 16):
+            logp = model(mb.feats)
+            loss = -weighted_logprob(logp, mb.labels, mb.weights) / mb.weights.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    out = tmp_path / f"{name}.pt"
+    save_torch_atomic(out, model_to_file_dict(model, {}))
+    return out
+
+
 def test_the_ema_never_joins_kaldis_candidates(setup):
+    """With ``candidate`` a poorer EMA changes nothing of Kaldi's combination (same
+    candidates, same objective, same bits of the final model), an EMA exactly as good as
+    the combination loses the tie, and ``none`` does not even read it."""
     tmp, paths = setup
     plain, s0 = run(tmp, paths[:3], "plain")
-    # a poor "EMA" (the worst model): candidate -> Kaldi's combination, same bits as without
+    # a poor "EMA" (the fourth raw model: one model alone scores below the combination)
     kept, s1 = run(tmp, paths[:3], "kept", ema_path=paths[3], ema_choice="candidate")
     none, _ = run(tmp, paths[:3], "none", ema_path=paths[3], ema_choice="none")
     assert s1["candidates"] == s0["candidates"] and s1["newest_alone"] == s0["newest_alone"]
     assert s1["combined"] == {"num_models": s0["num_models"], "objective": s0["objective"]}
-    if s1["ema"]["objective"] <= s0["objective"]:
-        assert s1["chosen"] == "combined" and same(kept, plain)
+    assert s1["ema"]["objective"] < s0["objective"]  # the setup: the EMA really is worse
+    assert s1["chosen"] == "combined" and s1["objective"] == s0["objective"]
+    assert same(kept, plain)
+    # an EMA as good as the combination (its very file): the tie keeps the combination
+    tie, s2 = run(tmp, paths[:3], "tie", ema_path=tmp / "plain.pt", ema_choice="candidate")
+    assert s2["ema"]["objective"] == s0["objective"] and s2["chosen"] == "combined"
+    assert same(tie, plain)
     assert same(none, plain) and "ema" not in run(tmp, paths[:3], "n2", ema_choice="none")[1]
 
 
 def test_a_better_ema_is_chosen_and_final_always_takes_it(setup):
+    """``candidate`` takes the EMA when it scores better than Kaldi's combination on the
+    combine egs (its bits, its objective); ``final`` takes it even when it is worse."""
     tmp, paths = setup
     _, s0 = run(tmp, paths[:3], "plain")
-    # the EMA candidate: score each model alone, take the best as the "EMA"
+    # the EMA: the newest model trained further (better than any average of the raw ones)
+    ema = trained_further(tmp, paths[2], "ema")
+    ema_alone = run(tmp, [ema], "ema_alone")[1]["objective"]
+    assert ema_alone > s0["objective"] + 0.1  # the setup: the EMA really is better
+    sd, s = run(tmp, paths[:3], "cand", ema_path=ema, ema_choice="candidate")
+    assert s["ema"] == {"path": str(ema), "objective": ema_alone, "choice": "candidate"}
+    assert s["chosen"] == "ema" and s["objective"] == ema_alone
+    assert same(sd, load_model_file(ema)["state_dict"])
+    # Kaldi's own choice is still recorded beside it
+    assert s["combined"] == {"num_models": s0["num_models"], "objective": s0["objective"]}
+    assert s["candidates"] == s0["candidates"]
+    # final: the EMA even when it is the worst model
     scores = [run(tmp, [p], f"alone{i}")[1]["objective"] for i, p in enumerate(paths)]
-    best = paths[int(np.argmax(scores))]
-    sd, s = run(tmp, paths[:3], "cand", ema_path=best, ema_choice="candidate")
-    assert s["ema"]["objective"] == pytest.approx(max(scores))
-    if max(scores) > s0["objective"]:
-        assert s["chosen"] == "ema" and same(sd, load_model_file(best)["state_dict"])
     worst = paths[int(np.argmin(scores))]
+    assert min(scores) < s0["objective"]
     sd, s = run(tmp, paths[:3], "final", ema_path=worst, ema_choice="final")
     assert s["chosen"] == "ema" and same(sd, load_model_file(worst)["state_dict"])
     assert s["combined"]["objective"] == s0["objective"]
