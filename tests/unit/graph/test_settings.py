@@ -19,7 +19,28 @@ def config(**graph):
 
 
 def test_default_config_passes():
-    check_recognition_config(config())
+    """The shipped config is a demo-graph run that decodes: the check accepts it as it is
+    (returns nothing, changes nothing), and so it does every valid edge of each cross-key
+    rule (a one-value LMWT range, a tune set among the eval sets, a complete lang/hclg)."""
+    cfg = config()
+    assert cfg["graph"]["source"] == "demo"
+    assert (cfg["decode"]["lmwt_min"], cfg["decode"]["lmwt_max"]) == (7, 17)
+    assert cfg["decode"]["tune_set"] is None and cfg["eval_sets"] == ["test"]
+    before = copy.deepcopy(cfg)
+    assert check_recognition_config(cfg) is None
+    assert cfg == before
+    assert decoding_enabled(cfg) == (True, None)
+    edges = [
+        {"decode": {"lmwt_min": 10, "lmwt_max": 10}},
+        {"decode": {"tune_set": "test"}},
+        {"graph": {"source": "lang", "lang_dir": "l", "lm": "G.fst", "final_mdl": "m"}},
+        {"graph": {"source": "hclg", "hclg_dir": "d", "final_mdl": "m"}},
+    ]
+    for edge in edges:
+        valid = copy.deepcopy(before)
+        for section, values in edge.items():
+            valid[section].update(values)
+        assert check_recognition_config(valid) is None, edge
 
 
 @pytest.mark.parametrize(
