@@ -7,13 +7,15 @@ import wave
 
 import numpy as np
 import pytest
+import torch
 
 from paravg.corpus.phones import PHONES
 from paravg.errors import DataError
 from paravg.export.layout import IvectorSystem, export_model
 from paravg.export.phone_loop import monophone_transition_model, write_phone_loop_graph
 from paravg.export.verify import vosk_decode
-from paravg.features import MfccOptions
+from paravg.features import MfccOptions, num_frames
+from paravg.nnet.tdnn import model_to_file_dict
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +79,49 @@ def test_graph_phones_must_be_the_models(tmp_path, model_file, ivector_files, tm
         _export(model_file, ivector_files, tm40, graph, tmp_path / "kaldi")
 
 
+def _wav(path, samples):
+    with wave.open(str(path), "w") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(16000)
+        f.writeframes(samples.astype("<i2").tobytes())
+    return str(path)
+
+
+#: 0.5 s at 16 kHz: 1 + (8000 − 400) // 160 = 48 MFCC frames (25 ms windows, 10 ms shift,
+#: snip_edges), worked by hand from Kaldi's framing.
+NUM_SAMPLES, NUM_FRAMES = 8000, 48
+
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_vosk_loads_and_decodes(tmp_path, model_file, ivector_files, tm40, graph, binary):
+    """Kaldi's own readers (vosk) load the export, text and binary, and decode with it.
+
+    The phone loop has no path that consumes a frame without a phone, so audio gives at
+    least one phone, and at most one per frame (one-state phones); a network that puts
+    all its mass on one pdf is decoded as exactly that pdf's phone, once (a repeat costs
+    another phone penalty): vosk computes with the output layer where paravg wrote it and
+    maps pdf k to phone k + 1 through the exported transition model and words.txt."""
     out = tmp_path / "kaldi"
     _export(model_file, ivector_files, tm40, graph, out, binary=binary,
             decoder={"lattice_beam": 1.0})  # fmt: skip
     rng = np.random.default_rng(0)
-    wav = tmp_path / "a.wav"
-    with wave.open(str(wav), "w") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(16000)
-        f.writeframes((rng.standard_normal(8000) * 3000).astype("<i2").tobytes())
-    hyps = vosk_decode(out, {"a": str(wav)})
+    wav = _wav(tmp_path / "a.wav", rng.standard_normal(NUM_SAMPLES) * 3000)
+    assert num_frames(NUM_SAMPLES, MfccOptions()) == NUM_FRAMES
+    hyps = vosk_decode(out, {"a": wav})
     assert set(hyps) == {"a"}
-    assert all(w in PHONES for w in hyps["a"].split())
+    phones = hyps["a"].split()
+    assert 1 <= len(phones) <= NUM_FRAMES, hyps
+    assert all(w in PHONES[:40] for w in phones), hyps
+    # a network sure of pdf 17 everywhere: the hypothesis is phone 18 (PHONES[17]) alone
+    model = model_file[1]
+    with torch.no_grad():
+        model.output.weight.zero_()
+        model.output.bias.zero_()
+        model.output.bias[17] = 40.0
+    sure = tmp_path / "sure.pt"
+    torch.save(model_to_file_dict(model), sure)
+    out_sure = tmp_path / "kaldi_sure"
+    _export((sure, model), ivector_files, tm40, graph, out_sure, binary=binary,
+            decoder={"lattice_beam": 1.0})  # fmt: skip
+    assert vosk_decode(out_sure, {"a": wav}) == {"a": PHONES[17]}
