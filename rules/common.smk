@@ -115,8 +115,8 @@ def egs_source_files():
     files = {
         "feats_scp": LAYOUT.feats_scp(train),
         "utt2num_frames": LAYOUT.utt2num_frames(train),
-        "targets_scp": f"{LAYOUT.data_dir(train)}/targets.scp",
-        "utt2spk": f"{LAYOUT.data_dir(train)}/utt2spk",
+        "targets_scp": LAYOUT.data_file(train, "targets.scp"),
+        "utt2spk": LAYOUT.data_file(train, "utt2spk"),
     }
     if IVECTORS:
         files["ivector_scp"] = LAYOUT.ivector_scp(train)
@@ -487,7 +487,7 @@ def get_eval_inputs(wildcards):
     inputs = {
         "model": LAYOUT.final_model(wildcards.exp),
         "feats": LAYOUT.feats_scp(wildcards.set),
-        "targets": f"{LAYOUT.data_dir(wildcards.set)}/targets.scp",
+        "targets": LAYOUT.data_file(wildcards.set, "targets.scp"),
     }
     if EXPERIMENTS[wildcards.exp]["ivector_enabled"]:
         inputs["ivectors"] = LAYOUT.ivector_scp(wildcards.set)

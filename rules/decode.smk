@@ -12,7 +12,7 @@ rule decode_split:
         lmwts=decode_lmwts(),
         wips=config["decode"]["word_ins_penalties"],
         options=decode_options(),
-        text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",  # may be absent: WER skipped
+        text=lambda wc: LAYOUT.data_file(wc.set, "text"),  # may be absent: WER skipped
     log:
         LAYOUT.log("decode", "{exp}/{set}/split{j}"),
     benchmark:
@@ -35,8 +35,8 @@ rule score:
         wer_details=LAYOUT.decode_details("{exp}", "{set}", "wer"),
         per_details=LAYOUT.decode_details("{exp}", "{set}", "per"),
     params:
-        text=lambda wc: f"{LAYOUT.data_dir(wc.set)}/text",
-        targets=lambda wc: f"{LAYOUT.data_dir(wc.set)}/targets.scp",
+        text=lambda wc: LAYOUT.data_file(wc.set, "text"),
+        targets=lambda wc: LAYOUT.data_file(wc.set, "targets.scp"),
     log:
         LAYOUT.log("score", "{exp}/{set}"),
     conda:

@@ -79,8 +79,7 @@ rule results_table:
     params:
         experiments=list(EXPERIMENTS),
         eval_sets=config["eval_sets"],
-        # eval/<set>.json come first: results/exp/<exp>/eval/<set>.json -> results/exp
-        exp_root=lambda wc, input: str(Path(input[0]).parents[2]),
+        exp_root=LAYOUT.exp_root(),
         decode=DECODE["enabled"],
     log:
         LAYOUT.log("results_table", "all"),

@@ -1,8 +1,11 @@
 """The plan and the layout: one place for every job's numbers and every path."""
 
+import copy
+import io
 import re
 import subprocess
 import sys
+import tokenize
 
 import pytest
 import yaml
@@ -51,16 +54,123 @@ def test_layout_of_the_stages_before_training_is_kaldis():
     assert L.graph_file("words", "HCLG.fst") == "res/graph/words/HCLG.fst"
 
 
+#: What a results or log path is made from: the layout, the roots, a rule's own files
+#: (layout paths), a directory of one. A field of an f-string holding none of these (a
+#: wildcard, a name, a user's input directory looked up in the config such as
+#: ``g['hclg_dir']``) composes no results path.
+_RESULTS_WORD = re.compile(r"results|logs|layout", re.IGNORECASE)
+_RESULTS_NAME = re.compile(r"\b(output|input|log)\b|\.parents?\b|(dir|root)\b", re.IGNORECASE)
+_CONFIG_KEY = re.compile(r"""\[\s*["'][^"']*["']\s*\]""")
+
+
+def _from_results(field: str) -> bool:
+    """Whether an f-string field names a results or log location (see above)."""
+    return bool(_RESULTS_WORD.search(field) or _RESULTS_NAME.search(_CONFIG_KEY.sub("", field)))
+
+
+#: A path composed in code rather than in a string: a parent directory, a join, a string
+#: appended with ``/`` to a call's result, a ``{RESULTS}/`` template.
+_COMPOSED_IN_CODE = re.compile(
+    r"""\.parents?\b|os\.path\.join|\.joinpath\(|\)\s*/\s*[rbuRBUfF]*["']|(RESULTS|_DIR)\}/"""
+)
+_FIELD = re.compile(r"(?<!\{)\{([^{}]+)\}")
+
+
+def _string_offence(token: str) -> str | None:
+    """Why a string literal spells a results or log path itself, or None."""
+    prefix = re.match(r"[rbufRBUF]*", token).group()
+    body = token[len(prefix) :].strip("\"'")
+    if re.match(r"(results|logs)/", body) or re.search(r"/(results|logs)/", body):
+        return "a results/ or logs/ path in a string"
+    if "f" in prefix.lower():
+        for m in _FIELD.finditer(body):
+            before, after = body[m.start() - 1 : m.start()], body[m.end() : m.end() + 1]
+            if "/" in (before, after) and _from_results(m.group(1)):
+                return f"an f-string path composed from {{{m.group(1)}}}"
+    return None
+
+
+def composed_paths(source: str) -> list[tuple[int, str]]:
+    """(line, why) of every results or log path a rule file composes itself, in an
+    f-string, a string or code. Comments and docstrings are not code."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    out = []
+    statement_start = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL}
+    significant = [t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    for i, t in enumerate(significant):
+        if t.type != tokenize.STRING:
+            continue
+        prev = significant[i - 1].type if i else tokenize.NEWLINE
+        nxt = significant[i + 1].type if i + 1 < len(significant) else tokenize.NEWLINE
+        if prev in statement_start and nxt == tokenize.NEWLINE:
+            continue  # a docstring
+        why = _string_offence(t.string)
+        if why:
+            out.append((t.start[0], why))
+    code = [list(line) for line in source.splitlines()]
+    for t in tokens:  # the code of each line: comments blanked, strings as ""
+        if t.type in (tokenize.STRING, tokenize.COMMENT):
+            (r0, c0), (r1, c1) = t.start, t.end
+            for r in range(r0, r1 + 1):
+                line = code[r - 1]
+                lo, hi = (c0 if r == r0 else 0), (c1 if r == r1 else len(line))
+                line[lo:hi] = " " * (hi - lo)
+            if t.type == tokenize.STRING:
+                code[r0 - 1][c0 : c0 + 2] = '""'
+    for n, line in enumerate(code, 1):
+        if _COMPOSED_IN_CODE.search("".join(line)):
+            out.append((n, "a path composed in code"))
+    lines = source.splitlines()
+    for n, line in enumerate(lines, 1):  # a template in a plain string: "{RESULTS}/x"
+        if re.search(r"(RESULTS|_DIR)\}/", line) and not line.lstrip().startswith("#"):
+            out.append((n, "a {RESULTS}/ template"))
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize(
+    ("code", "offends"),
+    [
+        ('x = f"{LAYOUT.data_dir(wc.set)}/text"', True),
+        ('x = f"{RESULTS}/x"', True),
+        ("x = f\"{config['results']}/exp\"", True),
+        ('x = f"{root}/results/x.json"', True),
+        ('x = f"{wc.exp}/logs/a.log"', True),
+        ('x = f"{RESULTS_ROOT}/x/y.txt"', True),
+        ('x = f"{out_dir}/x.json"', True),
+        ('x = f"{EXP_ROOT}/{wc.exp}/a.pt"', True),
+        ('x = f"{Path(output[0]).parent}/x"', True),
+        ('x = "results/x.json"', True),
+        ("x = 'logs/a.log'", True),
+        ('x = "{RESULTS}/x".format(RESULTS=r)', True),
+        ("x = lambda wc, output: str(Path(output[0]).parent)", True),
+        ("x = lambda wc, input: str(Path(input[0]).parents[2])", True),
+        ('x = os.path.join(OUT_DIR, "x")', True),
+        ('x = Path(LAYOUT.exp_root()) / "x"', True),
+        ('x = LAYOUT.data_file(wc.set, "text")', False),
+        ('x = LAYOUT.demo_file(f"{wildcards.set}/wav.scp")', False),
+        ("x = f\"{g['hclg_dir']}/HCLG.fst\"", False),  # a user's input directory
+        ('x = LAYOUT.log("bmuf", "{exp}/{t}")', False),  # a wildcard pattern
+        ('x = f"../report/{name}.rst"', False),  # the workflow's own report templates
+        ('x = f"(?<=/{re.escape(e)}{re.escape(b)})"', False),  # a regular expression
+        ('def f():\n    """Files of results/graph/<kind>/."""\n    return 1', False),
+        ("x = 1  # results/x in a comment, Path(output[0]).parent", False),
+    ],
+)
+def test_the_path_guard_sees_every_way_of_spelling_a_path(code, offends):
+    """The guard below flags f-strings, strings and code that compose a results or log
+    path, and leaves layout calls, wildcard patterns, user inputs and prose alone."""
+    assert bool(composed_paths(code + "\n")) == offends, composed_paths(code + "\n")
+
+
 def test_the_rules_spell_no_results_or_log_path_themselves():
-    """Every path of a run comes from the layout: no rule file composes one."""
+    """Every path of a run comes from the layout: no rule file composes one (in an
+    f-string, a string, or from a rule's own files), so moving a file is one Layout edit."""
     rules = sorted((REPO_CONFIG.parents[1] / "rules").glob("*.smk"))
-    assert rules
-    literal = re.compile(r"""(RESULTS|_DIR)\}/|["']logs/|["']results/""")
+    assert len(rules) >= 10
     offenders = [
-        f"{p.name}:{n}: {line.strip()}"
+        f"{p.name}:{n}: {why}: {p.read_text().splitlines()[n - 1].strip()}"
         for p in rules
-        for n, line in enumerate(p.read_text().splitlines(), 1)
-        if literal.search(line) and not line.lstrip().startswith("#")
+        for n, why in composed_paths(p.read_text())
     ]
     assert not offenders, "\n".join(offenders)
 
@@ -80,14 +190,44 @@ def test_job_params_follow_the_schedule_and_the_bmuf_factor():
             assert b.job_params(t, j)["learning_rate"] == pytest.approx(s.effective_lrate(t))
 
 
+def kaldi_schedule_by_hand():
+    """INFO's schedule with the shipped trainer settings, from Kaldi's formulas
+    (``train_dnn.py``, ``common.py``) worked out here, not by :mod:`paravg.schedule`:
+    A = 12 archives, F = 8 frames, E = 3 epochs, jobs 1 → 4, ε 0.0015 → 0.00015.
+
+    archives to process = int(E·A·F) = 288; iterations T = int(288·2/(1 + 4)) = 115;
+    N_t = int(0.5 + 1 + 3t/115): 1 for t < 20, 2 from t = 20 (3t/115 ≥ 0.5), 3 from
+    t = 58, 4 from t = 96; ε_t = 0.0015 · 0.1^(P_t/288) with P_t the archives before t,
+    and the final rate on the last iteration; combination (get_model_combine_iters):
+    min(int(A·F/4/2) + 1, int(T/2)) = 13 ≤ 20 models, so the last min(20, T//2) = 20."""
+    jobs = [1] * 20 + [2] * 38 + [3] * 38 + [4] * 19
+    processed = [sum(jobs[:t]) for t in range(115)]
+    rates = [0.0015 * 0.1 ** (processed[t] / 288) for t in range(114)] + [0.00015]
+    return jobs, rates, list(range(96, 116))
+
+
 def test_the_report_plans_the_rate_the_jobs_get():
-    """BMUF's jobs train at N·ε·(1 − bm)/η_b: the planned curve is that, not N·ε."""
-    b = plans({"sync": {"method": "bmuf"}})["default"]
-    planned = b.planned()
-    for t in range(b.num_iters):
-        assert planned.learning_rate(t) == b.job_params(t, 0)["learning_rate"]
-        assert planned.effective_lrate(t) == b.schedule.effective_lrate(t)
-    assert planned.models_to_combine() == b.combine_indices()
+    """The planned schedule the report, progress view and config page draw is Kaldi's:
+    the jobs per iteration, ε_t, the combined models, and the rate the jobs really train
+    at (average: N·ε; BMUF: N·ε·(1 − bm)/η_b), all against values worked out by hand."""
+    jobs, rates, combine = kaldi_schedule_by_hand()
+    assert len(jobs) == 115 and sum(jobs) == 286 <= 288
+    assert rates[20] == pytest.approx(0.0015 * 0.1 ** (20 / 288))
+    bmuf = {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 2.0}}
+    average, b = plans({"experiments": {"avg": {}, "b": {"sync": bmuf}}}).values()
+    for plan, factor in ((average, lambda n: n), (b, lambda n: n * (1 - 0.5) / 2.0)):
+        planned = plan.planned()
+        assert planned.num_archives_to_process == 288 and planned.num_iters == 115
+        assert list(planned.jobs_per_iter) == jobs
+        assert planned.models_to_combine() == combine
+        for t in range(115):
+            assert planned.effective_lrate(t) == pytest.approx(rates[t], rel=1e-12)
+            assert planned.learning_rate(t) == pytest.approx(factor(jobs[t]) * rates[t])
+            # and that is the rate the jobs get
+            assert plan.job_params(t, jobs[t] - 1)["learning_rate"] == planned.learning_rate(t)
+    # the default BMUF (bm = 1 − 1/N, η_b = 1) trains every job at ε
+    default_bmuf = plans({"sync": {"method": "bmuf"}})["default"].planned()
+    assert default_bmuf.learning_rate(100) == pytest.approx(rates[100])
 
 
 def test_benchmarking_and_execution_knobs_are_not_params():
@@ -104,23 +244,58 @@ def test_seeds_are_distinct_per_iteration_and_job():
 
 
 def test_fingerprint_changes_only_from_the_first_affected_iteration():
+    """f_t names everything up to layout index t: equal settings give the same chain however
+    the plan is built; a change moves the chain from the first index it affects and every
+    index after it (a chain, not per-iteration digests); what changes no start model
+    (the EMA, the combination, benchmarking knobs) moves nothing."""
     p = plans()["default"]
     n = p.num_iters
-    lr_changed = ExperimentPlan(
-        "default", {**p.experiment, "trainer": {**p.trainer}}, p.egs, p.layout, p.combine
+    chain = [p.fingerprint(i) for i in range(n + 1)]
+    assert len(set(chain)) == n + 1
+    # the same settings, built separately: from a fresh config, and from copies
+    again = plans()["default"]
+    assert again.experiment is not p.experiment
+    assert [again.fingerprint(i) for i in range(n + 1)] == chain
+    copied = ExperimentPlan("default", copy.deepcopy(p.experiment), EgsGeometry.from_info(INFO),
+                            Layout(p.layout.results), dict(p.combine))  # fmt: skip
+    assert [copied.fingerprint(i) for i in range(n + 1)] == chain
+
+    def moved(q):
+        return [i for i in range(n + 1) if q.fingerprint(i) != chain[i]]
+
+    # the final rate moves every rate after iteration 0 (exponential schedule): from index 2
+    assert moved(plans({"trainer": {"final_effective_lrate": 0.0002}})["default"]) == list(
+        range(2, n + 1)
     )
-    # same settings: the same chain
-    assert [lr_changed.fingerprint(i) for i in range(n + 1)] == [
-        p.fingerprint(i) for i in range(n + 1)
-    ]
-    q = plans({"trainer": {"final_effective_lrate": 0.0002}})["default"]
-    changed = [i for i in range(n + 1) if q.fingerprint(i) != p.fingerprint(i)]
-    # the final rate moves every rate after iteration 0 (exponential schedule)
-    assert changed == list(range(2, n + 1))
+    # the initial rate is iteration 0's rate: from index 1
+    assert moved(plans({"trainer": {"initial_effective_lrate": 0.002}})["default"]) == list(
+        range(1, n + 1)
+    )
+
+    class ChangedAt(ExperimentPlan):
+        """What iteration k computes changes (its jobs' rate), nothing else."""
+
+        k = 40
+
+        def job_params(self, iteration, job):
+            params = super().job_params(iteration, job)
+            if iteration == self.k:
+                params["learning_rate"] *= 2
+            return params
+
+    changed = ChangedAt("default", p.experiment, p.egs, p.layout, p.combine)
+    assert moved(changed) == list(range(41, n + 1))  # its jobs write index 41
+    # nothing that changes no start model moves the chain
+    for unchanged in (
+        {"sync": {"ema": {"enabled": True, "decay": 0.5}}},
+        {"combine": {"max_models_combine": 5, "ema": "final"}},
+        {"simulate": {"straggler": {"job": 0, "factor": 3.0}}},
+    ):
+        assert moved(plans(unchanged)["default"]) == [], unchanged
     other_egs = ExperimentPlan(
         "default", p.experiment, EgsGeometry(12, 8, "other"), p.layout, p.combine
     )
-    assert other_egs.fingerprint(0) != p.fingerprint(0)
+    assert moved(other_egs) == list(range(n + 1))
 
 
 def test_num_jobs_step_ramp_worked_by_hand():
