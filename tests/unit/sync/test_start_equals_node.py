@@ -1,71 +1,137 @@
 """The start model a train job forms in memory is bit for bit the synced file the off-path
-node writes from the same inputs (average and BMUF): the node is off the critical path."""
+node writes from the same inputs (average and BMUF): the node is off the critical path.
+
+Both sides run the real rule scripts with the files and settings the plan gives their
+rules: ``scripts/train_job.py`` (``run_planned_job`` forms the start from
+``ExperimentPlan.start_inputs`` and keeps it in ``<t+1>/job<j>.start.pt``; the job itself
+only sleeps, ``simulate.train_seconds``) and ``scripts/average.py`` / ``scripts/bmuf.py``
+(``<t>.pt`` from ``ExperimentPlan.node_inputs``). The params dicts are those of
+``get_job_params``, ``get_job_runtime`` and ``get_node_params`` in ``rules/common.smk``."""
 
 import json
+import runpy
+from pathlib import Path
 
+import pytest
 import torch
+import yaml
 
+from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.io import save_torch_atomic
-from paravg.layout import Layout
 from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
-from paravg.sync.average import average_jobs
-from paravg.sync.bmuf import bmuf_sync
-from paravg.sync.registry import get_method
-from paravg.sync.start import form_start_model
+from paravg.plan import experiment_plans
 
+SCRIPTS = REPO_CONFIG.parents[1] / "scripts"
+INFO = {"num_archives": 12, "frames_per_eg": 8, "num_frames": 123456}
 CFG = {"input_splice": [-1, 0, 1], "hidden": [{"dim": 8, "splice": [0]}],
        "max_change_hidden": 0.75, "max_change_output": 1.5}  # fmt: skip
-SYNC = {"objf_threshold": 1.0, "bmuf": {"block_momentum": None, "block_lr": 1.0, "nesterov": True}}
+# threshold 2: job 2 (1.5 below the best) is averaged only if both sides read the config's
+# threshold (Kaldi's default 1.0 would drop it); job 3 (2.5 below) is rejected
+OBJFS = [-1.0, -1.3, -2.5, -3.5]
+THRESHOLD = 2.0
 
 
-def write_jobs(layout, t, n, seed):
-    for j in range(n):
+class Snake(dict):
+    """The ``snakemake`` object a rule script sees: attributes, and ``output.get``."""
+
+    __getattr__ = dict.__getitem__
+
+
+@pytest.fixture(autouse=True)
+def no_log_files(monkeypatch):
+    """The scripts log to their rule's log file; here the test's output suffices."""
+    monkeypatch.setattr("paravg.logs.setup_logging", lambda *a, **k: None)
+
+
+def plan_of(tmp_path, method):
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    overrides = {
+        "results": str(tmp_path),
+        "trainer": {"num_jobs_initial": 4, "num_jobs_final": 4},
+        "sync": {"method": method, "objf_threshold": THRESHOLD},
+        "simulate": {"train_seconds": 0.001},
+    }
+    p = experiment_plans(validate_config(deep_merge(cfg, overrides)), INFO)["default"]
+    Path(p.layout.egs_info()).parent.mkdir(parents=True)
+    Path(p.layout.egs_info()).write_text(json.dumps(INFO))  # the egs the plan was made for
+    return p
+
+
+def write_job_outputs(p, index, seed):
+    """What the jobs of iteration index − 1 leave: models, and stats with their plan's
+    fingerprint (which the next jobs check) and objective."""
+    for j in range(p.num_jobs(index - 1)):
         m = TdnnModel(CFG, 4, 0, 5)
         m.init_parameters(seed * 10 + j)
-        save_torch_atomic(layout.job_model("e", t, j), model_to_file_dict(m, {}))
-        with open(layout.job_stats("e", t, j), "w") as f:
-            json.dump({"objf": -1.0 - 0.1 * j}, f)
+        save_torch_atomic(p.layout.job_model(p.name, index, j), model_to_file_dict(m, {}))
+        stats = {"objf": OBJFS[j], "plan": {"fingerprint": p.fingerprint(index)}}
+        Path(p.layout.job_stats(p.name, index, j)).write_text(json.dumps(stats))
 
 
-def files(refs, layout):
-    return {role: [r.path(layout, "e") for r in rs] for role, rs in refs.items()}
+def run_script(name, **snakemake):
+    runpy.run_path(str(SCRIPTS / name), init_globals={"snakemake": Snake(snakemake)})
 
 
-def test_average_start_is_the_nodes_model(tmp_path):
-    L = Layout(str(tmp_path))
-    (tmp_path / "exp" / "e" / "3").mkdir(parents=True)
-    write_jobs(L, 3, 4, 1)
-    refs = get_method("average").start_inputs(3, 1, (4, 4, 4, 4), 0)
-    start, _ = form_start_model("average", files(refs, L), 3, SYNC)
-    node = files(get_method("average").node_inputs(3, (4, 4, 4, 4), 0), L)
-    synced, summary = average_jobs(node["models"], node["stats"], 2, 1.0)
-    assert summary["accepted"] == [0, 1, 2, 3]
-    assert all(
-        torch.equal(start["state_dict"][k], synced["state_dict"][k]) for k in synced["state_dict"]
+def job_start(p, t, j):
+    """Job j of iteration t through ``scripts/train_job.py``: the start model it formed."""
+    L, e = p.layout, p.name
+    plan = {
+        "job": p.job_params(t, j),
+        "files": p.start_inputs(t, j),
+        "fingerprint": p.fingerprint(t + 1),
+        "egs": p.egs.identity,
+        "inputs_fingerprint": p.start_inputs_fingerprint(t, j),
+        "sync": p.sync_fingerprint_part(),
+        "method": p.sync.name,
+    }
+    start = L.job_start(e, t + 1, j)
+    run_script(
+        "train_job.py",
+        params=Snake(plan=plan, runtime={"device": "cpu", "straggler_factor": 1.0}),
+        output=Snake(model=L.job_model(e, t + 1, j), stats=L.job_stats(e, t + 1, j), start=start),
+        log=[None],
+        threads=torch.get_num_threads(),
     )
+    stats = json.loads(Path(L.job_stats(e, t + 1, j)).read_text())
+    assert stats["simulated"] and stats["plan"]["fingerprint"] == p.fingerprint(t + 1)
+    return load_model_file(start)["state_dict"], stats["start"]
 
 
-def test_bmuf_start_is_the_nodes_start_model(tmp_path):
-    L = Layout(str(tmp_path))
-    jobs = (2, 2, 2, 2)
-    e = tmp_path / "exp" / "e"
-    for d in ("1", "2", "bmuf"):
-        (e / d).mkdir(parents=True)
+def node(p, t):
+    """The sync node of index t through its rule script: ``<t>.pt`` and its summary."""
+    L, e = p.layout, p.name
+    params = Snake(node={"iteration": t - 1, "sync": p.sync_cfg, "files": p.node_inputs(t)})
+    out = Snake(model=L.model(e, t), summary=L.sync_summary(e, t))
+    if p.sync.name == "bmuf":
+        out.update(global_model=L.bmuf_global(e, t), delta=L.bmuf_delta(e, t))
+    run_script(f"{p.sync.node}.py", params=params, output=out, log=[None])
+    summary = json.loads(Path(L.sync_summary(e, t)).read_text())
+    return load_model_file(L.model(e, t))["state_dict"], summary
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("method", ["average", "bmuf"])
+def test_every_jobs_start_is_the_nodes_model(tmp_path, method):
+    """Iteration 1 (from iteration 0's jobs: Kaldi takes the best job; BMUF's first block
+    starts from ``0.pt``) and iteration 2 (the accepted jobs averaged; BMUF with the block
+    state the node of index 1 wrote): every job's start is the node's ``<t>.pt``."""
+    p = plan_of(tmp_path, method)
+    assert p.sync.node == method and p.num_jobs(0) == p.num_jobs(1) == 4
     m0 = TdnnModel(CFG, 4, 0, 5)
     m0.init_parameters(0)
-    save_torch_atomic(L.init_model("e"), model_to_file_dict(m0, {}))
-    # block 1 (jobs of iteration 0 at index 1) through the node, then block 2 both ways
-    write_jobs(L, 1, 2, 1)
-    n1 = files(get_method("bmuf").node_inputs(1, jobs, 0), L)
-    bmuf_sync(n1["models"], n1["stats"], n1["global"][0], None, n1["start"][0], 0, 1.0,
-              SYNC["bmuf"], L.model("e", 1), L.bmuf_global("e", 1), L.bmuf_delta("e", 1),
-              L.sync_summary("e", 1))  # fmt: skip
-    write_jobs(L, 2, 2, 2)
-    refs = get_method("bmuf").start_inputs(2, 0, jobs, 0)
-    start, _ = form_start_model("bmuf", files(refs, L), 2, SYNC)
-    n2 = files(get_method("bmuf").node_inputs(2, jobs, 0), L)
-    bmuf_sync(n2["models"], n2["stats"], n2["global"][0], n2["delta"][0], n2["start"][0], 1,
-              1.0, SYNC["bmuf"], L.model("e", 2), L.bmuf_global("e", 2), L.bmuf_delta("e", 2),
-              L.sync_summary("e", 2))  # fmt: skip
-    node_start = load_model_file(L.model("e", 2))["state_dict"]
-    assert all(torch.equal(start["state_dict"][k], node_start[k]) for k in node_start)
+    save_torch_atomic(p.layout.init_model(p.name), model_to_file_dict(m0, {}))
+    for t in (1, 2):
+        write_job_outputs(p, t, seed=t)
+        synced, summary = node(p, t)
+        # the setup exercises the threshold: job 3 rejected, job 2 kept (not at t − 1 = 0,
+        # where Kaldi takes the best job alone)
+        assert summary["accepted"] == ([0] if t == 1 else [0, 1, 2])
+        jobs = [load_model_file(p.layout.job_model(p.name, t, j))["state_dict"] for j in range(4)]
+        assert not any(same(synced, w) for w in jobs[1:])
+        for j in range(p.num_jobs(t)):
+            start, how = job_start(p, t, j)
+            assert same(start, synced), f"job {j} of iteration {t} did not start from {t}.pt"
+            assert how["accepted"] == summary["accepted"]
