@@ -34,6 +34,17 @@ wildcard_constraints:
     b=r"\d+",
 
 
+def layout_param(method, *args):
+    """A rule param that is the layout's ``method(*args)`` (a directory a script writes
+    into), given as a function: snakemake's linter takes a plain string that prefixes an
+    output for a hardcoded path."""
+
+    def param(wildcards):
+        return getattr(LAYOUT, method)(*args)
+
+    return param
+
+
 # ---------------------------------------------------------------- data sets
 def data_sets():
     """Set name -> source Kaldi data dir; the demo corpus when data.sets is empty."""

@@ -79,7 +79,7 @@ rule results_table:
     params:
         experiments=list(EXPERIMENTS),
         eval_sets=config["eval_sets"],
-        exp_root=LAYOUT.exp_root(),
+        exp_root=layout_param("exp_root"),
         decode=DECODE["enabled"],
     log:
         LAYOUT.log("results_table", "all"),

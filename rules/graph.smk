@@ -14,7 +14,7 @@ if GRAPH_SOURCE == "demo":
         params:
             text=LAYOUT.demo_file(f"{config['data']['train_set']}/text"),
             ctm=LAYOUT.demo_file(f"{config['data']['train_set']}/phone_ctm"),
-            out_dir=LAYOUT.graph_dir("words"),
+            out_dir=layout_param("graph_dir", "words"),
             options=graph_options(),
         log:
             LAYOUT.log("graph", "demo_words"),
@@ -38,7 +38,7 @@ if PER_ENABLED:
         output:
             graph_outputs("phones"),
         params:
-            out_dir=LAYOUT.graph_dir("phones"),
+            out_dir=layout_param("graph_dir", "phones"),
             options=graph_options(),
         log:
             LAYOUT.log("graph", "phones"),
@@ -61,7 +61,7 @@ if GRAPH_SOURCE == "lang":
             graph_outputs("words"),
         params:
             lang_dir=config["graph"]["lang_dir"],
-            out_dir=LAYOUT.graph_dir("words"),
+            out_dir=layout_param("graph_dir", "words"),
             options=graph_options(),
         log:
             LAYOUT.log("graph", "lang"),
@@ -85,7 +85,7 @@ if GRAPH_SOURCE == "hclg":
         output:
             graph_outputs("words"),
         params:
-            out_dir=LAYOUT.graph_dir("words"),
+            out_dir=layout_param("graph_dir", "words"),
         log:
             LAYOUT.log("graph", "hclg"),
         conda:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian/Ubuntu machine (apt packages,
 # .venv, a local single-node SLURM cluster when running as root) and run the whole suite.
-# Usage: bash tools/test.sh [pytest args]
+# Two pytest workers (pytest-xdist, a test file per worker at a time, the pipeline files
+# first: tests/conftest.py); snakemake --lint is a test (tests/pipeline/test_pipeline.py).
+# Usage: bash tools/test.sh [pytest args]     (the fast tier alone: pytest -m "not pipeline")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -11,5 +13,4 @@ if [ "$(id -u)" = 0 ] && [ -f tools/local_slurm.sh ]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/snakemake --lint --cores 1
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"

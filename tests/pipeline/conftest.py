@@ -1,9 +1,17 @@
 """Shared machinery of the pipeline tests: run the real Snakefile in scratch workspaces.
 
-Building the demo corpus, features, i-vectors and egs of the tiny config takes most of a
-tiny run, and every pipeline test needs them unchanged, so they are built once per
-session (:func:`upstream`) and each test module clones that workspace (``cp -a`` keeps
-mtimes and Snakemake's metadata, so nothing upstream reruns) and trains from there.
+Two workspaces are built once per pytest run, whatever the number of xdist workers
+(:func:`built_once`: the first worker to ask builds it behind a file lock in the directory
+the workers share, the others wait and reuse it):
+
+* ``upstream``: the demo corpus, features, i-vectors and egs of the tiny config (every
+  shared stage);
+* ``trained``: a copy of it in which the default target ``all`` ran for two experiments
+  (:data:`EXPERIMENTS`: the tiny default and a shorter one with plain SGD): models,
+  combination, priors, evaluation, decoding, the report and the Kaldi export.
+
+A test module never changes them: it clones one (``cp -a`` keeps mtimes and Snakemake's
+metadata, so nothing already built reruns) and works in its clone.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -28,13 +37,23 @@ UPSTREAM_TARGETS = (
     "results/ivector/test/ivector_online.scp",
     "results/data/test/targets.scp",
 )
+# The experiments of the shared trained workspace: the tiny default, and a second one that
+# differs in length (8 iterations instead of 16) and optimiser (plain SGD), so that each
+# test sees two experiments sharing the upstream stages, a comparison and both optimisers.
+EXPERIMENTS = {
+    "default": {},
+    "short": {"trainer": {"num_epochs": 0.25, "ngsgd": {"enabled": False}}},
+}
+TRAINED_OVERLAY = {"experiments": EXPERIMENTS}
+# One snakemake call never takes longer than this (the longest, a tiny run, takes ~3 min).
+SNAKEMAKE_TIMEOUT_S = 600
 
 
 def run_snakemake(
     workdir: Path,
     *args: str,
     overlay: dict | None = None,
-    timeout_s: int = 1800,
+    timeout_s: int = SNAKEMAKE_TIMEOUT_S,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """Run the repository's Snakefile in ``workdir`` on the tiny config (+ ``overlay``),
@@ -42,21 +61,26 @@ def run_snakemake(
 
     Under ``timeout -k``: a hung executor plugin ignores SIGTERM.
     """
-    configs = [str(TINY)]
-    if overlay:
-        path = workdir / "overlay.yaml"
-        path.write_text(yaml.safe_dump(overlay))
-        configs.append(str(path))
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir)]
-    cmd += ["--configfile", *configs, *args]
     return subprocess.run(
-        ["timeout", "-k", "30", str(timeout_s), *cmd],
+        ["timeout", "-k", "30", str(timeout_s), *snakemake_command(workdir, overlay), *args],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **env} if env else None,
     )
+
+
+def snakemake_command(workdir: Path, overlay: dict | None = None) -> list[str]:
+    """The snakemake command line of the tiny config (+ ``overlay``, written to
+    ``workdir/overlay.yaml``) in ``workdir``, without targets or options."""
+    configs = [str(TINY)]
+    if overlay:
+        path = workdir / "overlay.yaml"
+        path.write_text(yaml.safe_dump(overlay))
+        configs.append(str(path))
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    return [*cmd, "--configfile", *configs]
 
 
 def tiny_plan(ws: Path, overlay: dict | None = None, experiment: str = "default"):
@@ -83,22 +107,78 @@ def check_ok(proc: subprocess.CompletedProcess, what: str) -> None:
     assert proc.returncode == 0, f"{what} failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}"
 
 
+def copy_workspace(src: Path, dest: Path) -> Path:
+    """``cp -a src dest``: the files, their mtimes and Snakemake's metadata."""
+    shutil.copytree(src, dest, symlinks=True, copy_function=shutil.copy2)
+    return dest
+
+
+# ---------------------------------------------------------------- built once per run
 @pytest.fixture(scope="session")
-def upstream(tmp_path_factory) -> Path:
+def shared_dir(tmp_path_factory) -> Path:
+    """The directory every xdist worker of this pytest run shares (the run's base
+    temporary directory; each worker's own is a subdirectory of it).
+
+    ``PARAVG_TEST_WORKSPACES=DIR`` keeps the shared workspaces in DIR across runs instead
+    (a developer's loop over one pipeline test; delete DIR after changing what builds them).
+    """
+    if keep := os.environ.get("PARAVG_TEST_WORKSPACES"):
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        return Path(keep).resolve()
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(shared: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """``shared/name``, built by ``build`` by the first worker that asks; the others wait
+    for it. A failed build is not retried: every later caller fails with its message."""
+    target, done, failed = shared / name, shared / f"{name}.done", shared / f"{name}.failed"
+    with FileLock(str(shared / f"{name}.lock")):
+        if failed.exists():
+            pytest.fail(f"building the shared {name} workspace failed:\n{failed.read_text()}")
+        if not done.exists():
+            try:
+                build(target)
+            except BaseException as e:
+                failed.write_text(str(e))
+                raise
+            done.touch()
+    return target
+
+
+@pytest.fixture(scope="session")
+def upstream(shared_dir) -> Path:
     """A workspace with every shared stage built for the tiny config: the egs, and the
     eval set's features and i-vectors."""
-    d = tmp_path_factory.mktemp("upstream")
-    check_ok(run_snakemake(d, "--cores", "2", *UPSTREAM_TARGETS), "building the shared stages")
-    return d
+
+    def build(d: Path) -> None:
+        d.mkdir()
+        proc = run_snakemake(d, "--cores", "2", *UPSTREAM_TARGETS)
+        check_ok(proc, "building the shared stages")
+
+    return built_once(shared_dir, "upstream", build)
+
+
+@pytest.fixture(scope="session")
+def trained(shared_dir, upstream) -> Path:
+    """The tiny pipeline's default target ``all`` for :data:`EXPERIMENTS`, from the shared
+    upstream stages. Read-only: clone it (:func:`clone_trained`) to run anything in it."""
+
+    def build(d: Path) -> None:
+        copy_workspace(upstream, d)
+        proc = run_snakemake(d, "--cores", "2", overlay=TRAINED_OVERLAY)
+        check_ok(proc, "the tiny pipeline (all) for the shared trained workspace")
+
+    return built_once(shared_dir, "trained", build)
 
 
 @pytest.fixture(scope="session")
 def clone_upstream(upstream: Path, tmp_path_factory) -> Callable[[str], Path]:
     """Return a function that copies the upstream workspace to a fresh directory."""
+    return lambda name: copy_workspace(upstream, tmp_path_factory.mktemp(name) / "ws")
 
-    def clone(name: str) -> Path:
-        dest = tmp_path_factory.mktemp(name) / "ws"
-        shutil.copytree(upstream, dest, symlinks=True, copy_function=shutil.copy2)
-        return dest
 
-    return clone
+@pytest.fixture(scope="session")
+def clone_trained(trained: Path, tmp_path_factory) -> Callable[[str], Path]:
+    """Return a function that copies the trained workspace to a fresh directory."""
+    return lambda name: copy_workspace(trained, tmp_path_factory.mktemp(name) / "ws")

@@ -1,10 +1,15 @@
-"""Failures cost only the failed job: SIGKILL mid-job, truncated and diverged job models.
+"""Failures cost only the failed job: SIGKILL of one job and of snakemake itself mid-run,
+damaged, truncated and diverged models.
 
-The tiny pipeline runs from the shared egs. One training job of a middle iteration is
-made slow (the ``simulate.straggler`` aid: it sleeps after training, before writing) and
-killed with SIGKILL while it sleeps; the same command is then run again. Only the killed
-job and what depends on it may run, and ``final.pt`` must be bit-identical to an
-uninterrupted run's.
+The reference is the shared trained workspace (its ``default`` experiment is the tiny
+config's). The SIGKILL test trains the tiny pipeline from the shared egs to ``final.pt``
+with one training job of a middle iteration made slow (the ``simulate.straggler`` aid:
+it sleeps after training, before writing; timing only, not a param). First that job is
+killed with SIGKILL while it sleeps: snakemake reports it, and the same command runs only
+it and what depends on it. Then snakemake itself is killed (SIGKILL, a lost session) while
+the job sleeps again; after ``--unlock`` the same command completes. ``final.pt`` must be
+bit-identical to the reference's. The other tests damage models in their own copies of
+the trained workspace and target only what reads them.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -21,16 +25,16 @@ from pathlib import Path
 import pytest
 
 from .conftest import (
-    REPO,
-    SNAKEMAKE,
-    TINY,
     check_ok,
     run_snakemake,
+    snakemake_command,
     tiny_plan,
     tiny_schedule,
 )
 
 pytestmark = pytest.mark.pipeline
+
+FINAL = "results/exp/default/final.pt"
 
 
 @pytest.fixture(scope="module")
@@ -62,80 +66,86 @@ def find_job_process(log_file: Path) -> int | None:
     return None
 
 
-def model_mtimes(exp: Path) -> dict[str, float]:
-    return {str(p): p.stat().st_mtime_ns for p in exp.glob("*.pt")}
+def model_mtimes(exp: Path) -> dict[str, int]:
+    """mtime of every model file of an experiment (synced models and job models)."""
+    return {str(p): p.stat().st_mtime_ns for p in exp.rglob("*.pt")}
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(clone_upstream, straggler) -> Path:
-    ws = clone_upstream("uninterrupted")
-    check_ok(run_snakemake(ws, "--cores", "2", overlay=straggler), "uninterrupted run")
-    return ws
-
-
-def test_sigkilled_job_reruns_alone_and_result_is_identical(
-    clone_upstream, uninterrupted, straggler, victim
-):
-    ws = clone_upstream("killed")
-    (ws / "overlay.yaml").write_text(json.dumps(straggler))
-    cmd = [
-        SNAKEMAKE,
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(ws),
-        "--cores",
-        "2",
-        "--configfile",
-        str(TINY),
-        str(ws / "overlay.yaml"),
-    ]
+def start_and_catch_sleeping_job(ws: Path, straggler: dict, log_file: Path):
+    """Start the run to ``final.pt``; return (its Popen, the PID of the job that writes
+    ``log_file``) once that job has trained and sleeps, or (Popen, None) if it never does."""
+    cmd = [*snakemake_command(ws, straggler), "--cores", "2", "--rerun-incomplete", FINAL]
     proc = subprocess.Popen(
         cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    exp = ws / "results" / "exp" / "default"
-    victim_dir = victim  # job 1 of this iteration writes <victim>/job1.pt
-    log_file = ws / "logs" / "train_job" / "default" / str(victim_dir) / "job1.log"
-    killed = False
-    deadline = time.time() + 900
+    deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
             pid = find_job_process(log_file)
             if pid:
-                os.kill(pid, signal.SIGKILL)
-                killed = True
-                break
+                return proc, pid
         time.sleep(0.2)
-    out = proc.communicate(timeout=900)[0]
-    assert killed, "did not catch the training job:\n" + out[-3000:]
-    assert proc.returncode != 0, "snakemake should report the killed job"
-    assert not (exp / str(victim_dir) / "job1.pt").exists(), "no half-written model"
-    before = model_mtimes(exp)
+    return proc, None
 
-    plan = run_snakemake(ws, "-n", "--cores", "2", overlay=straggler)
+
+def test_sigkilled_job_and_snakemake_resume_and_the_result_is_identical(
+    clone_upstream, trained, straggler, victim
+):
+    ws = clone_upstream("killed")
+    exp = ws / "results" / "exp" / "default"
+    log_file = ws / "logs" / "train_job" / "default" / str(victim) / "job1.log"
+    job_model = exp / str(victim) / "job1.pt"
+
+    # 1. SIGKILL of one job: snakemake reports it and stops; nothing half-written
+    proc, pid = start_and_catch_sleeping_job(ws, straggler, log_file)
+    if pid:
+        os.kill(pid, signal.SIGKILL)
+    out = proc.communicate(timeout=300)[0]
+    assert pid, "did not catch the training job:\n" + out[-3000:]
+    assert proc.returncode != 0, "snakemake should report the killed job"
+    assert not job_model.exists(), "no half-written model"
+    before = model_mtimes(exp)
+    assert f"{exp}/{victim}/job0.pt" in before  # the killed job's sibling finished
+
+    plan = run_snakemake(ws, "-n", "--cores", "2", FINAL, overlay=straggler)
     check_ok(plan, "dry-run after the kill")
     planned = [f for line in re.findall(r"output: (.*)", plan.stdout) for f in line.split(", ")]
     trains = [o for o in planned if re.search(r"/job\d+\.pt", o)]
-    assert f"results/exp/default/{victim_dir}/job1.pt" in trains
-    assert all(int(re.search(r"/(\d+)/job", o).group(1)) >= victim_dir for o in trains), trains
+    in_victim = [o for o in trains if f"default/{victim}/" in o]
+    assert in_victim == [f"results/exp/default/{victim}/job1.pt"], trains
+    assert all(int(re.search(r"/(\d+)/job", o).group(1)) >= victim for o in trains), trains
 
-    check_ok(run_snakemake(ws, "--cores", "2", overlay=straggler), "rerun after the kill")
+    # 2. SIGKILL of snakemake itself while the rerun job sleeps (a lost session): the
+    # orphaned job finishes on its own; the next run stops on the lock, and after
+    # --unlock the same command completes
+    log_file.unlink()
+    proc, pid = start_and_catch_sleeping_job(ws, straggler, log_file)
+    proc.send_signal(signal.SIGKILL)
+    out = proc.communicate(timeout=60)[0]
+    assert pid, "did not catch the rerun training job:\n" + out[-3000:]
+    while find_job_process(log_file):  # the orphan still sleeps, then writes job1.pt
+        time.sleep(0.2)
+    locked = run_snakemake(ws, "--cores", "2", "--rerun-incomplete", FINAL, overlay=straggler)
+    assert locked.returncode != 0 and "LockException" in locked.stdout, locked.stdout[-3000:]
+    check_ok(run_snakemake(ws, "--unlock", overlay=straggler), "--unlock")
+    rerun = run_snakemake(ws, "--cores", "2", "--rerun-incomplete", FINAL, overlay=straggler)
+    check_ok(rerun, "the run after the kills")
+
     after = model_mtimes(exp)
     for path, mtime in before.items():
-        assert after[path] == mtime, f"{path} was rewritten by the rerun"
-    ref = uninterrupted / "results" / "exp" / "default" / "final.pt"
+        assert after[path] == mtime, f"{path} was rewritten by the reruns"
+    ref = trained / "results" / "exp" / "default" / "final.pt"
     assert (exp / "final.pt").read_bytes() == ref.read_bytes()
 
 
 def test_a_damaged_synced_model_is_rebuilt_by_the_commands_its_error_gives(
-    uninterrupted, straggler, tmp_path
+    clone_trained, straggler
 ):
     """A byte of <m>.pt changes after the run (the job models are gone, as with
     run.keep_job_models: false): its reader stops naming the rule and two commands; they
     rebuild exactly that file (iteration m − 1 retrains from <m−1>.pt), bit for bit, and
     the run then completes with the same final.pt."""
-    ws = tmp_path / "ws"
-    shutil.copytree(uninterrupted, ws, symlinks=True, copy_function=shutil.copy2)
+    ws = clone_trained("damaged")
     exp = ws / "results" / "exp" / "default"
     overlay = {**straggler, "run": {"keep_job_models": False}}
     plan = tiny_plan(ws, straggler)
@@ -150,7 +160,7 @@ def test_a_damaged_synced_model_is_rebuilt_by_the_commands_its_error_gives(
     for out in ("combined.pt", "combine.json"):  # its reader (combination) runs again
         (exp / out).unlink()
 
-    proc = run_snakemake(ws, "--cores", "2", overlay=overlay)
+    proc = run_snakemake(ws, "--cores", "2", FINAL, overlay=overlay)
     assert proc.returncode != 0
     log = (ws / "logs" / "combine" / "default.log").read_text()
     assert f"results/exp/default/{m}.pt: its bytes differ from what rule average" in log, log
@@ -173,7 +183,7 @@ def test_a_damaged_synced_model_is_rebuilt_by_the_commands_its_error_gives(
         "the rebuild",
     )
     assert model.read_bytes() == original, "the rebuilt model differs"
-    check_ok(run_snakemake(ws, "--cores", "2", overlay=overlay), "the run after the rebuild")
+    check_ok(run_snakemake(ws, "--cores", "2", FINAL, overlay=overlay), "the run after the rebuild")
     assert (exp / "final.pt").read_bytes() == final
 
 
@@ -183,29 +193,33 @@ def two_job_dirs(ws: Path) -> list[int]:
     return [t + 1 for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
 
 
-def test_truncated_job_model_is_detected_not_averaged(uninterrupted, straggler):
-    exp = uninterrupted / "results" / "exp" / "default"
-    t = two_job_dirs(uninterrupted)[0]
+def test_truncated_job_model_is_detected_not_averaged(clone_trained, straggler):
+    ws = clone_trained("truncated")
+    exp = ws / "results" / "exp" / "default"
+    t = two_job_dirs(ws)[0]
     job = exp / str(t) / "job0.pt"
     job.write_bytes(job.read_bytes()[:200])  # a file cut short by a crash of an older run
     (exp / f"{t}.pt").unlink()
-    check_ok(run_snakemake(uninterrupted, "--cores", "2", overlay=straggler), "rerun")
+    target = f"results/exp/default/{t}.pt"
+    check_ok(run_snakemake(ws, "--cores", "2", target, overlay=straggler), "rerun")
     summary = json.loads((exp / "sync" / f"{t}.json").read_text())
-    assert 0 not in summary["accepted"]
+    assert summary["accepted"] == [1], summary
     assert any("job 0" in p and "job0.pt" in p for p in summary["problems"])
-    log = (uninterrupted / "logs" / "average" / "default" / f"{t}.log").read_text()
+    log = (ws / "logs" / "average" / "default" / f"{t}.log").read_text()
     assert "excluding job 0" in log
 
 
-def test_all_jobs_diverged_stops_with_a_message(uninterrupted, straggler):
-    exp = uninterrupted / "results" / "exp" / "default"
-    t = two_job_dirs(uninterrupted)[-1]
+def test_all_jobs_diverged_stops_with_a_message(clone_trained, straggler):
+    ws = clone_trained("diverged")
+    exp = ws / "results" / "exp" / "default"
+    t = two_job_dirs(ws)[-1]
     for stats in (exp / str(t)).glob("job*.json"):
         data = json.loads(stats.read_text())
         data["objf"] = float("nan")
         stats.write_text(json.dumps(data))
     (exp / f"{t}.pt").unlink()
-    proc = run_snakemake(uninterrupted, "--cores", "2", overlay=straggler)
+    proc = run_snakemake(ws, "--cores", "2", f"results/exp/default/{t}.pt", overlay=straggler)
     assert proc.returncode != 0
-    log = (uninterrupted / "logs" / "average" / "default" / f"{t}.log").read_text()
+    assert not (exp / f"{t}.pt").exists()
+    log = (ws / "logs" / "average" / "default" / f"{t}.log").read_text()
     assert re.search(rf"iteration {t - 1}: no acceptable job among \d+: job 0", log), log[-2000:]

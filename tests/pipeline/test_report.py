@@ -1,12 +1,12 @@
 """The report on the real tiny pipeline: figures among the default targets, `snakemake --report`.
 
-One tiny workspace (``tests/pipeline/tiny.yaml`` with two experiments, the second one
-shorter), cloned from the session's shared upstream stages, runs the default target
-``all`` once; then the tests check that every figure,
-the configs and the comparison were built, that the figures' numbers are the JSON files'
-numbers, that a finished workspace has nothing left to do, that ``snakemake --report``
-builds one self-contained HTML file, and that the live progress command draws a copy of
-the run with its last iterations removed (a run still in progress).
+A clone of the shared trained workspace (``tests/pipeline/tiny.yaml`` with two
+experiments, the second one shorter, whose default target ``all`` ran once): the tests
+check that every figure, the configs and the comparison were built, that the figures'
+numbers are the JSON files' numbers, that ``snakemake --report`` builds one
+self-contained HTML file, and that the live progress command draws a copy of the run with
+its last iterations removed (a run still in progress). That a finished workspace has
+nothing left to do is test_pipeline's.
 """
 
 from __future__ import annotations
@@ -24,13 +24,9 @@ import yaml
 from paravg.plots import FIGURES, series
 from paravg.plots.runs import load_run
 
-from .conftest import check_ok, run_snakemake
+from .conftest import EXPERIMENTS, TRAINED_OVERLAY, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
-
-# the second experiment is shorter (8 iterations instead of 16): a comparison, cheaply
-EXPERIMENTS = {"default": {}, "short": {"trainer": {"num_epochs": 0.25}}}
-OVERLAY = {"experiments": EXPERIMENTS}
 
 
 def is_png(path: Path) -> bool:
@@ -38,11 +34,9 @@ def is_png(path: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def workdir(clone_upstream) -> Path:
-    """The tiny pipeline from the shared egs, default target ``all``, two experiments."""
-    ws = clone_upstream("report")
-    check_ok(run_snakemake(ws, "--cores", "2", overlay=OVERLAY), "the tiny pipeline")
-    return ws
+def workdir(clone_trained) -> Path:
+    """A clone of the shared trained workspace (default target ``all``, two experiments)."""
+    return clone_trained("report")
 
 
 def test_figures_are_default_targets(workdir):
@@ -80,14 +74,8 @@ def test_figure_data_equal_the_pipeline_json(workdir):
     assert set(series.parameter_change(run).components) == set(job0["max_change_per_component"])
 
 
-def test_finished_workspace_has_nothing_to_do(workdir):
-    proc = run_snakemake(workdir, "--cores", "2", "--dry-run", overlay=OVERLAY)
-    check_ok(proc, "dry-run")
-    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
-
-
 def test_snakemake_report_is_one_self_contained_file(workdir):
-    check_ok(run_snakemake(workdir, "--report", "report.html", overlay=OVERLAY), "--report")
+    check_ok(run_snakemake(workdir, "--report", "report.html", overlay=TRAINED_OVERLAY), "--report")
     page = (workdir / "report.html").read_text()
     assert len(page) > 100_000  # the figures are embedded
     for text in ("All experiments", "default", "short", "What to look for", "archive-passes"):

@@ -1,11 +1,11 @@
 """Reproducibility: two fresh builds of the tiny pipeline give identical files.
 
-The session's ``upstream`` workspace (2 cores, the default thread settings) is compared
-with a second build from nothing made with 1 core (every rule then runs with
+The shared ``upstream`` and ``trained`` workspaces (2 cores, the default thread settings)
+are compared with a second build from nothing made with 1 core (every rule then runs with
 ``torch.set_num_threads(1)`` and the demo corpus with one worker process) and
 ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` = 1: the demo corpus
 (wavs and its data dirs), the prepared data dirs, features, i-vectors and egs must be
-byte-identical, and so must the ``final.pt`` each workspace then trains. The corpus
+byte-identical, and so must the default experiment's ``final.pt`` and its evaluation. The corpus
 includes espeak-ng voices when libespeak-ng is installed (the engine whose noise was
 once unseeded).
 """
@@ -20,6 +20,8 @@ import pytest
 import torch
 
 from .conftest import UPSTREAM_TARGETS, check_ok, run_snakemake
+
+pytestmark = pytest.mark.pipeline
 
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 UPSTREAM_PARTS = ("demo", "data", "feats", "ivector", "egs")
@@ -63,7 +65,7 @@ def second_build(tmp_path_factory) -> Path:
     return ws
 
 
-def test_upstream_files_identical_across_fresh_builds_and_thread_counts(upstream, second_build):
+def test_upstream_files_identical_across_fresh_builds_and_thread_counts(second_build, upstream):
     first, second = checksums(upstream), checksums(second_build)
     assert first.keys() == second.keys()
     differ = sorted(k for k in first if first[k] != second[k])
@@ -72,16 +74,18 @@ def test_upstream_files_identical_across_fresh_builds_and_thread_counts(upstream
     assert any(k.startswith("egs/") and k.endswith(".feats.npy") for k in first)
 
 
-def test_final_model_identical_across_fresh_builds_and_thread_counts(clone_upstream, second_build):
-    a = clone_upstream("train_a")
-    check_ok(run_snakemake(a, "--cores", "2"), "training in the first build")
-    check_ok(run_snakemake(second_build, "--cores", "1", env=SINGLE_THREAD), "second training")
+def test_final_model_identical_across_fresh_builds_and_thread_counts(second_build, trained):
     path = Path("results/exp/default/final.pt")
-    fa = torch.load(a / path, weights_only=True)
+    evaluation = Path("results/exp/default/eval/test.json")
+    proc = run_snakemake(
+        second_build, "--cores", "1", str(path), str(evaluation), env=SINGLE_THREAD
+    )
+    check_ok(proc, "training in the second build")
+    fa = torch.load(trained / path, weights_only=True)
     fb = torch.load(second_build / path, weights_only=True)
     assert fa["meta"] == fb["meta"] and fa["state_dict"].keys() == fb["state_dict"].keys()
     for name, tensor in fa["state_dict"].items():
         assert torch.equal(tensor, fb["state_dict"][name]), name
-    ja = json.loads((a / "results/exp/default/eval/test.json").read_text())
-    jb = json.loads((second_build / "results/exp/default/eval/test.json").read_text())
+    ja = json.loads((trained / evaluation).read_text())
+    jb = json.loads((second_build / evaluation).read_text())
     assert ja == jb
