@@ -287,6 +287,13 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
         unknown = set(text) - set(utt2spk)
         if unknown:
             raise DataError(f"{text_file}: utterances not in {u2s_file}: {_first(unknown)}")
+        untranscribed = set(utt2spk) - set(text)
+        if untranscribed:  # WER over the rest would be silently optimistic
+            raise DataError(
+                f"{text_file}: {len(untranscribed)} of {len(utt2spk)} utterances of {u2s_file} "
+                f"have no transcript: {_first(untranscribed)}; a text file covers every "
+                "utterance (utils/validate_data_dir.sh), or remove it to evaluate without WER"
+            )
 
     utt2uniq = None
     uniq_file = path / "utt2uniq"
@@ -901,3 +908,17 @@ def check_target_lengths(
             )
         worst = max(worst, abs(diff))
     return {"max_target_length_difference": worst, "targets_length_tolerance": tolerance}
+
+
+def record_checked_sets(reports: Mapping[str, str], out: str | Path) -> None:
+    """Write ``out``: each configured set's preparation report (:func:`prepare_data_dir`
+    wrote it after every check passed) with its sha256. The file is the gate feature jobs
+    wait for (rule ``check_data_sets``)."""
+    import hashlib
+
+    sets = {
+        name: {"report": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+        for name, path in sorted(reports.items())
+    }
+    write_json_atomic(out, {"sets": sets})
+    log.info("checked sets: %s", ", ".join(sets))

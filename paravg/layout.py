@@ -70,6 +70,11 @@ class Layout:
         source dir), ``report.json`` (prepare_data's checks)."""
         return f"{self.data_dir(set_)}/{name}"
 
+    def data_sets_checked(self) -> str:
+        """Every configured set prepared and checked (``check_data_sets``): the gate that
+        every feature job waits for, as an ancient input (an order, not a rerun trigger)."""
+        return f"{self.results}/data/sets_checked.json"
+
     def feats_dir(self, set_: str) -> str:
         return f"{self.results}/feats/{set_}"
 

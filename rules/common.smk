@@ -92,12 +92,9 @@ def get_source_inputs(wildcards):
     return [str(f) for f in source_files(src)]
 
 
-def get_other_prepared_reports(wildcards):
-    """report.json of every other configured set. Every feature job waits for them (as
-    ancient inputs: an order, not a rerun trigger), so a bad eval set fails in the
-    first seconds, before any feature or i-vector job, and editing one set's data
-    reruns only that set."""
-    return [ancient(LAYOUT.data_file(s, "report.json")) for s in all_sets() if s != wildcards.set]
+def get_prepared_reports(wildcards):
+    """report.json of every configured set (the inputs of check_data_sets)."""
+    return {s: LAYOUT.data_file(s, "report.json") for s in all_sets()}
 
 
 # ---------------------------------------------------------------- egs geometry

@@ -68,3 +68,26 @@ rule prepare_data:
         runtime=60,
     script:
         "../scripts/prepare_data.py"
+
+
+# ---------------------------------------------------------------- check_data_sets (the gate)
+# Every configured set prepared and checked: every feature job waits for this file as an
+# ancient input (one fixed path, so neither its new content nor a new set in its inputs
+# reruns a feature job). A bad set therefore fails in the first seconds, before any
+# feature or i-vector job, while adding, removing or editing a set reruns only that set's
+# own work (and this rule).
+rule check_data_sets:
+    input:
+        unpack(get_prepared_reports),
+    output:
+        LAYOUT.data_sets_checked(),
+    log:
+        LAYOUT.log("check_data_sets", "all"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../scripts/check_data_sets.py"

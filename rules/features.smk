@@ -11,7 +11,7 @@ rule compute_features:
         origin=LAYOUT.data_file("{set}", "origin"),
         report=LAYOUT.data_file("{set}", "report.json"),
         # every configured set is prepared and checked before any feature job starts
-        other_sets_checked=get_other_prepared_reports,
+        sets_checked=ancient(LAYOUT.data_sets_checked()),
     output:
         ark=LAYOUT.feats_split("{set}", "{nj}", "{j}", "ark"),
         scp=LAYOUT.feats_split("{set}", "{nj}", "{j}", "scp"),

@@ -13,4 +13,4 @@ if [ "$(id -u)" = 0 ] && [ -f tools/local_slurm.sh ]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder "$@"

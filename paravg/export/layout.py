@@ -96,10 +96,14 @@ def _graph_file(graph_dir: Path, name: str) -> Path | None:
 
 
 def check_graph_dir(graph_dir: Path, tm: TransitionModel) -> None:
-    """The graph's files exist and its phones are the transition model's."""
+    """The graph's files exist, its HCLG.fst reads, and its phones are the transition
+    model's."""
+    from paravg.graph.hclg import read_fst
+
     for name in GRAPH_REQUIRED:
         if not (graph_dir / name).is_file():
             raise DataError(f"{graph_dir}: graph dir has no {name}")
+    read_fst(graph_dir / "HCLG.fst")  # a graph cut short is caught here, not by vosk
     phones_txt = _graph_file(graph_dir, "phones.txt")
     if phones_txt is not None:
         ids = set()

@@ -221,7 +221,9 @@ def reference_decode(
     import kaldifst  # noqa: I001  (before kaldi_hmm_gmm)
     import kaldi_hmm_gmm as khg
 
-    fst = kaldifst.StdVectorFst.read(str(hclg))
+    from paravg.graph.hclg import read_fst
+
+    fst = read_fst(hclg)
     words = {}
     for line in Path(words_txt).read_text().splitlines():
         w, i = line.split()

@@ -50,9 +50,15 @@ def read_fst(path: str | Path):
     if not path.is_file():
         raise DataError(f"{path}: FST file does not exist")
     try:
-        return kaldifst.StdVectorFst.read(str(path))
+        fst = kaldifst.StdVectorFst.read(str(path))
     except Exception as exc:
         raise DataError(f"{path}: not an OpenFst VectorFst ({exc})") from exc
+    if fst is None:  # kaldifst's answer to a file cut short or not an FST at all
+        raise DataError(
+            f"{path}: cannot be read as an OpenFst VectorFst ({path.stat().st_size} bytes: "
+            "cut short, or not an FST)"
+        )
+    return fst
 
 
 def remove_input_symbols(fst, symbols: Sequence[int]):

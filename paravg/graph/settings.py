@@ -3,6 +3,8 @@ each key; these check that the keys a source needs are given, and name the key).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from paravg.errors import ConfigError
 
 REQUIRED = {
@@ -21,8 +23,21 @@ def check_recognition_config(config: dict) -> None:
         raise ConfigError(f"graph.source {source} needs graph.{', graph.'.join(missing)}")
     if decode["lmwt_min"] > decode["lmwt_max"]:
         raise ConfigError("decode.lmwt_min must not exceed decode.lmwt_max")
-    if decode["tune_set"] and decode["tune_set"] not in config["eval_sets"]:
-        raise ConfigError(f"decode.tune_set {decode['tune_set']!r} is not in eval_sets")
+    if decode["min_active"] > decode["max_active"]:
+        raise ConfigError(
+            f"decode.min_active ({decode['min_active']}) must not exceed decode.max_active "
+            f"({decode['max_active']}): Kaldi's decoders (LatticeFasterDecoderConfig::Check) "
+            "and vosk refuse it"
+        )
+    tune = decode["tune_set"]
+    if tune and tune not in config["eval_sets"]:
+        raise ConfigError(f"decode.tune_set {tune!r} is not in eval_sets")
+    source = (config["data"]["sets"] or {}).get(tune) if tune else None
+    if source and Path(source).is_dir() and not (Path(source) / "text").is_file():
+        raise ConfigError(
+            f"decode.tune_set {tune!r}: {Path(source) / 'text'} does not exist; the set whose "
+            "scores choose LMWT and WIP for every set needs transcripts"
+        )
 
 
 def decoding_enabled(config: dict) -> tuple[bool, str | None]:

@@ -126,8 +126,11 @@ def build_from_lang(
     lang = read_lang(lang_dir)
     if not lm.is_file():
         raise DataError(f"{lm}: language model file does not exist")
-    if lm.suffix != ".fst":
+    if lm.suffix == ".fst":
+        read_fst(lm)  # a G.fst cut short fails here, naming it, before anything is written
+    else:
         check_arpa_words(lm, lang_dir / "words.txt")
+    lexicon = read_fst(lang_dir / "L_disambig.fst")
     topo_text = (lang_dir / "topo").read_text()
     _topo, ctx, trans_model = transition_model(lang, topo_text)
     ours = tid_to_pdf(trans_model)
@@ -144,7 +147,7 @@ def build_from_lang(
         arpa_to_g(lm, lang_dir / "words.txt", out / "G.fst")
     options = options or GraphOptions()
     hclg, sizes = make_hclg(
-        read_fst(lang_dir / "L_disambig.fst"),
+        lexicon,
         read_fst(out / "G.fst"),
         lang.disambig_phone_ids,
         ctx,

@@ -151,6 +151,30 @@ def test_every_edit_of_a_data_dir_reruns_exactly_its_preparation(prepared, edit)
     assert planned_jobs(prepared, *FEATS) == Counter()
 
 
+def test_adding_an_eval_set_reruns_only_that_sets_work(prepared):
+    """Issue 23: every feature job waited for every set's preparation report (an input), so
+    a new eval set changed the training set's feature jobs' inputs and reran the whole
+    pipeline. Now they wait for one gate file (rules/data.smk check_data_sets)."""
+    shutil.copytree(prepared / "user" / "test", prepared / "user" / "dev")
+    try:
+        overlay = user_overlay(prepared)
+        overlay["data"]["sets"]["dev"] = str(prepared / "user" / "dev")
+        overlay["eval_sets"] = ["test", "dev"]
+        dev_feats = "results/feats/dev/feats.scp"
+        proc = run_snakemake(prepared, "--dry-run", *FEATS, dev_feats, overlay=overlay)
+        check_ok(proc, "dry run with a new eval set")
+        rules = re.findall(r"^(?:local)?rule (\w+):$", proc.stdout, re.M)
+        wildcards = re.findall(r"^\s+wildcards: (.*)$", proc.stdout, re.M)
+        assert sorted(rules) == sorted(
+            ["prepare_data", "check_data_sets", "compute_features", "compute_features",
+             "merge_features"]
+        ), proc.stdout[-3000:]  # fmt: skip
+        assert all("set=dev" in w for w in wildcards), wildcards
+    finally:
+        shutil.rmtree(prepared / "user" / "dev")
+    assert planned_jobs(prepared, *FEATS) == Counter()
+
+
 def test_utt2uniq_is_an_input_of_the_egs_plan(prepared):
     proc = run_snakemake(
         prepared, "--dry-run", "results/egs/info.json", overlay=user_overlay(prepared)

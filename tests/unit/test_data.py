@@ -149,13 +149,13 @@ def test_segments_are_copied_and_cut_like_extract_segments(tmp_path):
 
 
 def test_text_is_copied_and_stale_optional_files_removed(tmp_path):
-    src = make_dir(tmp_path)
-    write(src / "text", "spkA-u0 hello world\nspkB-u2 bye\n")
+    src = make_dir(tmp_path, speakers=1, per_speaker=2)
+    write(src / "text", "spkA-u0 hello world\nspkA-u1 bye\n")
     out = tmp_path / "out"
     out.mkdir()
     write(out / "segments", "stale\n")
     prepare(src, tmp_path)
-    assert (out / "text").read_text() == "spkA-u0 hello world\nspkB-u2 bye\n"
+    assert (out / "text").read_text() == "spkA-u0 hello world\nspkA-u1 bye\n"
     assert not (out / "segments").exists()
 
 
@@ -298,6 +298,20 @@ def test_text_with_unknown_utterance(tmp_path):
     write(src / "text", "zzz hello\n")
     with pytest.raises(DataError, match=r"text: utterances not in .*'zzz'"):
         prepare(src, tmp_path)
+
+
+def test_a_text_covering_part_of_the_utterances_is_rejected(tmp_path):
+    """B7: a text of 20 of 30 utterances passed, and WER was scored over those 20."""
+    src = make_dir(tmp_path)
+    utts = [line.split()[0] for line in (src / "utt2spk").read_text().splitlines()]
+    write(src / "text", "".join(f"{u} hello\n" for u in utts[1:]))
+    with pytest.raises(
+        DataError,
+        match=rf"text: 1 of {len(utts)} utterances of .*utt2spk have no transcript: '{utts[0]}'",
+    ):
+        prepare(src, tmp_path)
+    write(src / "text", "".join(f"{u} hello\n" for u in utts))
+    prepare(src, tmp_path)  # every utterance transcribed: accepted
 
 
 def test_missing_audio_file(tmp_path):

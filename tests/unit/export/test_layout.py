@@ -73,6 +73,19 @@ def test_bad_inputs_fail_before_writing(tmp_path, model_file, ivector_files, tm4
     assert not out.exists()
 
 
+def test_a_truncated_graph_is_caught_before_writing(
+    tmp_path, model_file, ivector_files, tm40, graph
+):
+    """B3: an HCLG.fst cut short was copied into the export (rc 0); vosk then failed with
+    "Could not read fst"."""
+    hclg = graph / "HCLG.fst"
+    hclg.write_bytes(hclg.read_bytes()[: hclg.stat().st_size // 2])
+    out = tmp_path / "kaldi"
+    with pytest.raises(DataError, match=rf"{hclg}: cannot be read as an OpenFst VectorFst"):
+        _export(model_file, ivector_files, tm40, graph, out)
+    assert not out.exists()
+
+
 def test_graph_phones_must_be_the_models(tmp_path, model_file, ivector_files, tm40, graph):
     (graph / "phones.txt").write_text("<eps> 0\nsil 1\n")
     with pytest.raises(DataError, match=r"not in the graph's phones\.txt"):

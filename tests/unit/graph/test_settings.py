@@ -81,3 +81,34 @@ def test_own_data_with_the_demo_graph_trains_without_decoding_and_says_so():
     assert not on and "graph.source: lang" in why
     cfg["decode"]["enabled"] = False
     assert decoding_enabled(cfg) == (False, None)
+
+
+def test_min_active_above_max_active_is_refused_at_start_up():
+    """B4: Kaldi's LatticeFasterDecoderConfig::Check asserts min_active <= max_active (a
+    raw C++ assertion after training), and vosk refuses such a model.conf."""
+    cfg = config()
+    cfg["decode"].update(min_active=7001, max_active=7000)
+    with pytest.raises(ConfigError, match=r"decode.min_active \(7001\) must not exceed"):
+        check_recognition_config(cfg)
+    cfg["decode"].update(min_active=7000)  # the edge is valid
+    assert check_recognition_config(cfg) is None
+    raw = copy.deepcopy(yaml.safe_load(REPO_CONFIG.read_text()))
+    raw["decode"]["max_active"] = 1  # Kaldi: max_active > 1
+    with pytest.raises(ConfigError, match="max_active"):
+        validate_config(raw)
+
+
+def test_a_tune_set_without_transcripts_is_refused_at_start_up(tmp_path):
+    """B5: scoring would silently fall back to each set's own best while recording
+    ``tuned_on``; the set that chooses LMWT and WIP must have a text file."""
+    for name in ("train", "dev", "test"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "test" / "text").write_text("u1 A\n")
+    cfg = config()
+    cfg["data"]["sets"] = {n: str(tmp_path / n) for n in ("train", "dev", "test")}
+    cfg["eval_sets"] = ["dev", "test"]
+    cfg["decode"]["tune_set"] = "dev"
+    with pytest.raises(ConfigError, match=rf"tune_set 'dev': {tmp_path}/dev/text does not exist"):
+        check_recognition_config(cfg)
+    cfg["decode"]["tune_set"] = "test"
+    assert check_recognition_config(cfg) is None

@@ -70,3 +70,35 @@ def test_arpa_with_words_outside_words_txt(small_graph, tmp_path):
     (tmp_path / "lm.arpa").write_text(text)
     with pytest.raises(DataError, match=r"lm\.arpa:\d+: 1 words of the ARPA file are not in"):
         build_from_lang(src / "lang", tmp_path / "lm.arpa", src / "transition.mdl", None, tmp_path)
+
+
+def _cut_short(src, dst):
+    """A copy of ``src`` with its second half missing (a copy interrupted midway)."""
+    data = src.read_bytes()
+    dst.write_bytes(data[: len(data) // 2])
+    return dst
+
+
+def test_a_truncated_hclg_is_named_not_an_attribute_error(small_graph, tmp_path):
+    """B3: kaldifst returns None for a file cut short; the reader says which file."""
+    src = small_graph[0]
+    hclg = _cut_short(src / "HCLG.fst", tmp_path / "HCLG.fst")
+    with pytest.raises(DataError, match=rf"{hclg}: cannot be read as an OpenFst VectorFst"):
+        import_hclg(hclg, src / "words.txt", src / "transition.mdl", tmp_path / "g")
+    assert not (tmp_path / "g").exists()
+
+
+def test_a_truncated_g_fst_is_named_before_anything_is_written(small_graph, tmp_path):
+    """B3: a G.fst cut short crashed the graph build (SIGSEGV, empty log) and left a
+    stray copy of it in the output directory."""
+    src = small_graph[0]
+    good = tmp_path / "G_good.fst"
+    build_from_lang(src / "lang", src / "lm.arpa", src / "transition.mdl", None, tmp_path / "a")
+    shutil.copy(tmp_path / "a" / "G.fst", good)
+    cut = _cut_short(good, tmp_path / "G.fst")
+    out = tmp_path / "g"
+    with pytest.raises(DataError, match=rf"{cut}: cannot be read as an OpenFst VectorFst"):
+        build_from_lang(src / "lang", cut, src / "transition.mdl", None, out)
+    assert not out.exists()
+    summary = build_from_lang(src / "lang", good, src / "transition.mdl", None, out)
+    assert summary["sizes"]["HCLG"] == small_graph[1]["sizes"]["HCLG"]
