@@ -911,14 +911,9 @@ def check_target_lengths(
 
 
 def record_checked_sets(reports: Mapping[str, str], out: str | Path) -> None:
-    """Write ``out``: each configured set's preparation report (:func:`prepare_data_dir`
-    wrote it after every check passed) with its sha256. The file is the gate feature jobs
-    wait for (rule ``check_data_sets``)."""
-    import hashlib
-
-    sets = {
-        name: {"report": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
-        for name, path in sorted(reports.items())
-    }
+    """Write ``out``: the configured sets, each with the report :func:`prepare_data_dir`
+    wrote after every check passed. The file is the gate every feature job waits for
+    (rule ``check_data_sets``); its content only documents it."""
+    sets = {name: str(path) for name, path in sorted(reports.items())}
     write_json_atomic(out, {"sets": sets})
     log.info("checked sets: %s", ", ".join(sets))

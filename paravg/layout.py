@@ -133,6 +133,10 @@ class Layout:
     def ivector_scp(self, set_: str) -> str:
         return f"{self.ivector_dir()}/{set_}/ivector_online.scp"
 
+    def ivector_set_dir(self, set_: str) -> str:
+        """``ivector/<set>/``: the online i-vectors of one set (scp, arks, period)."""
+        return f"{self.ivector_dir()}/{set_}"
+
     def ivector_period(self, set_: str) -> str:
         return f"{self.ivector_dir()}/{set_}/ivector_period"
 
@@ -271,6 +275,10 @@ class Layout:
 
     def results_table(self, ext: str = "md") -> str:
         return f"{self.results}/results.{ext}"
+
+    def digests(self, ext: str = "md") -> str:
+        """``digests.{md,json}``: a sha256 per stage of the run (paravg.digests)."""
+        return f"{self.results}/digests.{ext}"
 
     def report_dir(self) -> str:
         return f"{self.results}/report"

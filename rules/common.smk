@@ -523,12 +523,40 @@ def get_results_inputs(wildcards):
 
 
 def get_final_targets():
-    """The results table, the report, and (when the run decodes, so a word graph exists)
-    every experiment's model in Kaldi's formats (rules/export.smk)."""
-    targets = [LAYOUT.results_table("md")] + report_targets()
+    """The results table, its per-stage digests, the report, and (when the run decodes, so
+    a word graph exists) every experiment's model in Kaldi's formats (rules/export.smk).
+    A finished export that lost a file or changed size stops the run here, naming it and
+    the command that rebuilds it (not in a cluster job's own snakemake: it runs one job)."""
+    from paravg.export.manifest import check_finished_export
+
+    targets = [LAYOUT.results_table("md"), LAYOUT.digests("md")] + report_targets()
     if DECODE["enabled"]:
         targets += [LAYOUT.kaldi_dir(e) for e in EXPERIMENTS]
+        if not target_job_wildcards():
+            for e in EXPERIMENTS:
+                check_finished_export(LAYOUT.kaldi_dir(e))
     return targets
+
+
+def digest_stages():
+    """Stage name -> the files and directories of its digest (paravg.digests)."""
+    stages = {"corpus (demo)": [LAYOUT.demo_dir()]} if uses_demo() else {}
+    for s in all_sets():
+        stages[f"data/{s}"] = [LAYOUT.data_dir(s)]
+    for s in all_sets():
+        stages[f"features/{s}"] = [LAYOUT.feats_dir(s)]
+    if IVECTORS:
+        stages["i-vector models"] = [LAYOUT.ivector_pca(), final_ubm(), final_extractor()]
+        for s in all_sets():
+            stages[f"i-vectors/{s}"] = [LAYOUT.ivector_set_dir(s)]
+    stages["egs"] = [LAYOUT.egs_dir()]
+    for e in EXPERIMENTS:
+        stages[f"{e}: final.pt"] = [LAYOUT.final_model(e)]
+        scores = [LAYOUT.eval_result(e, s) for s in config["eval_sets"]]
+        if DECODE["enabled"]:
+            scores += [LAYOUT.decode_scores(e, s) for s in config["eval_sets"]]
+        stages[f"{e}: scores"] = scores
+    return stages
 
 
 # ---------------------------------------------------------------- report (rules/report.smk)

@@ -91,3 +91,25 @@ rule results_table:
         runtime=5,
     script:
         "../scripts/results_table.py"
+
+
+# The sha256 of each stage's files (paravg.digests), beside the results table: where two
+# runs of the same config part. Runs after the table, so every stage is final.
+rule digests:
+    input:
+        LAYOUT.results_table("md"),
+    output:
+        json=LAYOUT.digests("json"),
+        md=LAYOUT.digests("md"),
+    params:
+        stages=digest_stages(),
+    log:
+        LAYOUT.log("digests", "all"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=30,
+    script:
+        "../scripts/digests.py"

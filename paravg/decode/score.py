@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from paravg.io import write_json_atomic, write_text_atomic
+from paravg.io import read_json, write_json_atomic, write_text_atomic
 
 EPS = "<eps>"
 
@@ -237,7 +237,7 @@ def score_set(
         per_utt["wer_details"] = per_utt_lines(refs, toks)
     else:
         result.update(wer=None, wer_note="no text for this set: decoded, WER not scored")
-        log.warning("%s: no text; decoded without scoring WER", text_path)
+        log.warning("%s: no text; decoded without scoring WER", user_file(text_path))
     if targets_scp is not None and Path(targets_scp).is_file() and "phones" in hyps:
         targets = kaldiio.load_scp(str(targets_scp))
         utts = sorted(u for u in next(iter(hyps["phones"].values())) if u in targets)
@@ -259,3 +259,16 @@ def score_set(
         result.update(per=None)
     write_scores(out_json, details_dir, result, per_utt)
     return result
+
+
+def user_file(prepared_file: str | Path) -> Path:
+    """The user's file behind a file of a prepared data dir (``results/data/<set>/text``
+    -> ``<data.sets[set]>/text``), from the preparation's report; the prepared path when
+    the report does not say."""
+    prepared_file = Path(prepared_file)
+    report = prepared_file.parent / "report.json"
+    try:
+        source = read_json(report)["source"]
+    except (OSError, ValueError, KeyError):
+        return prepared_file
+    return Path(source) / prepared_file.name

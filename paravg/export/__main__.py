@@ -6,6 +6,10 @@ network's targets are, e.g. the one behind ``ali-to-pdf``) and ``--graph`` (a di
 decodes with the user's own graph. Without ``--transition-model`` the demo's monophone
 model (one state per phone, pdf = target id) is used, and ``--phone-loop`` writes a
 phone-loop graph over the demo's phones.
+
+``python -m paravg.export --verify DIR`` checks an exported directory instead: every file
+against the manifest in its ``export.json`` (size and sha256), then vosk loads it and
+decodes a second of audio. Exit status 0 when it is intact.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from paravg.errors import ParavgError
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m paravg.export", description=__doc__.split("\n")[0])
-    p.add_argument("--model", required=True, help="paravg final.pt")
-    p.add_argument("--out", required=True, help="output directory (replaced when complete)")
+    p.add_argument("--verify", metavar="DIR", help="check an exported directory and exit")
+    p.add_argument("--model", help="paravg final.pt (required unless --verify)")
+    p.add_argument("--out", help="output directory (replaced when complete)")
     p.add_argument("--transition-model", help="Kaldi final.mdl holding the TransitionModel")
     p.add_argument("--graph", help="graph dir: HCLG.fst, words.txt [phones.txt, phones/]")
     p.add_argument("--phone-loop", action="store_true", help="write a phone-loop graph")
@@ -59,8 +64,13 @@ def _latest(directory: Path, stem: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    if args.verify:
+        return _verify(args.verify, int(args.sample_frequency))
+    if not (args.model and args.out):
+        parser.error("--model and --out are required (or --verify DIR)")
     from paravg.export.layout import IvectorSystem, export_model
     from paravg.features import MfccOptions
 
@@ -109,6 +119,18 @@ def main(argv: list[str] | None = None) -> int:
                 endpoint_silence_phones=args.endpoint_silence_phones,
                 binary=not args.text,
             )
+    except ParavgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def _verify(directory: str, sample_rate: int) -> int:
+    from paravg.export.manifest import verify_export
+
+    try:
+        summary = verify_export(directory, sample_rate)
     except ParavgError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

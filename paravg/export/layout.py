@@ -37,6 +37,7 @@ from paravg.errors import DataError, ModelFileError
 from paravg.export import conf
 from paravg.export.final_mdl import AmNnetModel, check_pdfs_match, write_final_mdl
 from paravg.export.ivector_files import write_ivector_extractor_dir
+from paravg.export.manifest import file_digests
 from paravg.export.nnet3 import NgOptions, nnet3_from_model
 from paravg.export.transition_model import TransitionModel
 from paravg.features import MfccOptions
@@ -236,6 +237,7 @@ def export_model(
             "graph": str(graph) if graph is not None else None,
             "final_mdl_bytes": (tmp / "am" / "final.mdl").stat().st_size,
             "vosk_ivector_differences": differences,
+            "files": file_digests(tmp),  # the manifest (paravg.export.manifest)
         }
         (tmp / "export.json").write_text(json.dumps(summary, indent=1) + "\n")
         for p in [tmp, *tmp.rglob("*")]:

@@ -90,6 +90,24 @@ def test_end_to_end_outputs(workspace):
     assert all(f"| {name} | test |" in table for name in EXPERIMENTS)
 
 
+def test_every_run_writes_its_stage_digests_beside_the_results_table(workspace):
+    """Issue 23: a digest per stage, so two runs show where they part."""
+    from paravg.digests import stage_digest
+
+    results = workspace / "results"
+    digests = json.loads((results / "digests.json").read_text())
+    stages = ["corpus (demo)", "data/train", "data/test", "features/train", "features/test",
+              "i-vector models", "i-vectors/train", "i-vectors/test", "egs"]  # fmt: skip
+    for name in EXPERIMENTS:
+        stages += [f"{name}: final.pt", f"{name}: scores"]
+    assert list(digests) == stages
+    assert all(d["files"] > 0 for d in digests.values()), digests
+    assert digests["default: final.pt"] == stage_digest([results / "exp/default/final.pt"], results)
+    assert digests["default: scores"]["files"] == 2  # eval/test.json, decode/test/scores.json
+    table = (results / "digests.md").read_text()
+    assert f"| egs | {digests['egs']['files']} | `{digests['egs']['sha256'][:16]}` |" in table
+
+
 def test_decoding_gives_wer_and_per_in_the_results_table(workspace):
     """The tiny run decodes the test set on the demo graphs and scores it (issue 12)."""
     for name in EXPERIMENTS:
@@ -195,3 +213,24 @@ def test_dag_builds_at_kaldi_scale(clone_upstream):
     assert int(counts["train_block"]) == 2500 // 50
     assert elapsed < 300
     shutil.rmtree(ws)
+
+
+def test_a_damaged_export_stops_the_run_and_its_rebuild_is_the_export_alone(workspace):
+    """B6: an export missing conf/model.conf got "Nothing to be done"."""
+    kaldi = workspace / "results" / "exp" / "default" / "kaldi"
+    backup = workspace / "kaldi.backup"
+    shutil.copytree(kaldi, backup)
+    try:
+        (kaldi / "conf" / "model.conf").unlink()
+        proc = run_snakemake(workspace, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert f"{kaldi.relative_to(workspace)}/conf/model.conf: missing" in proc.stdout
+        assert f"rm -r {kaldi.relative_to(workspace)}" in proc.stdout
+        shutil.rmtree(kaldi)
+        plan = run_snakemake(workspace, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
+        check_ok(plan, "dry-run after removing the damaged export")
+        rules = [r for r, _ in planned_jobs(plan.stdout) if r != "all"]
+        assert rules == ["export_kaldi"], plan.stdout[-3000:]
+    finally:
+        shutil.rmtree(kaldi, ignore_errors=True)
+        shutil.move(backup, kaldi)

@@ -12,12 +12,13 @@ once unseeded).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
 import torch
+
+from paravg.digests import file_digest
 
 from .conftest import UPSTREAM_TARGETS, check_ok, run_snakemake
 
@@ -25,25 +26,6 @@ pytestmark = pytest.mark.pipeline
 
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 UPSTREAM_PARTS = ("demo", "data", "feats", "ivector", "egs")
-# JSON fields that record how long a step took, not what it computed
-TIMING_KEYS = {"build_seconds"}
-
-
-def _digest(path: Path, ws: Path) -> str:
-    """sha256 of a file, the workspace's own absolute path (in scp files and reports)
-    written as ``<ws>`` and timing fields of a JSON object left out."""
-    data = path.read_bytes()
-    for prefix in {str(ws.resolve()), str(ws)}:
-        data = data.replace(prefix.encode(), b"<ws>")
-    if path.suffix == ".json" or path.name == "done":
-        try:
-            obj = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            obj = None
-        if isinstance(obj, dict):
-            obj = {k: v for k, v in obj.items() if k not in TIMING_KEYS}
-            data = json.dumps(obj, sort_keys=True).encode()
-    return hashlib.sha256(data).hexdigest()
 
 
 def checksums(ws: Path, parts: tuple[str, ...] = UPSTREAM_PARTS) -> dict[str, str]:
@@ -53,7 +35,7 @@ def checksums(ws: Path, parts: tuple[str, ...] = UPSTREAM_PARTS) -> dict[str, st
     for part in parts:
         for path in sorted((root / part).rglob("*")):
             if path.is_file():
-                out[str(path.relative_to(root))] = _digest(path, ws)
+                out[str(path.relative_to(root))] = file_digest(path, ws)
     return out
 
 

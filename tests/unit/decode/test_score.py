@@ -113,3 +113,16 @@ def test_set_without_text_is_decoded_but_not_scored(tmp_path):
     )
     assert res["wer"] is None and "no text" in res["wer_note"]
     assert (tmp_path / "wer_details" / "per_utt").read_text() == ""
+
+
+def test_messages_name_the_users_text_not_the_prepared_copy(tmp_path):
+    """B8: decode and score messages named results/data/<set>/text."""
+    from pathlib import Path
+
+    from paravg.decode.score import user_file
+
+    prepared = tmp_path / "results" / "data" / "test"
+    prepared.mkdir(parents=True)
+    assert user_file(prepared / "text") == prepared / "text"  # no report: what it has
+    (prepared / "report.json").write_text(json.dumps({"source": "/corpus/data/test"}))
+    assert user_file(prepared / "text") == Path("/corpus/data/test/text")

@@ -1,0 +1,64 @@
+"""Per-stage digests: the same bytes give the same digest wherever the workspace lies;
+any changed byte, file name or timing-free JSON value changes it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from paravg.digests import file_digest, stage_digest, write_digests
+
+
+def make_run(ws):
+    results = ws / "results"
+    feats = results / "feats" / "test"
+    feats.mkdir(parents=True)
+    (feats / "feats.1.ark").write_bytes(bytes(range(256)))
+    # scp files name the workspace's absolute path
+    (feats / "feats.scp").write_text(f"u1 {ws}/results/feats/test/feats.1.ark:0\n")
+    (results / "graph.json").write_text(json.dumps({"num_pdfs": 40, "build_seconds": 0.2}))
+    return results
+
+
+def test_the_same_run_in_another_directory_has_the_same_digests(tmp_path):
+    a, b = make_run(tmp_path / "a"), make_run(tmp_path / "elsewhere" / "b")
+    (b / "graph.json").write_text(json.dumps({"build_seconds": 9.9, "num_pdfs": 40}))
+    for stage in (["feats/test"], ["graph.json"]):
+        assert stage_digest([a / p for p in stage], a) == stage_digest([b / p for p in stage], b)
+
+
+def test_a_changed_byte_name_or_value_changes_the_digest(tmp_path):
+    a = make_run(tmp_path / "a")
+    base = stage_digest([a / "feats" / "test", a / "graph.json"], a)
+    assert base["files"] == 3
+    ark = a / "feats" / "test" / "feats.1.ark"
+    data = bytearray(ark.read_bytes())
+    data[7] ^= 1
+    ark.write_bytes(bytes(data))
+    assert stage_digest([a / "feats" / "test", a / "graph.json"], a) != base
+    b = make_run(tmp_path / "b")
+    shutil.move(b / "feats" / "test" / "feats.1.ark", b / "feats" / "test" / "feats.2.ark")
+    assert stage_digest([b / "feats" / "test", b / "graph.json"], b) != base
+    c = make_run(tmp_path / "c")
+    (c / "graph.json").write_text(json.dumps({"num_pdfs": 41, "build_seconds": 0.2}))
+    assert stage_digest([c / "feats" / "test", c / "graph.json"], c) != base
+
+
+def test_file_digest_writes_the_workspace_as_ws(tmp_path):
+    import hashlib
+
+    results = make_run(tmp_path)
+    scp = results / "feats" / "test" / "feats.scp"
+    expected = hashlib.sha256(b"u1 <ws>/results/feats/test/feats.1.ark:0\n").hexdigest()
+    assert file_digest(scp, tmp_path) == expected
+
+
+def test_write_digests_writes_json_and_a_table(tmp_path):
+    results = make_run(tmp_path)
+    stages = {"features/test": [results / "feats" / "test"], "missing": [results / "nope"]}
+    digests = write_digests(stages, results, results / "d.json", results / "d.md")
+    assert json.loads((results / "d.json").read_text()) == digests
+    assert digests["missing"]["files"] == 0
+    table = (results / "d.md").read_text().splitlines()
+    assert table[0] == "| stage | files | sha256 (first 16 hex digits) |"
+    assert table[2] == f"| features/test | 2 | `{digests['features/test']['sha256'][:16]}` |"
