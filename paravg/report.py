@@ -4,9 +4,10 @@ LM weight and word insertion penalty, shown as ``LMWT/WIP``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from paravg.errors import ConfigError
 from paravg.io import read_json, write_text_atomic
 
 
@@ -79,9 +80,49 @@ def format_tsv(rows: list[dict]) -> str:
     return "\t".join(cols) + "\n" + "".join("\t".join(str(r[c]) for c in cols) + "\n" for r in rows)
 
 
+def check_one_decode_config(exp_root, experiments, eval_sets, decode: Mapping) -> None:
+    """Every set's scores were decoded with the config's search options and tuned on the
+    config's ``tune_set``; else :class:`ConfigError`, so that no run that ends 0 mixes two
+    configs in one table. Snakemake skips a job's params check while a job upstream of a
+    checkpoint it depends on is pending (another set's data edit): such a set keeps its
+    old decode, and the same command, run again, decodes it anew."""
+    tune = decode.get("tune_set")
+    stale = []
+    for exp in experiments:
+        for s in eval_sets:
+            path = Path(exp_root) / exp / "decode" / s / "scores.json"
+            if not path.is_file():
+                continue
+            scores = read_json(path)
+            used = scores.get("decode_options")
+            if used is not None and used != dict(decode["options"]):
+                changed = {k: (used.get(k), v) for k, v in decode["options"].items()
+                           if used.get(k) != v}  # fmt: skip
+                what = ", ".join(f"{k} {a} (config: {b})" for k, (a, b) in changed.items())
+                stale.append(f"{path}: decoded with {what}")
+            tuned_on = scores.get("tuned_on")
+            want = None
+            if tune and tune != s:
+                want = str(Path(exp_root) / exp / "decode" / tune / "scores.json")
+            if "tuned_on" in scores and (tuned_on or None) != want:
+                stale.append(f"{path}: tuned on {tuned_on}, config: decode.tune_set {tune}")
+    if stale:
+        raise ConfigError(
+            "the results would mix two configs:\n  " + "\n  ".join(stale) + "\nsnakemake did "
+            "not redo these in this run (it skips a job's params check while a change of "
+            "another set's data is pending); run the same command again"
+        )
+
+
 def write_results_table(
-    exp_root, experiments, eval_sets, md_out, tsv_out, decode: bool = False
+    exp_root, experiments, eval_sets, md_out, tsv_out, decode: bool | Mapping = False
 ) -> list[dict]:
+    """``decode``: whether the run decodes, or ``{"enabled", "options", "tune_set"}``
+    (then the scores are checked against the options first)."""
+    if isinstance(decode, Mapping):
+        if decode["enabled"]:
+            check_one_decode_config(exp_root, experiments, eval_sets, decode)
+        decode = bool(decode["enabled"])
     rows = collect_results(exp_root, experiments, eval_sets, decode)
     write_text_atomic(md_out, format_markdown(rows))
     write_text_atomic(tsv_out, format_tsv(rows))

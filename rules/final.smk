@@ -80,7 +80,12 @@ rule results_table:
         experiments=list(EXPERIMENTS),
         eval_sets=config["eval_sets"],
         exp_root=layout_param("exp_root"),
-        decode=DECODE["enabled"],
+        # the options each set's scores must have been decoded with (paravg.report)
+        decode={
+            "enabled": DECODE["enabled"],
+            "options": decode_options(),
+            "tune_set": DECODE["tune_set"],
+        },
     log:
         LAYOUT.log("results_table", "all"),
     conda:

@@ -24,6 +24,7 @@ PIPELINE_ORDER = (
     "test_slurm.py",
     "test_sync_pipeline.py",
     "test_failures.py",
+    "test_config_mixing.py",
     "test_data_edits.py",
     "test_pipeline.py",
     "test_report.py",

@@ -23,9 +23,11 @@ are the phone graph's output collapsed the same way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from paravg.errors import ConfigError
 from paravg.io import read_json, write_json_atomic, write_text_atomic
 
 EPS = "<eps>"
@@ -147,8 +149,6 @@ def write_scores(
 
 def merge_splits(split_jsons: Sequence[str | Path]) -> tuple[dict, dict]:
     """Hypotheses ``{kind: {setting: {utt: hyp}}}`` of all split jobs, and timing."""
-    from paravg.io import read_json
-
     hyps: dict[str, dict[str, dict[str, str]]] = {}
     timing = {"frames": 0, "nnet_seconds": 0.0, "search_seconds": 0.0}
     for path in split_jsons:
@@ -159,6 +159,20 @@ def merge_splits(split_jsons: Sequence[str | Path]) -> tuple[dict, dict]:
         for k in timing:
             timing[k] += part[k]
     return hyps, timing
+
+
+def splits_decode_options(split_jsons: Sequence[str | Path]) -> dict | None:
+    """The search options every split job decoded with (``options`` of its JSON); a
+    :class:`ConfigError` when two splits differ (one set decoded with two configs)."""
+    options = {str(p): read_json(p).get("options") for p in split_jsons}
+    distinct = {json.dumps(o, sort_keys=True) for o in options.values()}
+    if len(distinct) > 1:
+        listed = "\n  ".join(f"{p}: {o}" for p, o in options.items())
+        raise ConfigError(
+            f"the decode splits of one set were decoded with different options:\n  {listed}"
+            "\nrun the same command again with --forcerun decode_split"
+        )
+    return next(iter(options.values()), None)
 
 
 def oov_report(text: Mapping[str, Sequence[str]], words_txt: str | Path, text_path) -> dict:
@@ -207,6 +221,7 @@ def score_set(
     hyps, timing = merge_splits(split_jsons)
     tuned = read_json(tuned_json) if tuned_json else {}
     result: dict = {"timing": timing, "tuned_on": str(tuned_json) if tuned_json else None}
+    result["decode_options"] = splits_decode_options(split_jsons)
     per_utt: dict[str, str] = {}
     refs_words = None
     if text_path is not None and Path(text_path).is_file():

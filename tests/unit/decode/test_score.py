@@ -126,3 +126,19 @@ def test_messages_name_the_users_text_not_the_prepared_copy(tmp_path):
     assert user_file(prepared / "text") == prepared / "text"  # no report: what it has
     (prepared / "report.json").write_text(json.dumps({"source": "/corpus/data/test"}))
     assert user_file(prepared / "text") == Path("/corpus/data/test/text")
+
+
+def test_splits_decoded_with_two_configs_are_refused(tmp_path):
+    """B1: one set's splits must share their search options; scores.json records them."""
+    from paravg.decode.score import splits_decode_options
+    from paravg.errors import ConfigError
+
+    opts = {"acoustic_scale": 0.1, "beam": 15.0, "lattice_beam": 8.0}
+    paths = []
+    for j, beam in enumerate((15.0, 15.0)):
+        paths.append(tmp_path / f"split{j}.json")
+        paths[-1].write_text(json.dumps({"options": {**opts, "beam": beam}}))
+    assert splits_decode_options(paths) == opts
+    paths[1].write_text(json.dumps({"options": {**opts, "beam": 14.0}}))
+    with pytest.raises(ConfigError, match=r"decoded with different options:\n  .*split0\.json"):
+        splits_decode_options(paths)
