@@ -54,7 +54,7 @@ def planned_jobs(ws: Path, *targets: str) -> Counter:
     jobs: Counter = Counter()
     rule = None
     for line in proc.stdout.splitlines():
-        m = re.match(r"^(?:local)?rule (\w+):$", line)
+        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line)
         if m:
             rule = m.group(1)
         m = re.match(r"^\s+wildcards: (.*)$", line)
@@ -163,7 +163,7 @@ def test_adding_an_eval_set_reruns_only_that_sets_work(prepared):
         dev_feats = "results/feats/dev/feats.scp"
         proc = run_snakemake(prepared, "--dry-run", *FEATS, dev_feats, overlay=overlay)
         check_ok(proc, "dry run with a new eval set")
-        rules = re.findall(r"^(?:local)?rule (\w+):$", proc.stdout, re.M)
+        rules = re.findall(r"^(?:local)?(?:rule|checkpoint) (\w+):$", proc.stdout, re.M)
         wildcards = re.findall(r"^\s+wildcards: (.*)$", proc.stdout, re.M)
         assert sorted(rules) == sorted(
             ["prepare_data", "check_data_sets", "compute_features", "compute_features",

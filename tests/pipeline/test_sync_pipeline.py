@@ -69,7 +69,7 @@ def dry_run_jobs(workdir: Path) -> list[dict]:
     check_ok(proc, "dry-run")
     jobs, cur = [], None
     for line in proc.stdout.splitlines():
-        m = re.match(r"^(?:local)?rule (\S+):$", line.strip())
+        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\S+):$", line.strip())
         if m:
             cur = {"rule": m.group(1), "input": [], "output": [], "wildcards": {}}
             jobs.append(cur)
