@@ -21,8 +21,9 @@ from pathlib import Path
 
 from paravg.io import write_json_atomic, write_text_atomic
 
-# JSON fields that record how long a step took, not what it computed
-TIMING_KEYS = frozenset({"build_seconds"})
+# JSON fields that record how long a step took, not what it computed (graph.json's build
+# time, scores.json's network and search seconds)
+TIMING_KEYS = frozenset({"build_seconds", "timing"})
 
 
 def file_digest(path: str | os.PathLike, workspace: str | os.PathLike) -> str:

@@ -23,6 +23,9 @@ def make_run(ws):
 def test_the_same_run_in_another_directory_has_the_same_digests(tmp_path):
     a, b = make_run(tmp_path / "a"), make_run(tmp_path / "elsewhere" / "b")
     (b / "graph.json").write_text(json.dumps({"build_seconds": 9.9, "num_pdfs": 40}))
+    for run, seconds in ((a, 1.5), (b, 2.5)):  # scores.json's decode timing
+        (run / "scores.json").write_text(json.dumps({"wer": 39.0, "timing": {"s": seconds}}))
+    assert stage_digest([a / "scores.json"], a) == stage_digest([b / "scores.json"], b)
     for stage in (["feats/test"], ["graph.json"]):
         assert stage_digest([a / p for p in stage], a) == stage_digest([b / p for p in stage], b)
 
