@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
+from paravg.errors import ConfigError
 from paravg.layout import Layout
 from paravg.schedule import Schedule
 from paravg.sync.registry import SyncMethod, get_method
@@ -122,9 +123,12 @@ class ExperimentPlan:
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
         self.restart_at: int | None = None
-        self.schedule = Schedule.from_config(
-            self.trainer, egs.num_archives, egs.frames_per_eg, combine["max_models_combine"]
-        )
+        try:
+            self.schedule = Schedule.from_config(
+                self.trainer, egs.num_archives, egs.frames_per_eg, combine["max_models_combine"]
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"experiment {name!r}: {exc}") from None
 
     # ------------------------------------------------------------ schedule
     @property

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from paravg.errors import ConfigError
+
 
 def num_archives_to_process(num_epochs: float, num_archives: int, frames_per_eg: int) -> int:
     """``int(num_epochs · num_archives · frames_per_eg)``: an epoch reads every frame once."""
@@ -79,14 +81,14 @@ class Schedule:
 
     def __post_init__(self) -> None:
         if self.num_jobs_step < 1:
-            raise ValueError(f"trainer.num_jobs_step must be >= 1, got {self.num_jobs_step}")
+            raise ConfigError(f"trainer.num_jobs_step must be >= 1, got {self.num_jobs_step}")
         if self.jobs_final > self.num_archives:
-            raise ValueError(
+            raise ConfigError(
                 f"trainer.num_jobs_final ({self.jobs_final}) must be <= the number of egs "
                 f"archives ({self.num_archives}): lower it or lower egs.samples_per_iter"
             )
         if self.num_iters < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"the schedule has no iterations (num_epochs={self.num_epochs}, "
                 f"num_archives={self.num_archives}): raise trainer.num_epochs"
             )
