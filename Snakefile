@@ -23,6 +23,13 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 validate_config(config)
+if config["run"]["pin_cpu_kernels"]:
+    # before any job loads torch: the same bits on every x86 CPU with AVX2
+    import os
+
+    from paravg.cpu_kernels import pin_cpu_kernels
+
+    pin_cpu_kernels(os.environ)
 
 
 include: "rules/common.smk"

@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from paravg.cpu_kernels import PINNED_AVX2
 from paravg.io import write_json_atomic, write_text_atomic
 
 # JSON fields that record how long a step took, not what it computed (graph.json's build
@@ -74,14 +75,19 @@ def write_digests(
     out_json: str | os.PathLike,
     out_md: str | os.PathLike,
 ) -> dict:
-    """Digest every stage (name -> its files and directories) and write both files."""
+    """Digest every stage (name -> its files and directories) and write both files:
+    ``{"stages": {name: digest}, "cpu_kernels": {variable: value}}``, the second the CPU
+    code-path variables of this job's environment (:mod:`paravg.cpu_kernels`; every job
+    of the run inherits them), since runs on two CPU types part unless they are pinned."""
     digests = {name: stage_digest(paths, results) for name, paths in stages.items()}
-    write_json_atomic(out_json, digests)
+    kernels = {name: os.environ.get(name, "") for name in PINNED_AVX2}
+    write_json_atomic(out_json, {"stages": digests, "cpu_kernels": kernels})
     rows = [f"| {name} | {d['files']} | `{d['sha256'][:16]}` |" for name, d in digests.items()]
+    pins = " ".join(f"{k}={v or '(unset)'}" for k, v in kernels.items())
     write_text_atomic(
         out_md,
         "| stage | files | sha256 (first 16 hex digits) |\n|---|---|---|\n"
         + "\n".join(rows)
-        + "\n",
+        + f"\n\nCPU kernels: {pins}\n",
     )
     return digests

@@ -92,10 +92,14 @@ def test_end_to_end_outputs(workspace):
 
 def test_every_run_writes_its_stage_digests_beside_the_results_table(workspace):
     """Issue 23: a digest per stage, so two runs show where they part."""
+    from paravg.cpu_kernels import PINNED_AVX2
     from paravg.digests import stage_digest
 
     results = workspace / "results"
-    digests = json.loads((results / "digests.json").read_text())
+    written = json.loads((results / "digests.json").read_text())
+    # the Snakefile pinned the CPU kernels, and the jobs inherited the pins
+    assert written["cpu_kernels"] == PINNED_AVX2
+    digests = written["stages"]
     stages = ["corpus (demo)", "data/train", "data/test", "features/train", "features/test",
               "i-vector models", "i-vectors/train", "i-vectors/test", "egs"]  # fmt: skip
     for name in EXPERIMENTS:

@@ -56,11 +56,19 @@ def test_file_digest_writes_the_workspace_as_ws(tmp_path):
     assert file_digest(scp, tmp_path) == expected
 
 
-def test_write_digests_writes_json_and_a_table(tmp_path):
+def test_write_digests_writes_json_and_a_table(tmp_path, monkeypatch):
     results = make_run(tmp_path)
     stages = {"features/test": [results / "feats" / "test"], "missing": [results / "nope"]}
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.delenv("MKL_CBWR", raising=False)
     digests = write_digests(stages, results, results / "d.json", results / "d.md")
-    assert json.loads((results / "d.json").read_text()) == digests
+    written = json.loads((results / "d.json").read_text())
+    assert written["stages"] == digests
+    assert written["cpu_kernels"]["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert written["cpu_kernels"]["MKL_CBWR"] == ""
+    assert (
+        "CPU kernels: ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=(unset)" in (results / "d.md").read_text()
+    )
     assert digests["missing"]["files"] == 0
     table = (results / "d.md").read_text().splitlines()
     assert table[0] == "| stage | files | sha256 (first 16 hex digits) |"
