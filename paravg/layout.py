@@ -31,7 +31,8 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
         diag/<t>.json              diagnostics of the synced model after t iterations
         blocks/<b>.json            block b of iterations is done (the DAG is expanded past it)
         combined.pt, combine.json, final.pt, final.json, eval/<set>.json, eval/ema/<set>.json
-        decode/<set>/              split<j>.json, scores.json, wer_details/, per_details/
+        decode/<set>/              split<j>.json, lat.<j>.gz, phones/lat.<j>.gz, scores.json,
+                                   hyps.json, ctm, wer_details/, per_details/
         kaldi/                     the model in Kaldi's formats (am/ conf/ ivector/ graph/)
         report/<figure>.png, report/config.{yaml,html}
     results/results.md, .tsv       the results table
@@ -240,11 +241,26 @@ class Layout:
         return f"{self.exp_dir(exp)}/eval/ema/{set_}.json"
 
     def decode_dir(self, exp: str, set_: str) -> str:
-        """``decode/<set>/``: split<j>.json, scores.json, wer_details/, per_details/."""
+        """``decode/<set>/``: split<j>.json, lat.<j>.gz, scores.json, hyps.json, ctm,
+        wer_details/, per_details/."""
         return f"{self.exp_dir(exp)}/decode/{set_}"
 
     def decode_split(self, exp: str, set_: str, job: Index) -> str:
         return f"{self.decode_dir(exp, set_)}/split{job}.json"
+
+    def decode_lattices(self, exp: str, set_: str, kind: str, job: Index) -> str:
+        """Lattices of split ``job`` (gzipped Kaldi text archive): the word graph's in the
+        decode dir, the phone graph's in its ``phones/``."""
+        sub = "" if kind == "words" else f"{kind}/"
+        return f"{self.decode_dir(exp, set_)}/{sub}lat.{job}.gz"
+
+    def decode_hyps(self, exp: str, set_: str) -> str:
+        """``hyps.json``: every scoring setting's hypotheses, per graph."""
+        return f"{self.decode_dir(exp, set_)}/hyps.json"
+
+    def decode_ctm(self, exp: str, set_: str) -> str:
+        """``ctm``: the chosen setting's words with times and confidences."""
+        return f"{self.decode_dir(exp, set_)}/ctm"
 
     def decode_details(self, exp: str, set_: str, unit: str) -> str:
         """Kaldi's ``wer_details/per_utt`` (``unit`` wer) or ``per_details/per_utt`` (per)."""

@@ -720,13 +720,29 @@ def decode_graph_dirs():
     return {k: LAYOUT.graph_dir(k) for k in kinds}
 
 
-def decode_lmwts():
-    return list(range(DECODE["lmwt_min"], DECODE["lmwt_max"] + 1))
+def decode_grids():
+    """Each decoded graph's scoring grid: the word graph's (score.sh: LMWT 7-17, WIP 0,
+    0.5, 1) and the phone graph's (TIMIT: LMWT 1-10)."""
+    grids = {"words": (DECODE["lmwt_min"], DECODE["lmwt_max"], DECODE["word_ins_penalties"])}
+    grids["phones"] = (DECODE["per_lmwt_min"], DECODE["per_lmwt_max"], DECODE["per_word_ins_penalties"])
+    return {
+        kind: {"lmwts": list(range(lo, hi + 1)), "wips": list(wips)}
+        for kind, (lo, hi, wips) in grids.items()
+        if kind in decode_graph_dirs()
+    }
 
 
 def decode_options():
     keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")
     return {k: DECODE[k] for k in keys}
+
+
+def decode_split_outputs(j):
+    """The split's summary JSON and each graph's lattices (paravg.decode.decoder)."""
+    outputs = {"summary": LAYOUT.decode_split("{exp}", "{set}", j)}
+    for kind in decode_graph_dirs():
+        outputs[f"lattices_{kind}"] = LAYOUT.decode_lattices("{exp}", "{set}", kind, j)
+    return outputs
 
 
 def get_decode_inputs(wildcards):
@@ -739,10 +755,14 @@ def get_decode_inputs(wildcards):
 
 
 def get_score_inputs(wildcards):
-    inputs = {
-        "splits": [LAYOUT.decode_split(wildcards.exp, wildcards.set, j) for j in range(DECODE["nj"])],
-        "words": LAYOUT.graph_file("words", "words.txt"),
-    }
+    """Every split's summary and lattices, the graphs' symbol tables, transition models
+    and word boundaries (the CTM), and the tuning set's scores."""
+    e, s, nj = wildcards.exp, wildcards.set, DECODE["nj"]
+    inputs = {"splits": [LAYOUT.decode_split(e, s, j) for j in range(nj)]}
+    for kind in decode_graph_dirs():
+        inputs[f"lattices_{kind}"] = [LAYOUT.decode_lattices(e, s, kind, j) for j in range(nj)]
+        inputs[f"words_{kind}"] = LAYOUT.graph_file(kind, "words.txt")
+        inputs[f"transitions_{kind}"] = LAYOUT.graph_file(kind, "transition.mdl")
     tune = DECODE["tune_set"]
     if tune and tune != wildcards.set:
         inputs["tuned"] = LAYOUT.decode_scores(wildcards.exp, tune)

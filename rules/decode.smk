@@ -1,16 +1,15 @@
-# Decoding (fan-out over decode.nj split jobs per experiment x eval set) and scoring.
+# Decoding (fan-out over decode.nj split jobs per experiment x eval set: one lattice search
+# per utterance and graph) and scoring (the LMWT x WIP grid applied to the lattices).
 
 
 rule decode_split:
     input:
         unpack(get_decode_inputs),
     output:
-        LAYOUT.decode_split("{exp}", "{set}", "{j}"),
+        **decode_split_outputs("{j}"),
     params:
         nj=config["decode"]["nj"],
         graph_dirs=decode_graph_dirs(),
-        lmwts=decode_lmwts(),
-        wips=config["decode"]["word_ins_penalties"],
         options=decode_options(),
         text=lambda wc: LAYOUT.data_file(wc.set, "text"),  # may be absent: WER skipped
     log:
@@ -21,7 +20,7 @@ rule decode_split:
         "../envs/paravg.yaml"
     threads: 1  # the decoder is single-threaded; the fan-out over nj gives the parallelism
     resources:
-        mem_mb=3000,  # the model, HCLG and its word-penalty copies, one utterance at a time
+        mem_mb=3000,  # the model, HCLG as arrays, one utterance's raw lattice at a time
         runtime=120,
     script:
         "../scripts/decode.py"
@@ -34,7 +33,12 @@ rule score:
         scores=LAYOUT.decode_scores("{exp}", "{set}"),
         wer_details=LAYOUT.decode_details("{exp}", "{set}", "wer"),
         per_details=LAYOUT.decode_details("{exp}", "{set}", "per"),
+        hyps=LAYOUT.decode_hyps("{exp}", "{set}"),
+        ctm=LAYOUT.decode_ctm("{exp}", "{set}"),
     params:
+        graph_dirs=decode_graph_dirs(),
+        grids=decode_grids(),
+        frame_shift=0.01,  # seconds per frame: 10 ms features (paravg.features.MfccOptions)
         text=lambda wc: LAYOUT.data_file(wc.set, "text"),
         targets=lambda wc: LAYOUT.data_file(wc.set, "targets.scp"),
     log:
@@ -43,7 +47,7 @@ rule score:
         "../envs/paravg.yaml"
     threads: 1
     resources:
-        mem_mb=1000,  # hypotheses and references of one set
+        mem_mb=1000,  # one lattice at a time; hypotheses and references of one set
         runtime=10,
     script:
         "../scripts/score.py"

@@ -1,22 +1,23 @@
-"""Rule decode_split: decode split j of an eval set at every scoring setting."""
+"""Rule decode_split: one lattice search per utterance and graph for split j of a set."""
 
 import torch
 
-from paravg.decode.decoder import DecodeOptions, decode_split
+from paravg.decode.decoder import decode_split
+from paravg.decode.search import SearchOptions
 from paravg.logs import setup_logging
 
 setup_logging(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
+out = snakemake.output
 decode_split(
     model_path=snakemake.input.model,
     graph_dirs=snakemake.params.graph_dirs,
     feats_scp=snakemake.input.feats,
-    out_path=snakemake.output[0],
+    out_path=out.summary,
+    lattice_paths={kind: out[f"lattices_{kind}"] for kind in snakemake.params.graph_dirs},
     nj=snakemake.params.nj,
     job=int(snakemake.wildcards.j),
-    lmwts=snakemake.params.lmwts,
-    wips=snakemake.params.wips,
-    opts=DecodeOptions(**snakemake.params.options),
+    opts=SearchOptions(**snakemake.params.options),
     ivectors_scp=snakemake.input.get("ivectors"),
     period_path=snakemake.input.get("period"),
     text_path=snakemake.params.get("text"),

@@ -1,17 +1,24 @@
-"""Rule score: WER and PER of one (experiment, eval set), as local/score.sh."""
+"""Rule score: the LMWT x WIP grid on the set's lattices; WER, PER and the CTM."""
 
 from pathlib import Path
 
-from paravg.decode.score import score_set
+from paravg.decode.score import GraphScoring, score_set
 from paravg.logs import setup_logging
 
 setup_logging(snakemake.log[0])
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
 score_set(
-    split_jsons=snakemake.input.splits,
-    out_json=snakemake.output.scores,
-    details_dir=Path(snakemake.output.wer_details).parent.parent,
-    words_txt=snakemake.input.words,
-    text_path=snakemake.params.text,
-    targets_scp=snakemake.params.targets,
-    tuned_json=snakemake.input.get("tuned"),
+    split_jsons=inp.splits,
+    graphs={
+        kind: GraphScoring(inp[f"lattices_{kind}"], directory, **params.grids[kind])
+        for kind, directory in params.graph_dirs.items()
+    },
+    out_json=out.scores,
+    details_dir=Path(out.wer_details).parent.parent,
+    hyps_json=out.hyps,
+    ctm_path=out.ctm,
+    text_path=params.text,
+    targets_scp=params.targets,
+    tuned_json=inp.get("tuned"),
+    frame_shift=params.frame_shift,
 )

@@ -1,8 +1,14 @@
 """Scoring as Kaldi's ``local/score.sh`` (``steps/score_kaldi.sh``): WER and PER.
 
-For every setting (LMWT, WIP) decoded, the hypotheses of all split jobs are compared
-with the references by Levenshtein alignment (kaldialign): errors = substitutions +
-deletions + insertions, error rate = errors / reference words, in percent. The best
+The split jobs wrote one lattice per (utterance, graph) (:mod:`paravg.decode.decoder`).
+For every setting (LMWT, WIP) of the grid, each lattice's best path under graph cost +
+acoustic cost / LMWT + WIP · words (``lattice-scale --inv-acoustic-scale=LMWT |
+lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path``;
+:meth:`paravg.decode.lattice.Lattice.best_paths`, every setting in one pass) is the
+hypothesis: changing the grid reruns this step only, never the search. Hypotheses are
+compared with the references by Levenshtein alignment (kaldialign): errors =
+substitutions + deletions + insertions, error rate = errors / reference words, in
+percent. The phone graph has its own grid (TIMIT's ``local/score.sh``: LMWT 1-10). The best
 setting (lowest errors; ties: the lower LMWT, then the lower WIP) is chosen per set —
 what score.sh reports as ``best_wer`` — or, when a tuning set is named, the setting best
 on that set is applied to every set (the honest way: tune on dev, report on test).
@@ -19,14 +25,20 @@ are the phone graph's output collapsed the same way.
 
 ``wer_details/per_utt`` lines follow Kaldi's ``align-text`` + ``wer_per_utt_details.pl``:
 ``<utt> ref``, ``<utt> hyp``, ``<utt> op`` (C/S/I/D) and ``<utt> #csid <C> <S> <I> <D>``.
+
+Beside the scores: ``hyps.json`` (every setting's hypotheses, per graph) and ``ctm``, the
+words of the chosen setting with times and confidences (:mod:`paravg.decode.ctm`).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from paravg.decode.lattice import Lattice, LatticeArchives
 from paravg.errors import ConfigError
 from paravg.io import read_json, write_json_atomic, write_text_atomic
 
@@ -147,18 +159,75 @@ def write_scores(
     write_json_atomic(out_json, result)
 
 
-def merge_splits(split_jsons: Sequence[str | Path]) -> tuple[dict, dict]:
-    """Hypotheses ``{kind: {setting: {utt: hyp}}}`` of all split jobs, and timing."""
-    hyps: dict[str, dict[str, dict[str, str]]] = {}
+def setting_key(lmwt: float, wip: float) -> str:
+    """``"<LMWT>_<WIP>"`` as Kaldi's scoring dirs name them (``penalty_0.5/10.tra``)."""
+    return f"{lmwt:g}_{wip:g}"
+
+
+def merge_timing(split_jsons: Sequence[str | Path]) -> dict:
+    """Frames and CPU seconds of all split jobs."""
     timing = {"frames": 0, "nnet_seconds": 0.0, "search_seconds": 0.0}
     for path in split_jsons:
         part = read_json(path)
-        for kind, by_setting in part["hyps"].items():
-            for key, utts in by_setting.items():
-                hyps.setdefault(kind, {}).setdefault(key, {}).update(utts)
         for k in timing:
             timing[k] += part[k]
-    return hyps, timing
+    return timing
+
+
+def lattice_hypotheses(
+    lattices: Iterable[tuple[str, Lattice]],
+    lmwts: Sequence[float],
+    wips: Sequence[float],
+    words: Mapping[int, str],
+) -> dict[str, dict[str, str]]:
+    """``{setting: {utt: hypothesis}}``: every lattice's best path at every setting."""
+    hyps: dict[str, dict[str, str]] = {setting_key(lm, wip): {} for lm in lmwts for wip in wips}
+    for utt, lattice in lattices:
+        for (lm, wip), links in lattice.best_paths(lmwts, wips).items():
+            hyps[setting_key(lm, wip)][utt] = " ".join(
+                words[int(w)] for w in lattice.word[links] if w > 0
+            )
+    return hyps
+
+
+def write_ctm(
+    out_path: str | Path,
+    lattices: Iterable[tuple[str, Lattice]],
+    setting: str,
+    graph_dir: str | Path,
+    frame_shift: float,
+) -> int:
+    """The CTM (with confidences) of the best paths at ``setting``; returns the number of
+    words."""
+    from paravg.decode.ctm import align_words, ctm_lines, read_word_boundary
+    from paravg.graph.lang import read_symbol_table
+    from paravg.graph.load import read_transition_model
+
+    graph_dir = Path(graph_dir)
+    words = {i: w for w, i in read_symbol_table(graph_dir / "words.txt").items()}
+    trans = read_transition_model(graph_dir / "transition.mdl")
+    boundary_file = graph_dir / "phones" / "word_boundary.int"
+    boundary = read_word_boundary(boundary_file) if boundary_file.is_file() else None
+    lmwt, wip = parse_setting(setting)
+    lines: list[str] = []
+    for utt, lattice in lattices:
+        links = lattice.best_paths([lmwt], [wip])[(lmwt, wip)]
+        spans = align_words(
+            lattice,
+            links,
+            trans.tid_to_phone,
+            trans.tid_starts_phone,
+            boundary,
+            lattice.link_posteriors(lmwt, wip),
+        )
+        lines += ctm_lines(utt, spans, words, frame_shift)
+    write_text_atomic(out_path, "".join(f"{line}\n" for line in sorted(lines, key=_ctm_order)))
+    return len(lines)
+
+
+def _ctm_order(line: str) -> tuple[str, float]:
+    f = line.split()
+    return f[0], float(f[2])
 
 
 def splits_decode_options(split_jsons: Sequence[str | Path]) -> dict | None:
@@ -197,33 +266,60 @@ def oov_report(text: Mapping[str, Sequence[str]], words_txt: str | Path, text_pa
     }
 
 
+@dataclass(frozen=True)
+class GraphScoring:
+    """One decoded graph of a set: its lattices (one archive per split), its directory
+    and its scoring grid."""
+
+    lattices: Sequence[str | Path]
+    graph_dir: str | Path
+    lmwts: Sequence[float]
+    wips: Sequence[float]
+
+
 def score_set(
     split_jsons: Sequence[str | Path],
+    graphs: Mapping[str, GraphScoring],
     out_json: str | Path,
     details_dir: str | Path,
-    words_txt: str | Path,
+    hyps_json: str | Path,
+    ctm_path: str | Path,
     text_path: str | Path | None = None,
     targets_scp: str | Path | None = None,
     tuned_json: str | Path | None = None,
+    frame_shift: float = 0.01,
 ) -> dict:
-    """Score one (experiment, eval set): WER (if the set has ``text``) and PER (if it has
-    targets and a phone graph was decoded), at the best setting or the tuned one."""
+    """Score one (experiment, eval set) from its lattices: WER on the ``words`` graph (if
+    the set has ``text``) and PER on the ``phones`` graph (if decoded and the set has
+    targets), each at its best setting or at the tuned one; the CTM of the words at the
+    chosen setting (the plain decode's, LMWT = 10, WIP = 0 when WER is not scored)."""
     import logging
 
     import kaldiio
 
     from paravg.corpus.phones import PHONES, SILENCE
     from paravg.graph.arpa import phone_sequences
+    from paravg.graph.lang import read_symbol_table
     from paravg.graph.lexicon import read_text
-    from paravg.io import read_json
 
     log = logging.getLogger(__name__)
-    hyps, timing = merge_splits(split_jsons)
+    start = time.process_time()
+    hyps, lattices = {}, {}
+    for kind, g in graphs.items():
+        words = {i: w for w, i in read_symbol_table(Path(g.graph_dir) / "words.txt").items()}
+        # only the word lattices are read again (the CTM): keep those in memory
+        lattices[kind] = LatticeArchives(g.lattices, max_links=5_000_000 if kind == "words" else 0)
+        hyps[kind] = lattice_hypotheses(lattices[kind], g.lmwts, g.wips, words)
     tuned = read_json(tuned_json) if tuned_json else {}
-    result: dict = {"timing": timing, "tuned_on": str(tuned_json) if tuned_json else None}
-    result["decode_options"] = splits_decode_options(split_jsons)
+    result: dict = {
+        "timing": merge_timing(split_jsons),
+        "tuned_on": str(tuned_json) if tuned_json else None,
+        "decode_options": splits_decode_options(split_jsons),
+        "grids": {k: {"lmwts": list(g.lmwts), "wips": list(g.wips)} for k, g in graphs.items()},
+    }
     per_utt: dict[str, str] = {}
     refs_words = None
+    words_txt = Path(graphs["words"].graph_dir) / "words.txt"
     if text_path is not None and Path(text_path).is_file():
         refs_words = read_text(text_path)
         result["oov"] = oov_report(refs_words, words_txt, text_path)
@@ -235,7 +331,8 @@ def score_set(
                 result["oov"]["distinct"],
                 words_txt,
             )
-    if refs_words is not None and "words" in hyps:
+    ctm_setting = setting_key(10, 0)
+    if refs_words is not None:
         utts = set(next(iter(hyps["words"].values())))
         refs = {u: w for u, w in refs_words.items() if u in utts}
         scores, key, toks = score_kind(refs, hyps["words"], False, tuned.get("wer_setting"))
@@ -250,6 +347,7 @@ def score_set(
             wer_all={k: v["rate"] for k, v in scores.items()},
         )
         per_utt["wer_details"] = per_utt_lines(refs, toks)
+        ctm_setting = key
     else:
         result.update(wer=None, wer_note="no text for this set: decoded, WER not scored")
         log.warning("%s: no text; decoded without scoring WER", user_file(text_path))
@@ -272,6 +370,14 @@ def score_set(
         per_utt["per_details"] = per_utt_lines(refs, toks)
     else:
         result.update(per=None)
+    result["ctm"] = {
+        "setting": ctm_setting,
+        "words": write_ctm(
+            ctm_path, lattices["words"], ctm_setting, graphs["words"].graph_dir, frame_shift
+        ),
+    }
+    write_json_atomic(hyps_json, hyps)
+    result["timing"]["scoring_seconds"] = round(time.process_time() - start, 3)
     write_scores(out_json, details_dir, result, per_utt)
     return result
 

@@ -29,6 +29,10 @@ class TransitionInfo:
     tid_to_phone: np.ndarray
     num_pdfs: int
     phones: list[int]  # phone ids the topology covers
+    # True where the transition leaves the phone's first HMM state for another state:
+    # in a graph with Kaldi's default self-loop reordering (mkgraph.sh, paravg's graphs)
+    # the frame that carries it is the phone's first (word alignment, CTM)
+    tid_starts_phone: np.ndarray | None = None
 
 
 _TOKENS = re.compile(r"\S+")
@@ -92,7 +96,7 @@ def read_transition_model(path: str | Path) -> TransitionInfo:
         ]
     except (ValueError, IndexError) as exc:
         raise DataError(f"{path}: not a Kaldi transition model ({exc})") from exc
-    pdfs, phones = [-1], [-1]
+    pdfs, phones, starts = [-1], [-1], [False]
     for t in tuples:
         phone, state = t[0], t[1]
         fwd, loop = t[2], t[-1]
@@ -101,8 +105,11 @@ def read_transition_model(path: str | Path) -> TransitionInfo:
         for dest in topo[phone][state]:
             pdfs.append(loop if dest == state else fwd)
             phones.append(phone)
+            starts.append(state == 0 and dest != state)
     num_pdfs = 1 + max(max(t[2], t[-1]) for t in tuples)
-    return TransitionInfo(np.array(pdfs), np.array(phones), num_pdfs, sorted(topo))
+    return TransitionInfo(
+        np.array(pdfs), np.array(phones), num_pdfs, sorted(topo), np.array(starts, dtype=bool)
+    )
 
 
 @dataclass

@@ -21,8 +21,12 @@ def check_recognition_config(config: dict) -> None:
     missing = [k for k in REQUIRED[source] if not graph.get(k)]
     if missing:
         raise ConfigError(f"graph.source {source} needs graph.{', graph.'.join(missing)}")
-    if decode["lmwt_min"] > decode["lmwt_max"]:
-        raise ConfigError("decode.lmwt_min must not exceed decode.lmwt_max")
+    for prefix in ("", "per_"):
+        if decode[f"{prefix}lmwt_min"] > decode[f"{prefix}lmwt_max"]:
+            raise ConfigError(
+                f"decode.{prefix}lmwt_min ({decode[f'{prefix}lmwt_min']}) must not exceed "
+                f"decode.{prefix}lmwt_max ({decode[f'{prefix}lmwt_max']})"
+            )
     if decode["min_active"] > decode["max_active"]:
         raise ConfigError(
             f"decode.min_active ({decode['min_active']}) must not exceed decode.max_active "

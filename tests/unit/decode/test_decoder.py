@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from paravg.decode.decoder import add_word_penalty, check_num_pdfs, split_utterances
+from paravg.decode.decoder import check_num_pdfs, split_utterances
+from paravg.decode.reference import add_word_penalty
 from paravg.errors import DataError
 from paravg.graph.load import DecodingGraph, TransitionInfo
 

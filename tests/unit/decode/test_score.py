@@ -3,8 +3,11 @@
 import json
 
 import pytest
+from lattice_synth import lattice_of_paths, write_graph_dir
 
+from paravg.decode.lattice import writing_lattice_archives
 from paravg.decode.score import (
+    GraphScoring,
     best_setting,
     collapse,
     normalise_hyp,
@@ -53,66 +56,73 @@ def test_per_utt_lines_kaldi_format():
     assert lines[3] == "u #csid 1 1 1 0"
 
 
-def write_split(path, hyps_by_setting):
-    path.write_text(
-        json.dumps(
-            {
-                "hyps": {"words": hyps_by_setting},
-                "frames": 10,
-                "nnet_seconds": 0.1,
-                "search_seconds": 0.2,
-            }
-        )
+def write_split(directory, j, lattices):
+    """Split j of a set: its summary JSON and its word lattices (as decode_split)."""
+    (directory / f"s{j}.json").write_text(
+        json.dumps({"frames": 10, "nnet_seconds": 0.1, "search_seconds": 0.2})
     )
+    with writing_lattice_archives({"words": directory / f"lat.{j}.gz"}) as archives:
+        for utt, lattice in lattices.items():
+            archives["words"].write(lattice.kaldi_text(utt))
+    return directory / f"s{j}.json", directory / f"lat.{j}.gz"
 
 
-def test_score_set_picks_the_best_setting_and_reports_oovs(tmp_path):
-    (tmp_path / "words.txt").write_text("<eps> 0\nA 1\nB 2\n")
-    (tmp_path / "text").write_text("u1 A B\nu2 A ZED\n")
-    write_split(tmp_path / "s0.json", {"10_0": {"u1": "A B"}, "11_0": {"u1": "A"}})
-    write_split(tmp_path / "s1.json", {"10_0": {"u2": "A"}, "11_0": {"u2": "A"}})
-    res = score_set(
-        [tmp_path / "s0.json", tmp_path / "s1.json"],
+# u1: "A B" is best at LMWT 2 (cost 0 + 3.8/2 = 1.9 < 0.5 + 3/2), "A" at LMWT 1 (0.5 + 3
+# < 3.8); u2 says "A" at both (its reference, "A ZED", has a word not in words.txt)
+U1 = lattice_of_paths([[(1, 3, 0.0, 1.9), (2, 2, 0.0, 1.9)], [(1, 5, 0.5, 3.0)]])
+U2 = lattice_of_paths([[(1, 4, 0.0, 1.0)]])
+
+
+def score(tmp_path, splits, text="text", lmwts=(1, 2), **kwargs):
+    graph_dir = write_graph_dir(tmp_path / "graph")
+    written = [write_split(tmp_path, j, lats) for j, lats in enumerate(splits)]
+    summaries, lattices = [w[0] for w in written], [w[1] for w in written]
+    return score_set(
+        summaries,
+        {"words": GraphScoring(lattices, graph_dir, lmwts, [0.0])},
         tmp_path / "scores.json",
         tmp_path,
-        tmp_path / "words.txt",
-        tmp_path / "text",
+        tmp_path / "hyps.json",
+        tmp_path / "ctm",
+        tmp_path / text,
+        **kwargs,
     )
-    assert res["wer_setting"] == "10_0" and res["lmwt"] == 10.0
+
+
+def test_score_set_applies_the_grid_to_the_lattices_and_reports_oovs(tmp_path):
+    (tmp_path / "text").write_text("u1 A B\nu2 A ZED\n")
+    res = score(tmp_path, [{"u1": U1}, {"u2": U2}])
+    hyps = json.loads((tmp_path / "hyps.json").read_text())["words"]
+    assert hyps == {"1_0": {"u1": "A", "u2": "A"}, "2_0": {"u1": "A B", "u2": "A"}}
+    assert res["wer_setting"] == "2_0" and res["lmwt"] == 2.0
     assert res["wer"] == pytest.approx(25.0)  # ZED deleted: 1 error of 4 words
+    assert res["wer_all"] == {"1_0": pytest.approx(50.0), "2_0": pytest.approx(25.0)}
     assert res["oov"]["count"] == 1 and res["oov"]["first_utterance"] == {"ZED": "u2"}
     assert "u2 #csid 1 0 0 1" in (tmp_path / "wer_details" / "per_utt").read_text()
     assert res["timing"]["frames"] == 20
+    # the CTM of the chosen setting: u1's words at their frames, u2's one word
+    ctm = (tmp_path / "ctm").read_text().splitlines()
+    assert [line.split()[:5] for line in ctm] == [
+        ["u1", "1", "0.00", "0.03", "A"],
+        ["u1", "1", "0.03", "0.02", "B"],
+        ["u2", "1", "0.00", "0.04", "A"],
+    ]
+    assert res["ctm"] == {"setting": "2_0", "words": 3}
 
 
 def test_tuned_setting_is_applied(tmp_path):
-    (tmp_path / "words.txt").write_text("<eps> 0\nA 1\nB 2\n")
     (tmp_path / "text").write_text("u1 A B\n")
-    write_split(tmp_path / "s0.json", {"10_0": {"u1": "A B"}, "11_0": {"u1": "A"}})
-    (tmp_path / "dev.json").write_text(json.dumps({"wer_setting": "11_0"}))
-    res = score_set(
-        [tmp_path / "s0.json"],
-        tmp_path / "scores.json",
-        tmp_path,
-        tmp_path / "words.txt",
-        tmp_path / "text",
-        tuned_json=tmp_path / "dev.json",
-    )
-    assert res["wer_setting"] == "11_0" and res["wer"] == pytest.approx(50.0)
+    (tmp_path / "dev.json").write_text(json.dumps({"wer_setting": "1_0"}))
+    res = score(tmp_path, [{"u1": U1}], tuned_json=tmp_path / "dev.json")
+    assert res["wer_setting"] == "1_0" and res["wer"] == pytest.approx(50.0)
+    assert (tmp_path / "ctm").read_text().split()[4] == "A"
 
 
 def test_set_without_text_is_decoded_but_not_scored(tmp_path):
-    (tmp_path / "words.txt").write_text("<eps> 0\nA 1\n")
-    write_split(tmp_path / "s0.json", {"10_0": {"u1": "A"}})
-    res = score_set(
-        [tmp_path / "s0.json"],
-        tmp_path / "scores.json",
-        tmp_path,
-        tmp_path / "words.txt",
-        tmp_path / "no_text",
-    )
+    res = score(tmp_path, [{"u1": U1}], text="no_text", lmwts=(10,))
     assert res["wer"] is None and "no text" in res["wer_note"]
     assert (tmp_path / "wer_details" / "per_utt").read_text() == ""
+    assert res["ctm"]["setting"] == "10_0"  # the plain decode's best path
 
 
 def test_messages_name_the_users_text_not_the_prepared_copy(tmp_path):

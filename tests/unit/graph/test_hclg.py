@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from paravg.corpus.phones import PHONE_IDS
-from paravg.decode.decoder import DecodeOptions, GraphDecoder
+from paravg.decode.reference import GraphDecoder
+from paravg.decode.search import SearchOptions
 from paravg.graph.load import load_graph, read_transition_model
 
 from .conftest import LEXICON
@@ -47,13 +48,13 @@ def test_graph_files_and_sizes(small_graph):
 )
 def test_hclg_decodes_a_synthetic_utterance(small_graph, words):
     graph = load_graph(small_graph[0])
-    decoder = GraphDecoder(graph, DecodeOptions(), [0.0])
+    decoder = GraphDecoder(graph, SearchOptions(), [0.0])
     assert decoder.decode("u", spell(words), 10, 0.0) == words
 
 
 def test_word_insertion_penalty_removes_words(small_graph):
     graph = load_graph(small_graph[0])
-    decoder = GraphDecoder(graph, DecodeOptions(), [0.0, 100.0])
+    decoder = GraphDecoder(graph, SearchOptions(), [0.0, 100.0])
     ll = spell(["CALL", "JOHN"])
     assert len(decoder.decode("u", ll, 10, 100.0)) < 2
 

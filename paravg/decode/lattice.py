@@ -1,0 +1,338 @@
+"""A raw state-level lattice (Kaldi's ``Lattice`` from ``GetRawLattice``) as arrays, and
+the operations scoring needs: pruning, best paths under every (LMWT, WIP), arc
+posteriors, and Kaldi's text archive form.
+
+Nodes are the search's tokens (frame, HCLG state); links carry a graph cost, an acoustic
+cost −log p(x | pdf) **unscaled** (Kaldi's lattices keep it so; ``lattice-scale``
+applies the scale at scoring), a transition-id (0 on a non-emitting link) and a word (0:
+none). Nodes are numbered in topological order: by frame, then by depth along the
+frame's non-emitting links, so node 0 is the start and every link goes to a higher level.
+
+Scoring (Kaldi's ``local/score.sh``: ``lattice-scale --inv-acoustic-scale=LMWT |
+lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path``): the cost of a path is
+graph + acoustic / LMWT + WIP · (number of words), and the final cost counts as graph
+cost. :meth:`Lattice.best_paths` finds the best path of every setting in one pass over
+the levels, the settings side by side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from paravg.errors import DataError
+
+LINK_FIELDS = ("src", "dst", "graph", "acoustic", "tid", "word")
+
+
+@dataclass
+class Lattice:
+    """Node arrays (``frame``, ``level``, ``final``: graph cost, inf if not final) and
+    link arrays (:data:`LINK_FIELDS`), links sorted by the level of their destination."""
+
+    frame: np.ndarray
+    level: np.ndarray
+    final: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    graph: np.ndarray
+    acoustic: np.ndarray
+    tid: np.ndarray
+    word: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.frame)
+
+    @property
+    def num_links(self) -> int:
+        return len(self.src)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.frame.max()) if len(self.frame) else 0
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def from_links(cls, frame, final, src, dst, graph, acoustic, tid, word) -> Lattice:
+        """From nodes (``frame``, ``final``) and links in any order: nodes renumbered in
+        topological order (frame, then depth along non-emitting links), links sorted by
+        their destination's level."""
+        n = len(frame)
+        depth = np.zeros(n, dtype=np.int64)
+        same = frame[src] == frame[dst]
+        es, ed = src[same], dst[same]
+        while len(es):
+            cand = depth[es] + 1
+            grow = cand > depth[ed]
+            if not grow.any():
+                break
+            np.maximum.at(depth, ed[grow], cand[grow])
+        level = frame * (int(depth.max(initial=0)) + 1) + depth
+        order = np.argsort(level, kind="stable")
+        new_id = np.empty(n, dtype=np.int64)
+        new_id[order] = np.arange(n)
+        src, dst = new_id[src], new_id[dst]
+        link_order = np.argsort(dst, kind="stable")  # node ids rise with the level
+        return cls(
+            frame=frame[order],
+            level=level[order],
+            final=final[order],
+            src=src[link_order],
+            dst=dst[link_order],
+            graph=np.asarray(graph, dtype=np.float64)[link_order],
+            acoustic=np.asarray(acoustic, dtype=np.float64)[link_order],
+            tid=np.asarray(tid, dtype=np.int64)[link_order],
+            word=np.asarray(word, dtype=np.int64)[link_order],
+        )
+
+    # ------------------------------------------------------------ Viterbi passes
+    def _level_groups(self, by: np.ndarray) -> list[tuple[int, int]]:
+        """(start, stop) of the links per level of ``by`` (links sorted by it)."""
+        levels = self.level[by]
+        bounds = np.flatnonzero(np.diff(levels)) + 1
+        starts = np.concatenate([[0], bounds])
+        stops = np.concatenate([bounds, [len(levels)]])
+        return list(zip(starts.tolist(), stops.tolist(), strict=True))
+
+    def forward_costs(self, link_cost: np.ndarray) -> np.ndarray:
+        """Best cost from the start to each node (Viterbi), links costing ``link_cost``."""
+        alpha = np.full(self.num_nodes, np.inf)
+        if self.num_nodes:
+            alpha[0] = 0.0
+        for a, b in self._level_groups(self.dst):
+            np.minimum.at(alpha, self.dst[a:b], alpha[self.src[a:b]] + link_cost[a:b])
+        return alpha
+
+    def backward_costs(self, link_cost: np.ndarray) -> np.ndarray:
+        """Best cost from each node to the end (final costs included)."""
+        beta = self.final.copy()
+        order = np.argsort(self.level[self.src], kind="stable")
+        src, dst, cost = self.src[order], self.dst[order], link_cost[order]
+        levels = self.level[src]
+        bounds = np.flatnonzero(np.diff(levels)) + 1
+        starts = np.concatenate([[0], bounds])
+        stops = np.concatenate([bounds, [len(levels)]])
+        for a, b in reversed(list(zip(starts.tolist(), stops.tolist(), strict=True))):
+            np.minimum.at(beta, src[a:b], beta[dst[a:b]] + cost[a:b])
+        return beta
+
+    def search_cost(self, acoustic_scale: float) -> np.ndarray:
+        return self.graph + acoustic_scale * self.acoustic
+
+    def pruned(self, lattice_beam: float, acoustic_scale: float = 0.1) -> Lattice:
+        """Links on a path within ``lattice_beam`` of the best (search costs), and the
+        nodes they join; node and link order kept."""
+        cost = self.search_cost(acoustic_scale)
+        alpha = self.forward_costs(cost)
+        beta = self.backward_costs(cost)
+        best = float(np.min(alpha + self.final)) if self.num_nodes else np.inf
+        through = alpha[self.src] + cost + beta[self.dst]
+        keep_link = through <= best + lattice_beam
+        keep_node = (alpha + beta) <= best + lattice_beam
+        keep_node[0] = True
+        new_id = np.cumsum(keep_node) - 1
+        final = np.where(alpha + self.final <= best + lattice_beam, self.final, np.inf)
+        kept = {k: getattr(self, k)[keep_link] for k in LINK_FIELDS}
+        return Lattice(
+            frame=self.frame[keep_node],
+            level=self.level[keep_node],
+            final=final[keep_node],
+            src=new_id[kept.pop("src")],
+            dst=new_id[kept.pop("dst")],
+            **kept,
+        )
+
+    def best_paths(
+        self, lmwts: Sequence[float], wips: Sequence[float]
+    ) -> dict[tuple[float, float], np.ndarray]:
+        """The best path's links (in order) of every (LMWT, WIP): cost graph +
+        acoustic / LMWT + WIP · words, settings searched side by side."""
+        settings = [(lm, wip) for lm in lmwts for wip in wips]
+        inv = np.array([1.0 / lm for lm, _ in settings])[:, None]
+        pen = np.array([wip for _, wip in settings])[:, None]
+        cost = self.graph[None, :] + inv * self.acoustic[None, :] + pen * (self.word > 0)[None, :]
+        k = len(settings)
+        alpha = np.full((k, self.num_nodes), np.inf)
+        alpha[:, 0] = 0.0
+        back = np.full((k, self.num_nodes), -1, dtype=np.int64)
+        for a, b in self._level_groups(self.dst):
+            dst = self.dst[a:b]
+            cand = alpha[:, self.src[a:b]] + cost[:, a:b]
+            # links are sorted by destination within a level: per (setting, node) minimum
+            starts = np.flatnonzero(np.concatenate([[True], dst[1:] != dst[:-1]]))
+            mins = np.minimum.reduceat(cand, starts, axis=1)
+            counts = np.diff(np.concatenate([starts, [len(dst)]]))
+            is_min = cand <= np.repeat(mins, counts, axis=1)
+            idx = np.where(is_min, np.arange(a, b)[None, :], np.iinfo(np.int64).max)
+            first = np.minimum.reduceat(idx, starts, axis=1)
+            nodes = dst[starts]
+            better = mins < alpha[:, nodes]
+            alpha[:, nodes] = np.where(better, mins, alpha[:, nodes])
+            back[:, nodes] = np.where(better, first, back[:, nodes])
+        total = alpha + self.final[None, :]
+        ends = np.argmin(total, axis=1)
+        out = {}
+        for i, setting in enumerate(settings):
+            path, node = [], int(ends[i])
+            if not np.isfinite(total[i, node]):
+                out[setting] = np.zeros(0, dtype=np.int64)
+                continue
+            while node != 0:
+                link = int(back[i, node])
+                path.append(link)
+                node = int(self.src[link])
+            out[setting] = np.array(path[::-1], dtype=np.int64)
+        return out
+
+    def link_posteriors(self, lmwt: float, wip: float = 0.0) -> np.ndarray:
+        """Posterior probability of each link under the scaled lattice (forward-backward
+        in the log semiring, cost graph + acoustic / LMWT + WIP · words)."""
+        cost = self.graph + self.acoustic / lmwt + wip * (self.word > 0)
+        fwd = np.full(self.num_nodes, -np.inf)  # log-probabilities
+        fwd[0] = 0.0
+        for a, b in self._level_groups(self.dst):
+            np.logaddexp.at(fwd, self.dst[a:b], fwd[self.src[a:b]] - cost[a:b])
+        bwd = -self.final.copy()
+        order = np.argsort(self.level[self.src], kind="stable")
+        src, dst, c = self.src[order], self.dst[order], cost[order]
+        levels = self.level[src]
+        bounds = np.flatnonzero(np.diff(levels)) + 1
+        starts = np.concatenate([[0], bounds])
+        stops = np.concatenate([bounds, [len(levels)]])
+        for a, b in reversed(list(zip(starts.tolist(), stops.tolist(), strict=True))):
+            np.logaddexp.at(bwd, src[a:b], bwd[dst[a:b]] - c[a:b])
+        total = bwd[0]
+        return np.exp(fwd[self.src] - cost + bwd[self.dst] - total)
+
+    # ------------------------------------------------------------ Kaldi text form
+    def kaldi_text(self, key: str) -> str:
+        """One entry of a Kaldi text archive of CompactLattices (``ark,t``): ``key``,
+        then ``src dst word graph,acoustic,tids`` per link and ``node graph,0,`` per final
+        node, then an empty line. Each link is its own arc (not determinised: Kaldi's
+        ``lattice-determinize-pruned`` reads it as it is)."""
+        buf = io.StringIO()
+        buf.write(f"{key}\n")
+        for s, d, w, g, a, t in zip(
+            self.src.tolist(),
+            self.dst.tolist(),
+            self.word.tolist(),
+            self.graph.tolist(),
+            self.acoustic.tolist(),
+            self.tid.tolist(),
+            strict=True,
+        ):
+            buf.write(f"{s}\t{d}\t{w}\t{g:.6g},{a:.6g},{t if t else ''}\n")
+        for node in np.flatnonzero(np.isfinite(self.final)).tolist():
+            buf.write(f"{node}\t{self.final[node]:.6g},0,\n")
+        buf.write("\n")
+        return buf.getvalue()
+
+
+@contextlib.contextmanager
+def writing_lattice_archives(paths: Mapping[str, str | os.PathLike]) -> Iterator[dict]:
+    """Open gzipped Kaldi text archives of CompactLattices (``lat.<j>.gz``; Kaldi reads
+    them as ``"ark:gunzip -c lat.0.gz|"``), one per key of ``paths``, to write
+    :meth:`Lattice.kaldi_text` entries into. Each is written as ``<path>.tmp`` and renamed
+    when the block ends without an error (removed otherwise): whole or not at all."""
+    tmps = {k: Path(p).with_name(Path(p).name + ".tmp") for k, p in paths.items()}
+    for tmp in tmps.values():
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with contextlib.ExitStack() as stack:
+            yield {
+                k: stack.enter_context(gzip.open(tmp, "wt", compresslevel=1))
+                for k, tmp in tmps.items()
+            }
+    except BaseException:
+        for tmp in tmps.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    for k, tmp in tmps.items():
+        os.replace(tmp, paths[k])
+
+
+def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice]]:
+    """(key, lattice) of every entry of a (gzipped) text archive that
+    :func:`writing_lattice_archives` wrote: nodes numbered in topological order, each
+    arc one link with at most one transition-id, final lines after the arcs. Each
+    entry's numbers are parsed in one C call (``numpy.fromstring``)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        text = f.read()
+    for entry in text.split("\n\n"):
+        if entry.strip():
+            yield _parse_entry(entry.lstrip("\n"), path)
+
+
+def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
+    """One archive entry: the key line, ``src dst word graph,acoustic,tid`` arc lines,
+    then ``node graph,acoustic,`` final lines (an empty string read as transition-id 0)."""
+    key, _, body = entry.partition("\n")
+    body = body.rstrip("\n") + "\n"
+    num_lines = body.count("\n")
+    num_arcs = (body.count("\t") - num_lines) // 2  # an arc line has 3 tabs, a final 1
+    numbers = body.replace(",\n", ",0\n").replace(",", " ").replace("\t", " ")
+    values = np.fromstring(numbers, sep=" ")
+    if len(values) != 6 * num_arcs + 4 * (num_lines - num_arcs):
+        raise DataError(f"{path}: lattice {key}: not a lattice written by paravg")
+    arcs = values[: 6 * num_arcs].reshape(num_arcs, 6)
+    finals = values[6 * num_arcs :].reshape(-1, 4)
+    src, dst, word, tid = (arcs[:, i].astype(np.int64) for i in (0, 1, 2, 5))
+    final_nodes = finals[:, 0].astype(np.int64)
+    n = int(max(src.max(initial=-1), dst.max(initial=-1), final_nodes.max(initial=-1))) + 1
+    final = np.full(n, np.inf)
+    final[final_nodes] = finals[:, 1]
+    return key, Lattice.from_links(
+        _frames(n, src, dst, tid > 0), final, src, dst, arcs[:, 3], arcs[:, 4], tid, word
+    )
+
+
+class LatticeArchives:
+    """The lattices of several archives (a set's splits), read in order; the first pass
+    keeps them in memory up to ``max_links`` links in all, so that a second pass (the
+    CTM after the grid) reads nothing again; beyond it every pass reads the files."""
+
+    def __init__(self, paths: Sequence[str | os.PathLike], max_links: int = 5_000_000):
+        self.paths = list(paths)
+        self.max_links = max_links
+        self._kept: list[tuple[str, Lattice]] | None = None
+
+    def __iter__(self) -> Iterator[tuple[str, Lattice]]:
+        if self._kept is not None:
+            yield from self._kept
+            return
+        kept: list[tuple[str, Lattice]] | None = []
+        links = 0
+        for path in self.paths:
+            for key, lattice in read_lattice_archive(path):
+                links += lattice.num_links
+                if kept is not None and links <= self.max_links:
+                    kept.append((key, lattice))
+                else:
+                    kept = None
+                yield key, lattice
+        self._kept = kept
+
+
+def _frames(n: int, src: np.ndarray, dst: np.ndarray, emits: np.ndarray) -> np.ndarray:
+    """Each node's frame: the number of transition-ids on any path from node 0 (the same
+    on every path of a state-level lattice). One incoming link per node makes a tree;
+    depths by pointer jumping, O(links · log frames)."""
+    parent = np.zeros(n, dtype=np.int64)
+    step = np.zeros(n, dtype=np.int64)
+    parent[dst] = src  # any one incoming link per node
+    step[dst] = emits
+    while True:
+        moved = parent != 0
+        if not moved.any():
+            return step
+        step = step + np.where(moved, step[parent], 0)
+        parent = parent[parent]

@@ -1,0 +1,311 @@
+"""One lattice-generating Viterbi beam search per utterance (Kaldi's
+``LatticeFasterDecoder``, ``src/decoder/lattice-faster-decoder.{h,cc}``), vectorised
+over the active arcs of a frame with numpy.
+
+Costs are Kaldi's: a token's cost is graph cost + ``acoustic_scale`` · acoustic cost,
+with acoustic cost −log p(x_t | pdf) (pseudo-log-likelihoods, column per pdf) and graph
+cost the HCLG arc weights. Per frame t (Kaldi's ``ProcessEmitting`` then
+``ProcessNonemitting``):
+
+1. **Cut-off** (``GetCutoff``): tokens of frame t above ``best + beam`` are dropped;
+   more than ``max_active`` tokens tighten the cut-off to the ``max_active``-th cost,
+   fewer than ``min_active`` below it widen it to the ``min_active``-th; the beam of the
+   next frame is the one used (``adaptive_beam``: the cut-off's distance from the best,
+   plus ``beam_delta`` 0.5, when a count bound it).
+2. **Emitting arcs** (ilabel = transition-id > 0) of the surviving tokens give the tokens
+   of frame t + 1: cost = token + arc weight + scale · acoustic cost of the arc's pdf at
+   t; kept below ``best new cost + adaptive_beam``; a state's token keeps the minimum.
+3. **Non-emitting arcs** (ilabel 0) of frame t + 1 are relaxed until no token improves
+   (HCLG has no epsilon cycles), kept below the same cut-off.
+
+Every arc kept is a **link** of the raw lattice: (source token, destination token, graph
+cost, acoustic cost, transition-id, word). After the last frame the final costs are
+added (when no final state is active every token is final, Kaldi's partial result), and
+the links are pruned to those on a path within ``lattice_beam`` of the best
+(:meth:`paravg.decode.lattice.Lattice.pruned`), as ``PruneForwardLinksFinal`` and
+``GetRawLattice`` leave them. Kaldi prunes every 25 frames to bound memory; pruning once
+at the end keeps the same links (a link's best path through it is the same).
+
+Kaldi's options and defaults (``LatticeFasterDecoderConfig``, ``steps/nnet3/decode.sh``):
+beam 15, lattice-beam 8, max-active 7000, min-active 200, acoustic-scale 0.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from paravg.decode.lattice import Lattice
+
+BEAM_DELTA = 0.5  # Kaldi's LatticeFasterDecoderConfig::beam_delta
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Kaldi's LatticeFasterDecoderConfig names; defaults of steps/nnet3/decode.sh."""
+
+    acoustic_scale: float = 0.1
+    beam: float = 15.0
+    lattice_beam: float = 8.0
+    max_active: int = 7000
+    min_active: int = 200
+
+
+@dataclass(frozen=True)
+class SearchGraph:
+    """An HCLG as arrays: arcs sorted by source state, emitting and non-emitting apart.
+
+    ``offsets[kind][s] : offsets[kind][s + 1]`` are the arcs of kind ``"emit"`` or
+    ``"eps"`` leaving state s; ``final`` is each state's final cost (inf: not final).
+    """
+
+    num_states: int
+    start: int
+    final: np.ndarray
+    offsets: dict[str, np.ndarray]
+    dst: dict[str, np.ndarray]
+    weight: dict[str, np.ndarray]
+    ilabel: dict[str, np.ndarray]
+    olabel: dict[str, np.ndarray]
+
+    @classmethod
+    def from_fst(cls, fst) -> SearchGraph:
+        """From a kaldifst StdVectorFst (read through its text form, once per job)."""
+        return cls.from_text(fst.to_str(show_weight_one=True), fst.start)
+
+    @classmethod
+    def from_text(cls, text: str, start: int) -> SearchGraph:
+        """From OpenFst's text form (``src dst ilabel olabel weight`` / ``state weight``)."""
+        arcs: list[tuple[int, int, int, int, float]] = []
+        finals: dict[int, float] = {}
+        num_states = start + 1
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) >= 4:
+                w = float(f[4]) if len(f) > 4 else 0.0
+                arcs.append((int(f[0]), int(f[1]), int(f[2]), int(f[3]), w))
+                num_states = max(num_states, int(f[0]) + 1, int(f[1]) + 1)
+            elif f:
+                finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
+                num_states = max(num_states, int(f[0]) + 1)
+        table = np.array(arcs, dtype=np.float64).reshape(-1, 5)
+        final = np.full(num_states, np.inf)
+        for s, w in finals.items():
+            final[s] = w
+        parts: dict[str, dict[str, np.ndarray]] = {}
+        for kind, mask in (("emit", table[:, 2] > 0), ("eps", table[:, 2] == 0)):
+            sub = table[mask]
+            sub = sub[np.argsort(sub[:, 0], kind="stable")]
+            src = sub[:, 0].astype(np.int64)
+            parts[kind] = {
+                "offsets": np.searchsorted(src, np.arange(num_states + 1)),
+                "dst": sub[:, 1].astype(np.int64),
+                "weight": sub[:, 4],
+                "ilabel": sub[:, 2].astype(np.int64),
+                "olabel": sub[:, 3].astype(np.int64),
+            }
+        return cls(
+            num_states,
+            start,
+            final,
+            **{key: {k: parts[k][key] for k in parts} for key in parts["emit"]},
+        )
+
+    def arcs_of(self, kind: str, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of the ``kind`` arcs leaving ``states``, and each arc's position in
+        ``states``."""
+        off = self.offsets[kind]
+        counts = off[states + 1] - off[states]
+        total = int(counts.sum())
+        owner = np.repeat(np.arange(len(states)), counts)
+        first = np.repeat(off[states] - np.cumsum(counts) + counts, counts)
+        return first + np.arange(total), owner
+
+
+class _Frame:
+    """Tokens of one frame: states (in creation order) and their costs. While the frame
+    is built, dense per-state arrays hold each state's cost and token index (shared
+    between frames; reset on :meth:`close`)."""
+
+    def __init__(self, dense_cost: np.ndarray, dense_token: np.ndarray, mark: np.ndarray):
+        self.dense_cost = dense_cost  # inf everywhere while no frame is open
+        self.dense_token = dense_token  # -1 likewise
+        self.mark = mark  # scratch of _distinct
+        self.states = np.zeros(0, dtype=np.int64)
+        self.costs = np.zeros(0)
+
+    def add(self, states: np.ndarray, costs: np.ndarray) -> np.ndarray:
+        """Lower the costs of ``states`` (adding new tokens); return the states whose
+        cost went down (new ones included)."""
+        before = self.dense_cost[states]
+        np.minimum.at(self.dense_cost, states, costs)
+        changed = _distinct(states[costs < before], self.mark)
+        new = changed[self.dense_token[changed] < 0]
+        if len(new):
+            self.dense_token[new] = len(self.states) + np.arange(len(new))
+            self.states = np.concatenate([self.states, new])
+        return changed
+
+    def cost_of(self, states: np.ndarray) -> np.ndarray:
+        return self.dense_cost[states]
+
+    def token_of(self, states: np.ndarray) -> np.ndarray:
+        return self.dense_token[states]
+
+    def close(self) -> None:
+        self.costs = self.dense_cost[self.states].copy()
+        self.dense_cost[self.states] = np.inf
+        self.dense_token[self.states] = -1
+
+
+def _distinct(values: np.ndarray, mark: np.ndarray) -> np.ndarray:
+    """The distinct entries of ``values`` (indices into ``mark``, a scratch array of the
+    same range), in O(n) without sorting: the last write of each value survives."""
+    pos = np.arange(len(values))
+    mark[values] = pos
+    return values[mark[values] == pos]
+
+
+def _cutoff(costs: np.ndarray, opts: SearchOptions) -> tuple[float, float]:
+    """Kaldi's GetCutoff: (cut-off, adaptive beam) of a frame's token costs."""
+    best = float(costs.min())
+    beam_cutoff = best + opts.beam
+    if len(costs) > opts.max_active:
+        max_cut = float(np.partition(costs, opts.max_active)[opts.max_active])
+        if max_cut < beam_cutoff:
+            return max_cut, max_cut - best + BEAM_DELTA
+    if len(costs) > opts.min_active:
+        min_cut = float(np.partition(costs, opts.min_active)[opts.min_active])
+        if min_cut > beam_cutoff:
+            return min_cut, min_cut - best + BEAM_DELTA
+    return beam_cutoff, opts.beam
+
+
+def search(
+    graph: SearchGraph,
+    arc_pdf: np.ndarray,
+    loglikes: np.ndarray,
+    opts: SearchOptions,
+) -> Lattice:
+    """The raw lattice of one utterance, pruned to ``opts.lattice_beam``.
+
+    ``arc_pdf``: the pdf of every emitting arc (its transition-id's pdf); ``loglikes``:
+    (frames × pdfs) pseudo-log-likelihoods, unscaled.
+    """
+    scale = opts.acoustic_scale
+    dense_cost = np.full(graph.num_states, np.inf)
+    dense_token = np.full(graph.num_states, -1, dtype=np.int64)
+    mark = np.zeros(graph.num_states, dtype=np.int64)
+    frames: list[_Frame] = []
+    blocks: list[dict] = []  # link blocks in the order made: eps of 0, emit 0->1, eps of 1..
+
+    def relax_epsilons(frame: _Frame, t: int, changed: np.ndarray, cutoff: float) -> None:
+        kept = []
+        while len(changed):
+            arcs, owner = graph.arcs_of("eps", changed)
+            if not len(arcs):
+                break
+            cost = frame.cost_of(changed)[owner] + graph.weight["eps"][arcs]
+            keep = cost < cutoff
+            arcs, cost = arcs[keep], cost[keep]
+            kept.append(arcs)
+            changed = frame.add(graph.dst["eps"][arcs], cost)
+        if kept:
+            arcs = np.unique(np.concatenate(kept))
+            src = np.searchsorted(graph.offsets["eps"], arcs, side="right") - 1
+            blocks.append(
+                {
+                    "frames": (t, t),
+                    "src": frame.token_of(src),
+                    "dst": frame.token_of(graph.dst["eps"][arcs]),
+                    "graph": graph.weight["eps"][arcs],
+                    "acoustic": np.zeros(len(arcs)),
+                    "tid": np.zeros(len(arcs), dtype=np.int64),
+                    "word": graph.olabel["eps"][arcs],
+                }
+            )
+
+    first = _Frame(dense_cost, dense_token, mark)
+    first.add(np.array([graph.start]), np.zeros(1))
+    relax_epsilons(first, 0, np.array([graph.start]), opts.beam)
+    first.close()
+    frames.append(first)
+    for t in range(loglikes.shape[0]):
+        cur = frames[-1]
+        cutoff, adaptive = _cutoff(cur.costs, opts)
+        alive = np.flatnonzero(cur.costs <= cutoff)
+        arcs, owner = graph.arcs_of("emit", cur.states[alive])
+        acoustic = -loglikes[t, arc_pdf[arcs]]
+        cost = cur.costs[alive][owner] + graph.weight["emit"][arcs] + scale * acoustic
+        next_cutoff = float(cost.min()) + adaptive if len(cost) else -np.inf
+        keep = cost < next_cutoff
+        arcs, owner, cost, acoustic = arcs[keep], owner[keep], cost[keep], acoustic[keep]
+        nxt = _Frame(dense_cost, dense_token, mark)
+        dst = graph.dst["emit"][arcs]
+        changed = nxt.add(dst, cost)
+        blocks.append(
+            {
+                "frames": (t, t + 1),
+                "src": alive[owner],  # positions in frame t (its map is closed)
+                "dst": nxt.token_of(dst),
+                "graph": graph.weight["emit"][arcs],
+                "acoustic": acoustic,
+                "tid": graph.ilabel["emit"][arcs],
+                "word": graph.olabel["emit"][arcs],
+            }
+        )
+        relax_epsilons(nxt, t + 1, changed, next_cutoff)
+        nxt.close()
+        frames.append(nxt)
+        if not len(nxt.states):
+            break
+    final = graph.final[frames[-1].states]
+    if not np.isfinite(final).any():  # no final state active: Kaldi's partial result
+        final = np.zeros(len(frames[-1].states))
+    return _pruned_lattice(frames, blocks, final, opts)
+
+
+def _pruned_lattice(
+    frames: list[_Frame], blocks: list[dict], final: np.ndarray, opts: SearchOptions
+) -> Lattice:
+    """Kaldi's ``PruneForwardLinksFinal`` + ``GetRawLattice``: the links on a path within
+    ``lattice_beam`` of the best (search costs), as a :class:`Lattice`.
+
+    Forward costs are the tokens' (each the minimum over its kept incoming links);
+    backward costs run over the link blocks in reverse, a frame's non-emitting links
+    relaxed until no cost falls (their chains are short)."""
+    offsets = np.concatenate([[0], np.cumsum([len(f.states) for f in frames])])
+    alpha = np.concatenate([f.costs for f in frames])
+    beta = np.full(len(alpha), np.inf)
+    beta[offsets[-2] :] = final
+    for b in blocks:
+        b["src"] = b["src"] + offsets[b["frames"][0]]
+        b["dst"] = b["dst"] + offsets[b["frames"][1]]
+        b["cost"] = b["graph"] + opts.acoustic_scale * b["acoustic"]
+    for b in reversed(blocks):
+        src, dst, cost = b["src"], b["dst"], b["cost"]
+        while True:
+            before = beta[src]
+            np.minimum.at(beta, src, beta[dst] + cost)
+            if b["frames"][0] != b["frames"][1] or np.array_equal(before, beta[src]):
+                break
+    best = float(np.min(alpha[offsets[-2] :] + final))
+    limit = best + opts.lattice_beam
+    kept = {k: [] for k in ("src", "dst", "graph", "acoustic", "tid", "word")}
+    for b in blocks:
+        keep = alpha[b["src"]] + b["cost"] + beta[b["dst"]] <= limit
+        for k in kept:
+            kept[k].append(b[k][keep])
+    links = {k: np.concatenate(v) for k, v in kept.items()}
+    node_frame = np.concatenate(
+        [np.full(len(f.states), t, dtype=np.int64) for t, f in enumerate(frames)]
+    )
+    node_final = np.full(len(alpha), np.inf)
+    node_final[offsets[-2] :] = np.where(alpha[offsets[-2] :] + final <= limit, final, np.inf)
+    used = np.zeros(len(alpha), dtype=bool)
+    used[0] = True
+    used[links["src"]] = used[links["dst"]] = True
+    new_id = np.cumsum(used) - 1
+    links["src"], links["dst"] = new_id[links["src"]], new_id[links["dst"]]
+    return Lattice.from_links(node_frame[used], node_final[used], **links)
