@@ -1,18 +1,26 @@
-"""Decoding speed on the demo graph: graph-build time and real-time factor per core.
+"""Recognition cost: the old exhaustive sweep against one lattice search per utterance.
 
-Needs a finished run (the demo corpus, the eval set's features and i-vectors, final.pt):
+Needs a finished run (the demo corpus, the eval set's features and i-vectors, final.pt,
+its word and phone graphs):
 
-    .venv/bin/python benchmarks/bench_decode.py --results results [--exp default] [--set test]
+    .venv/bin/python benchmarks/bench_decode.py --results results [--exp default] \
+        [--set test] [--max-utts 20]
 
-Builds the word and phone graphs from the run's training data into a temporary directory
-(timed), then decodes the eval set on one core (torch and the decoder single-threaded),
-one search per utterance at LMWT = 1/acoustic_scale, WIP = 0, and prints per stage the
-real-time factor RTF = CPU seconds / seconds of audio (frames × 10 ms): the network's
-forward pass, the lattice-faster search at Kaldi's decode.sh beams (beam 15, lattice beam
-8), at beam 8, and at lattice beam 2 (only the best path is kept: how many utterances get
-the same best path as at Kaldi's beams is printed beside), side by side. Target:
-network + search ≤ 0.1 per core. The scoring sweep (LMWT × WIP settings) costs one
-search per setting; its RTF is the search RTF times the number of settings.
+On one core (torch single-threaded), over the same utterances and the same network
+outputs, side by side in one run:
+
+* **old**: Kaldi's LatticeFasterDecoder (kaldi-hmm-gmm's C++, ``paravg.decode.reference``)
+  searched once per scoring setting: the word grid (LMWT 7-17 × WIP 0, 0.5, 1) and the
+  phone graph on the same grid, 66 searches per utterance, as paravg decoded before;
+* **new**: one lattice search per utterance and graph (``paravg.decode.search``), the
+  lattices written to and read back from Kaldi's text archive form, then the word grid
+  and the phone graph's own grid (LMWT 1-10) applied to the lattices.
+
+Printed: CPU seconds and real-time factor (CPU s / audio s) of each part, the new
+route's total over the old one, the share of (utterance, setting) pairs whose best
+path is the same in both routes (the settings both grids hold), and each route's WER and
+PER at its best setting. Targets (issue 22): new/old ≤ 0.1, same best path on ≥ 95 %,
+WER and PER within 0.3, search RTF ≤ 0.1 at Kaldi's decode.sh beams.
 """
 
 from __future__ import annotations
@@ -26,33 +34,35 @@ from pathlib import Path
 import kaldiio
 import torch
 
+WORD_GRID = (list(range(7, 18)), [0.0, 0.5, 1.0])
+PHONE_GRID = (list(range(1, 11)), [0.0])
+OLD_PHONE_GRID = WORD_GRID
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
     ap.add_argument("--exp", default="default")
     ap.add_argument("--set", default="test")
-    ap.add_argument("--max-utts", type=int, default=40)
+    ap.add_argument("--max-utts", type=int, default=20)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
-    from paravg.decode.decoder import DecodeOptions, GraphDecoder
+    from paravg.corpus.phones import PHONES, SILENCE
+    from paravg.decode.decoder import GraphSearch
+    from paravg.decode.lattice import read_lattice_archive, writing_lattice_archives
     from paravg.decode.posteriors import utterance_log_posteriors
-    from paravg.graph.build import build_demo_word_graph, build_phone_graph
+    from paravg.decode.reference import GraphDecoder
+    from paravg.decode.score import collapse, normalise_hyp, score_setting
+    from paravg.decode.search import SearchOptions
+    from paravg.graph.arpa import phone_sequences
+    from paravg.graph.lexicon import read_text
     from paravg.graph.load import load_graph
     from paravg.nnet.tdnn import build_model, load_model_file
 
     r = Path(args.results).resolve()
     os.chdir(r.parent)  # the run's scp files hold paths relative to its directory
     r = Path(r.name)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_decode."))
-    t0 = time.perf_counter()  # wall: ARPA -> G runs in a subprocess
-    build_demo_word_graph(r / "demo/train/text", r / "demo/train/phone_ctm", tmp / "words")
-    t_words = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    build_phone_graph(r / "data/train/targets.scp", tmp / "phones")
-    t_phones = time.perf_counter() - t0
-
     fd = load_model_file(r / "exp" / args.exp / "final.pt")
     model = build_model(fd).eval()
     log_priors = fd["state_dict"]["log_priors"].double()
@@ -70,34 +80,88 @@ def main() -> None:
         )
         loglikes[u] = (logp.double() - log_priors[None]).numpy()
         frames += len(logp)
-    t_nnet = time.process_time() - t0
+    cpu = {"network forward": time.process_time() - t0}
     audio = frames / 100.0
-    rows = [("network forward", t_nnet)]
-    same: dict[str, int] = {}
-    graph = load_graph(tmp / "words")
-    best = {}
-    for beam, lattice_beam in ((15.0, 8.0), (8.0, 8.0), (15.0, 2.0)):
-        decoder = GraphDecoder(graph, DecodeOptions(beam=beam, lattice_beam=lattice_beam), [0.0])
-        t0 = time.process_time()
-        hyps = {u: decoder.decode(u, loglikes[u], 10, 0.0) for u in utts}
-        name = f"search, word graph, beam {beam:g}, lattice beam {lattice_beam:g}"
-        rows.append((name, time.process_time() - t0))
-        best.setdefault("kaldi", hyps)
-        same[name] = sum(hyps[u] == best["kaldi"][u] for u in utts)
-    phones = GraphDecoder(load_graph(tmp / "phones"), DecodeOptions(), [0.0])
-    t0 = time.process_time()
-    for u in utts:
-        phones.decode(u, loglikes[u], 10, 0.0)
-    rows.append(("search, phone graph, beam 15", time.process_time() - t0))
+    graphs = {k: load_graph(r / "graph" / k) for k in ("words", "phones")}
+    grids = {"words": WORD_GRID, "phones": PHONE_GRID}
+    old_grids = {"words": WORD_GRID, "phones": OLD_PHONE_GRID}
 
-    print(f"graph build (wall s): words {t_words:.2f}, phones {t_phones:.2f}")
-    print(f"decoded {len(utts)} utterances, {audio:.1f} s of audio, 1 core")
-    print(f"{'stage':50s} {'CPU s':>8s} {'RTF':>8s} {'vs network':>11s}  best path as Kaldi's")
-    for name, t in rows:
-        note = f"{same[name]}/{len(utts)}" if name in same else ""
-        print(f"{name:50s} {t:8.2f} {t / audio:8.4f} {t / max(t_nnet, 1e-9):11.2f}  {note}")
-    total = t_nnet + rows[1][1]
-    print(f"network + word search at Kaldi defaults: RTF {total / audio:.4f} (target <= 0.1)")
+    old: dict[str, dict] = {k: {} for k in graphs}
+    for kind, graph in graphs.items():
+        lmwts, wips = old_grids[kind]
+        decoder = GraphDecoder(graph, SearchOptions(), wips)
+        t0 = time.process_time()
+        for u in utts:
+            for lm in lmwts:
+                for wip in wips:
+                    old[kind][(lm, wip)] = old[kind].get((lm, wip), {})
+                    old[kind][(lm, wip)][u] = decoder.decode(u, loglikes[u], lm, wip)
+        cpu[f"old: {kind} graph, {len(lmwts) * len(wips)} searches each"] = time.process_time() - t0
+
+    new: dict[str, dict] = {k: {} for k in graphs}
+    tmp = Path(tempfile.mkdtemp(prefix="bench_decode."))
+    for kind, graph in graphs.items():
+        search = GraphSearch(graph, SearchOptions())
+        t0 = time.process_time()
+        lattices = {u: search.lattice(loglikes[u]) for u in utts}
+        cpu[f"new: {kind} graph, 1 lattice search each"] = time.process_time() - t0
+        t0 = time.process_time()
+        with writing_lattice_archives({kind: tmp / f"{kind}.gz"}) as archives:
+            for u, lattice in lattices.items():
+                archives[kind].write(lattice.kaldi_text(u))
+        back = dict(read_lattice_archive(tmp / f"{kind}.gz"))
+        cpu[f"new: {kind} lattices written and read back"] = time.process_time() - t0
+        lmwts, wips = grids[kind]
+        t0 = time.process_time()
+        for u, lattice in back.items():
+            for setting, links in lattice.best_paths(lmwts, wips).items():
+                words = [graph.words[int(w)] for w in lattice.word[links] if w > 0]
+                new[kind].setdefault(setting, {})[u] = words
+        cpu[f"new: {kind} grid applied ({len(lmwts) * len(wips)} settings)"] = (
+            time.process_time() - t0
+        )
+
+    refs = {"words": read_text(r / "data" / args.set / "text")}
+    targets = kaldiio.load_scp(str(r / "data" / args.set / "targets.scp"))
+    seqs = phone_sequences((targets[u] for u in utts), PHONES, SILENCE)
+    refs["phones"] = {u: collapse(s) for u, s in zip(utts, seqs, strict=True)}
+    refs["words"] = {u: refs["words"][u] for u in utts}
+
+    def best_rate(kind, by_setting):
+        prep = (lambda h: collapse(normalise_hyp(h))) if kind == "phones" else normalise_hyp
+        rates = {
+            s: score_setting(refs[kind], {u: prep(h) for u, h in hyps.items()})
+            for s, hyps in by_setting.items()
+        }
+        best = min(rates, key=lambda s: (rates[s]["errors"], *s))
+        return rates[best]["rate"], best
+
+    print(f"{len(utts)} utterances of {args.set}, {audio:.1f} s of audio, 1 core, Kaldi's beams")
+    print(f"{'part':52s} {'CPU s':>8s} {'RTF':>8s}")
+    for name, t in cpu.items():
+        print(f"{name:52s} {t:8.2f} {t / audio:8.4f}")
+    old_total = sum(t for n, t in cpu.items() if n.startswith("old"))
+    new_total = sum(t for n, t in cpu.items() if n.startswith("new"))
+    print(f"search and scoring, old {old_total:.1f} s, new {new_total:.1f} s: "
+          f"new / old = {new_total / old_total:.3f} (target <= 0.1)")  # fmt: skip
+    words_search = cpu["new: words graph, 1 lattice search each"]
+    rtf = (cpu["network forward"] + words_search) / audio
+    print(f"network + word lattice search: RTF {rtf:.4f} per core (target <= 0.1)")
+    for kind in graphs:
+        shared = [s for s in new[kind] if s in old[kind]]
+        same = sum(new[kind][s][u] == old[kind][s][u] for s in shared for u in utts)
+        total = len(shared) * len(utts)
+        (old_rate, old_best), (new_rate, new_best) = (
+            best_rate(kind, old[kind]),
+            best_rate(kind, new[kind]),
+        )
+        unit = "WER" if kind == "words" else "PER"
+        print(
+            f"{kind}: same best path on {same}/{total} (utterance, setting) pairs "
+            f"({100 * same / total:.1f} %); {unit} old {old_rate:.2f} (LMWT {old_best[0]:g}, "
+            f"WIP {old_best[1]:g}), new {new_rate:.2f} (LMWT {new_best[0]:g}, "
+            f"WIP {new_best[1]:g})"
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ against the reference text:
 5. the same with the training data's pseudo-speakers (``ivector.utts_per_spk_max``
    utterances of a speaker, in order): the regime the network was trained in;
 6. as 1, with the eval set's i-vectors extracted per utterance (``ivector.eval_per_utt:
-   true``): paravg's decoder (:class:`paravg.decode.decoder.GraphDecoder`, the decode
+   true``): paravg's decoder (:class:`paravg.decode.reference.GraphDecoder`, the decode
    rule's) on the set's dithered features, against vosk as in 1.
 
 vosk's hypotheses are cached in ``WS/bench_vosk_agreement/`` per ``final.pt`` checksum,
@@ -55,8 +55,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from paravg.data import AudioReader, read_data_dir  # noqa: E402
-from paravg.decode.decoder import DecodeOptions, GraphDecoder  # noqa: E402
 from paravg.decode.posteriors import utterance_log_posteriors  # noqa: E402
+from paravg.decode.reference import GraphDecoder  # noqa: E402
+from paravg.decode.search import SearchOptions  # noqa: E402
 from paravg.export.phone_loop import transition_ids  # noqa: E402
 from paravg.export.stage import export_experiment  # noqa: E402
 from paravg.export.transition_model import TransitionModel  # noqa: E402
@@ -175,15 +176,14 @@ def main() -> None:
             )
             vosk, vosk_s = cached_vosk(kaldi, wavs, f"{key}.as_trained.lmwt{lmwt:g}")
         if 1 in parts:
-            ours: dict[str, str] = {}
-            for split in sorted(decode.glob("split*.json")):
-                ours.update(json.loads(split.read_text())["hyps"]["words"][f"{lmwt:g}_0"])
+            hyps = json.loads((decode / "hyps.json").read_text())
+            ours: dict[str, str] = hyps["words"][f"{lmwt:g}_0"]
             row(f"1. as trained (LMWT {lmwt:g}): paravg decoder vs vosk", ours, vosk, vosk_s)
         if 6 in parts:
             stored_feats = dict(kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp")))
             ivs = online_ivectors(data.spk2utt, stored_feats, system, 1)
             log_priors = final["state_dict"]["log_priors"].double()
-            decoder = GraphDecoder(load_graph(r / "graph" / "words"), DecodeOptions(), [0.0])
+            decoder = GraphDecoder(load_graph(r / "graph" / "words"), SearchOptions(), [0.0])
             ours = {}
             for u, x in stored_feats.items():
                 with torch.no_grad():

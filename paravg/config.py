@@ -117,12 +117,24 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     _validate(config, schema, "")
     for name in config["experiments"]:
         experiment_config(config, name, schema)
-    missing = [
-        s for s in config["eval_sets"] if config["data"]["sets"] and s not in config["data"]["sets"]
-    ]
-    if missing:
-        raise ConfigError(f"eval_sets names sets not in data.sets: {missing}")
+    if config["data"]["sets"]:
+        missing = [s for s in config["eval_sets"] if s not in config["data"]["sets"]]
+        if missing:
+            raise ConfigError(f"eval_sets names sets not in data.sets: {missing}")
+    else:
+        demo = demo_set_names(config)
+        missing = [s for s in config["eval_sets"] if s not in demo]
+        if missing:
+            raise ConfigError(
+                f"eval_sets names {missing}, but the demo corpus has the sets {demo} "
+                "(dev only with demo.dev_fraction > 0)"
+            )
     return config
+
+
+def demo_set_names(config: dict) -> list[str]:
+    """The demo corpus's sets: train, test, and dev when ``demo.dev_fraction`` > 0."""
+    return ["train", "test"] + (["dev"] if config["demo"]["dev_fraction"] > 0 else [])
 
 
 def experiment_config(config: dict, name: str, schema: dict | None = None) -> dict:

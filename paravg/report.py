@@ -1,6 +1,12 @@
 """The results table: held-out frame accuracy and cross-entropy per experiment and set,
 and with decoding on, WER and PER (``decode/<set>/scores.json``: percent, at the chosen
-LM weight and word insertion penalty, shown as ``LMWT/WIP``)."""
+LM weight and word insertion penalty, shown as ``LMWT/WIP``).
+
+With ``decode.tune_set`` the WER and PER columns are at the setting best on the tuning
+set (the figure a paper may report for the other sets); beside each, labelled "own
+best", is the setting best on the set itself, what Kaldi's ``score.sh`` prints as
+``best_wer`` (optimistic: tuned on the data it reports). Without a tuning set the two
+are the same."""
 
 from __future__ import annotations
 
@@ -13,15 +19,11 @@ from paravg.io import read_json, write_text_atomic
 
 def decode_columns(scores_path: Path) -> dict:
     """WER, PER and their settings from a scores.json (None where not scored)."""
+    keys = [f"{u}{k}" for u in ("wer", "per") for k in ("", "_setting", "_own", "_own_setting")]
     if not scores_path.is_file():
-        return {"wer": None, "per": None, "wer_setting": None, "per_setting": None}
+        return dict.fromkeys(keys)
     r = read_json(scores_path)
-    return {
-        "wer": r.get("wer"),
-        "per": r.get("per"),
-        "wer_setting": r.get("wer_setting"),
-        "per_setting": r.get("per_setting"),
-    }
+    return {k: r.get(k) for k in keys}
 
 
 def collect_results(
@@ -59,8 +61,12 @@ def format_markdown(rows: list[dict]) -> str:
     decode = bool(rows) and "wer" in rows[0]
     head = "| experiment | eval set | frame accuracy | cross-entropy (nats/frame) | frames "
     head += "| models combined |"
-    head += " WER % (LMWT/WIP) | PER % (LMWT/WIP) |\n" if decode else "\n"
-    head += "|---|---|---|---|---|---|" + ("---|---|\n" if decode else "\n")
+    head += (
+        " WER % (LMWT/WIP) | WER % own best | PER % (LMWT/WIP) | PER % own best |\n"
+        if decode
+        else "\n"
+    )
+    head += "|---|---|---|---|---|---|" + ("---|---|---|---|\n" if decode else "\n")
     body = ""
     for r in rows:
         body += (
@@ -68,7 +74,9 @@ def format_markdown(rows: list[dict]) -> str:
             f"| {r['cross_entropy']:.4f} | {r['frames']} | {r['combined_models']} |"
         )
         if decode:
-            body += f" {_rate(r['wer'], r['wer_setting'])} | {_rate(r['per'], r['per_setting'])} |"
+            for u in ("wer", "per"):
+                body += f" {_rate(r[u], r[f'{u}_setting'])} |"
+                body += f" {_rate(r[f'{u}_own'], r[f'{u}_own_setting'])} |"
         body += "\n"
     return head + body
 
@@ -76,7 +84,9 @@ def format_markdown(rows: list[dict]) -> str:
 def format_tsv(rows: list[dict]) -> str:
     cols = ["experiment", "set", "frame_accuracy", "cross_entropy", "frames", "combined_models"]
     if rows and "wer" in rows[0]:
-        cols += ["wer", "wer_setting", "per", "per_setting"]
+        cols += [
+            f"{u}{k}" for u in ("wer", "per") for k in ("", "_setting", "_own", "_own_setting")
+        ]
     return "\t".join(cols) + "\n" + "".join("\t".join(str(r[c]) for c in cols) + "\n" for r in rows)
 
 

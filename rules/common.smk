@@ -46,11 +46,14 @@ def layout_param(method, *args):
 
 
 # ---------------------------------------------------------------- data sets
+from paravg.config import demo_set_names  # noqa: E402
+
+
 def data_sets():
     """Set name -> source Kaldi data dir; the demo corpus when data.sets is empty."""
     if config["data"]["sets"]:
         return dict(config["data"]["sets"])
-    return {"train": LAYOUT.demo_file("train"), "test": LAYOUT.demo_file("test")}
+    return {s: LAYOUT.demo_file(s) for s in demo_set_names(config)}
 
 
 def uses_demo():

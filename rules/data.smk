@@ -3,16 +3,16 @@
 
 # ---------------------------------------------------------------- demo_corpus (corpus helper)
 # Synthesize the labelled demo corpus (paravg.corpus): TTS voices x variants = speakers,
-# train/test split by source voice, per-frame phone targets from the engines' timing.
+# train/test(/dev) split by source voice, per-frame phone targets from the engines' timing.
 # Used when data.sets is empty. Also writes wav/, targets.{ark,scp}, text, phone_ctm.
 rule demo_corpus:
     output:
-        train=LAYOUT.demo_file("train/wav.scp"),
-        test=LAYOUT.demo_file("test/wav.scp"),
+        **{s: LAYOUT.demo_file(f"{s}/wav.scp") for s in demo_set_names(config)},
         done=LAYOUT.demo_file("done"),
     params:
         minutes=config["demo"]["minutes"],
         test_fraction=config["demo"]["test_fraction"],
+        dev_fraction=config["demo"]["dev_fraction"],
         variants=config["demo"]["variants"],
         use_espeak=config["demo"]["use_espeak"],
         seed=config["demo"]["seed"],

@@ -40,6 +40,7 @@ if PER_ENABLED:
         params:
             out_dir=layout_param("graph_dir", "phones"),
             options=graph_options(),
+            sil_prob=config["graph"]["phone_sil_prob"],
         log:
             LAYOUT.log("graph", "phones"),
         conda:

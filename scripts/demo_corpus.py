@@ -20,6 +20,7 @@ def main(snakemake) -> None:
             out_dir=out_dir,
             minutes=params.minutes,
             test_fraction=params.test_fraction,
+            dev_fraction=params.dev_fraction,
             variants=params.variants,
             use_espeak=params.use_espeak,
             seed=params.seed,

@@ -1,4 +1,5 @@
-"""Rule graph_phones: the PER graph (phones as words, phone bigram of the targets)."""
+"""Rule graph_phones: the PER graph (phones as words, phone bigram of the targets,
+no optional silence as in Kaldi's TIMIT recipe)."""
 
 from paravg.graph.build import build_phone_graph
 from paravg.graph.hclg import GraphOptions
@@ -9,4 +10,5 @@ build_phone_graph(
     train_targets_scp=snakemake.input.targets,
     out_dir=snakemake.params.out_dir,
     options=GraphOptions(**snakemake.params.options),
+    sil_prob=snakemake.params.sil_prob,
 )

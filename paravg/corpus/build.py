@@ -16,7 +16,7 @@ a process pool (results collected in speaker order); the engines are determinist
 builds with the same arguments give byte-identical files (except ``build_seconds`` in
 ``done``).
 
-Output layout under ``out_dir``: ``wav/<speaker>/<utt>.wav``, ``train/`` and ``test/``
+Output layout under ``out_dir``: ``wav/<speaker>/<utt>.wav``, ``train/``, ``test/`` (and ``dev/``)
 Kaldi data dirs (:mod:`paravg.corpus.kaldi_dir`; wav.scp holds the wav paths as
 ``out_dir/wav/...``, i.e. relative to the working directory when ``out_dir`` is), a
 ``phones.txt`` and, written last, ``done`` (JSON summary).
@@ -175,10 +175,12 @@ def build_demo_corpus(
     use_espeak: bool = True,
     seed: int = 0,
     num_workers: int = 2,
+    dev_fraction: float = 0.0,
 ) -> dict:
     """Build the demo corpus under ``out_dir``; return the summary also written to ``done``.
 
-    ``minutes`` of audio in all, ``test_fraction`` of it from held-out voices;
+    ``minutes`` of audio in all, ``test_fraction`` of it from held-out voices (and
+    ``dev_fraction`` from other held-out voices: the dev set, when > 0);
     ``variants`` per base voice (more when espeak-ng is not used, see
     :mod:`paravg.corpus.plan`); ``num_workers`` processes synthesize speakers in parallel.
     The workers are spawned, so a script calling this with ``num_workers > 1`` needs the
@@ -193,7 +195,8 @@ def build_demo_corpus(
             "(apt-get install flite festival festvox-kallpc16k festvox-kdlpc16k "
             "festvox-us-slt-hts festlex-cmu)"
         )
-    plans = plan_speakers(voices, minutes, test_fraction, variants, seed)
+    plans = plan_speakers(voices, minutes, test_fraction, variants, seed, dev_fraction)
+    subsets = ["train", "test"] + (["dev"] if dev_fraction > 0 else [])
     log.info(
         "demo corpus: %d voices, %d speakers, %.1f minutes, espeak %s",
         len(voices), len(plans), minutes, any(v.engine == "espeak" for v in voices),
@@ -211,7 +214,7 @@ def build_demo_corpus(
         with ProcessPoolExecutor(num_workers, mp_context=context) as pool:
             results = list(pool.map(_build_speaker_args, jobs))
     by_plan = dict(zip(order, results, strict=True))
-    records: dict[str, list[UtteranceRecord]] = {"train": [], "test": []}
+    records: dict[str, list[UtteranceRecord]] = {s: [] for s in subsets}
     for i, plan in enumerate(plans):
         records[plan.subset] += by_plan[i]
     for subset, recs in records.items():
@@ -219,9 +222,7 @@ def build_demo_corpus(
     write_text_atomic(out / "phones.txt", phones_txt())
     summary = _summary(records)
     summary.update(
-        voices={
-            s: sorted({p.voice.name for p in plans if p.subset == s}) for s in ("train", "test")
-        },
+        voices={s: sorted({p.voice.name for p in plans if p.subset == s}) for s in subsets},
         variants_per_voice=len(plans) // len(voices),
         espeak=any(v.engine == "espeak" for v in voices),
         seed=seed,

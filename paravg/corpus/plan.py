@@ -8,14 +8,19 @@
   are installed (no libespeak-ng: 6), every voice gets ``ceil(variants * 12 / voices)``
   variants, so the speaker count stays at about ``12 * variants`` (60 by default, never
   below 40 with the default 5 variants).
-* The split is by *source*: every speaker of a held-out source voice is in the test set.
-  flite ``slt`` and festival ``slt`` (HTS) are the same human and share one source. The
-  held-out sources are taken in :data:`HELD_OUT_ORDER` (one per engine first), as many as
-  ``ceil(test_fraction * sources)`` (at least one, never all).
-* ``minutes`` of audio are split ``(1 - test_fraction) : test_fraction`` between the sets
-  and evenly among each set's speakers; a speaker speaks until its budget is reached.
-* Sentences: disjoint train/test pools (:func:`~paravg.corpus.text.sentence_pools`); each
-  speaker reads its set's pool in its own seeded order.
+* The split is by *source*: every speaker of a held-out source voice is in the test set
+  (or the dev set). flite ``slt`` and festival ``slt`` (HTS) are the same human and share
+  one source. The held-out sources are taken in :data:`HELD_OUT_ORDER` (one per engine
+  first): the test set's first, as many as ``ceil(test_fraction * sources)`` (at least
+  one, never all), then, when ``dev_fraction`` > 0, the dev set's, as many as
+  ``round(dev_fraction * sources)`` (at least one, and one source always trains). Dev and
+  test voices are distinct, and neither trains: LMWT and WIP are tuned on dev and
+  applied to test, as a paper reports.
+* ``minutes`` of audio are split ``(1 - test_fraction - dev_fraction) : test_fraction :
+  dev_fraction`` between the sets and evenly among each set's speakers; a speaker speaks
+  until its budget is reached. The test set does not depend on ``dev_fraction``.
+* Sentences: disjoint train/test/dev pools (:func:`~paravg.corpus.text.sentence_pools`);
+  each speaker reads its set's pool in its own seeded order.
 
 All randomness comes from ``default_rng([seed, crc32(speaker id), ...])``: a speaker's
 parameters and sentences do not depend on which other speakers exist or on scheduling.
@@ -78,13 +83,29 @@ def variants_per_voice(variants: int, num_voices: int) -> int:
 
 def held_out_sources(voices: Sequence[Voice], test_fraction: float) -> list[str]:
     """The sources whose speakers form the test set."""
+    return held_out_split(voices, test_fraction)["test"]
+
+
+def held_out_split(
+    voices: Sequence[Voice], test_fraction: float, dev_fraction: float = 0.0
+) -> dict[str, list[str]]:
+    """The sources whose speakers form the test set and the dev set (empty when
+    ``dev_fraction`` is 0)."""
     sources = list(dict.fromkeys(v.source for v in voices))
     if len(sources) < 2:
         raise ValueError(f"a train/test split by voice needs >= 2 source voices, found {sources}")
     order = [s for s in HELD_OUT_ORDER if s in sources]
     order += [s for s in sources if s not in order]
     count = min(max(1, math.ceil(test_fraction * len(sources) - 1e-9)), len(sources) - 1)
-    return order[:count]
+    dev = 0
+    if dev_fraction > 0:
+        dev = max(1, round(dev_fraction * len(sources)))
+        if count + dev > len(sources) - 1:
+            raise ValueError(
+                f"demo.dev_fraction {dev_fraction}: {len(sources)} source voices cannot give "
+                f"{count} test, {dev} dev and at least one training source"
+            )
+    return {"test": order[:count], "dev": order[count : count + dev]}
 
 
 def plan_speakers(
@@ -93,27 +114,29 @@ def plan_speakers(
     test_fraction: float,
     variants: int,
     seed: int,
+    dev_fraction: float = 0.0,
 ) -> list[SpeakerPlan]:
     """Plans of all speakers, sorted by speaker id."""
     if minutes <= 0:
         raise ValueError(f"demo minutes must be > 0, got {minutes}")
     if not 0 < test_fraction < 1:
         raise ValueError(f"demo test_fraction must be in (0, 1), got {test_fraction}")
+    if not 0 <= dev_fraction < 1 - test_fraction:
+        raise ValueError(f"demo dev_fraction must be in [0, 1 - test_fraction), got {dev_fraction}")
     per_voice = variants_per_voice(variants, len(voices))
-    test_sources = set(held_out_sources(voices, test_fraction))
+    held_out = held_out_split(voices, test_fraction, dev_fraction)
+    subset_of_source = {src: name for name, srcs in held_out.items() for src in srcs}
     ids = {
         (v, k): f"{v.name}-{k:02d}" for v in voices for k in range(per_voice)
     }  # speaker ids sort like (voice, variant)
-    subset_of = {key: "test" if key[0].source in test_sources else "train" for key in ids}
-    counts = {s: sum(1 for x in subset_of.values() if x == s) for s in ("train", "test")}
-    seconds = {
-        "train": 60.0 * minutes * (1 - test_fraction),
-        "test": 60.0 * minutes * test_fraction,
-    }
-    budget = {s: seconds[s] / counts[s] for s in counts}
-    pool_size = {s: max(MIN_POOL, math.ceil(budget[s]) + 50) for s in counts}
-    train_pool, test_pool = sentence_pools(seed, pool_size["train"], pool_size["test"])
-    pools = {"train": train_pool, "test": test_pool}
+    subset_of = {key: subset_of_source.get(key[0].source, "train") for key in ids}
+    fractions = {"train": 1 - test_fraction - dev_fraction, "test": test_fraction}
+    if dev_fraction > 0:
+        fractions["dev"] = dev_fraction
+    counts = {s: sum(1 for x in subset_of.values() if x == s) for s in fractions}
+    budget = {s: 60.0 * minutes * fractions[s] / counts[s] for s in fractions}
+    pool_size = {s: max(MIN_POOL, math.ceil(budget[s]) + 50) for s in fractions}
+    pools = dict(zip(fractions, sentence_pools(seed, *pool_size.values()), strict=True))
 
     plans = []
     for (voice, k), speaker in ids.items():

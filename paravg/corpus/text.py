@@ -7,7 +7,7 @@ words: *measure, usual, beige, garage, television; boy, toy, coin, noise, voice*
 phone label of the corpus is seen in training.
 
 Sentences are drawn with a seeded ``numpy.random.Generator``: the same seed gives the same
-sentences. :func:`sentence_pools` returns disjoint train and test pools (no test sentence
+sentences. :func:`sentence_pools` returns disjoint train, test (and dev) pools (no test sentence
 is ever spoken in training), and :func:`kaldi_transcript` gives the Kaldi ``text`` form
 (upper-case words, no punctuation).
 """
@@ -186,18 +186,23 @@ def random_sentence(rng: np.random.Generator) -> str:
     return sentence[0].upper() + sentence[1:]
 
 
-def sentence_pools(seed: int, num_train: int, num_test: int) -> tuple[list[str], list[str]]:
-    """Disjoint pools of distinct sentences for the train and the test set.
+def sentence_pools(
+    seed: int, num_train: int, num_test: int, num_dev: int = 0
+) -> tuple[list[str], ...]:
+    """Disjoint pools of distinct sentences for the train, the test and (when
+    ``num_dev`` > 0) the dev set, in that order.
 
     Sentences are drawn one by one from ``default_rng([seed, 0x7e47])``; a sentence already
-    drawn (compared by its Kaldi transcript) is skipped, so no test sentence is a train
-    sentence and no pool holds a duplicate.
+    drawn (compared by its Kaldi transcript) is skipped, so no pool shares a sentence with
+    another and no pool holds a duplicate. The dev pool is drawn last: adding it changes
+    neither the train nor the test pool.
     """
     rng = np.random.default_rng([seed, 0x7E47])
     seen: set[str] = set()
-    pools: list[list[str]] = [[], []]
-    max_draws = 50 * (num_train + num_test) + 1000
-    for pool, size in zip(pools, (num_train, num_test), strict=True):
+    sizes = (num_train, num_test, num_dev) if num_dev else (num_train, num_test)
+    pools: list[list[str]] = [[] for _ in sizes]
+    max_draws = 50 * sum(sizes) + 1000
+    for pool, size in zip(pools, sizes, strict=True):
         draws = 0
         while len(pool) < size:
             sentence = random_sentence(rng)
@@ -209,4 +214,4 @@ def sentence_pools(seed: int, num_train: int, num_test: int) -> tuple[list[str],
                 continue
             seen.add(key)
             pool.append(sentence)
-    return pools[0], pools[1]
+    return tuple(pools)

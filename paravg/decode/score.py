@@ -135,12 +135,15 @@ def score_kind(
     phones: bool,
     chosen: str | None = None,
 ) -> tuple[dict, str, dict]:
-    """(scores per setting, chosen setting, its hypotheses as token lists)."""
+    """(scores per setting, chosen setting, its hypotheses as token lists): the chosen
+    setting is ``chosen`` (the tuning set's) or else the set's own best."""
+    from paravg.corpus.phones import SILENCE
+
     scores, tokens = {}, {}
     for key, hyps in hyps_by_setting.items():
         toks = {u: normalise_hyp(h.split()) for u, h in hyps.items()}
-        if phones:
-            toks = {u: collapse(t) for u, t in toks.items()}
+        if phones:  # PER counts non-silence phones (silence is a word of the phone lang)
+            toks = {u: collapse([p for p in t if p != SILENCE]) for u, t in toks.items()}
         tokens[key] = toks
         scores[key] = score_setting(refs, toks)
     key = chosen if chosen is not None else best_setting(scores)
@@ -338,6 +341,7 @@ def score_set(
         scores, key, toks = score_kind(refs, hyps["words"], False, tuned.get("wer_setting"))
         best = scores[key]
         lmwt, wip = parse_setting(key)
+        own = best_setting(scores)
         result.update(
             wer=best["rate"],
             wer_setting=key,
@@ -345,6 +349,8 @@ def score_set(
             word_ins_penalty=wip,
             wer_details=best,
             wer_all={k: v["rate"] for k, v in scores.items()},
+            wer_own=scores[own]["rate"],
+            wer_own_setting=own,
         )
         per_utt["wer_details"] = per_utt_lines(refs, toks)
         ctm_setting = key
@@ -359,6 +365,7 @@ def score_set(
         scores, key, toks = score_kind(refs, hyps["phones"], True, tuned.get("per_setting"))
         best = scores[key]
         lmwt, wip = parse_setting(key)
+        own = best_setting(scores)
         result.update(
             per=best["rate"],
             per_setting=key,
@@ -366,6 +373,8 @@ def score_set(
             per_word_ins_penalty=wip,
             per_details=best,
             per_all={k: v["rate"] for k, v in scores.items()},
+            per_own=scores[own]["rate"],
+            per_own_setting=own,
         )
         per_utt["per_details"] = per_utt_lines(refs, toks)
     else:

@@ -171,9 +171,10 @@ def arpa_probability(
 
 
 def phone_sequences(
-    targets: Iterable[Sequence[int]], phones: Sequence[str], silence: str
+    targets: Iterable[Sequence[int]], phones: Sequence[str], silence: str | None
 ) -> list[list[str]]:
-    """Per utterance, its frame targets run-length collapsed, silence removed."""
+    """Per utterance, its frame targets run-length collapsed, ``silence`` removed (None:
+    kept)."""
     out = []
     for t in targets:
         seq: list[str] = []

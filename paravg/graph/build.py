@@ -16,9 +16,9 @@ the decoder and the Kaldi export read (stable; see :mod:`paravg.graph.load`):
     graph.json     sizes, options, number of pdfs, build time
 
 Words: the lexicon learnt from the training set (:mod:`paravg.graph.lexicon`), the
-Witten-Bell word bigram of the training ``text``. Phones: every non-silence phone is a
-"word"; the bigram is estimated on the training targets (run-length collapsed, silence
-removed), so PER is scored the same way on phones.
+Witten-Bell word bigram of the training ``text``. Phones: every phone is a "word" (silence
+too, in a lang without optional silence, as Kaldi's TIMIT recipe); the bigram is
+estimated on the training targets (run-length collapsed); PER ignores silence.
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ def build_from_lexicon(
     out_dir: str | Path,
     options=None,
     target_phones: Sequence[str] = PHONES,
+    sil_prob: float = 0.5,
 ) -> dict:
-    """lang dir, bigram ARPA, G.fst and HCLG.fst of a lexicon + training sentences."""
+    """lang dir, bigram ARPA, G.fst and HCLG.fst of a lexicon + training sentences
+    (``sil_prob``: the lang's optional-silence probability, Kaldi's default 0.5)."""
     from paravg.graph.hclg import GraphOptions, make_hclg, read_fst, write_graph
     from paravg.graph.topology import (
         check_pdfs_are_targets,
@@ -68,7 +70,7 @@ def build_from_lexicon(
         entries, [target_phones[0]], [p for p in target_phones[1:] if p != SILENCE]
     )
     topo_text = lang_topo_text(lang)
-    write_lang(lang, out / "lang", topo_text)
+    write_lang(lang, out / "lang", topo_text, sil_prob)
     vocab = [w for w in lang.words if w[0] not in "<#"]
     lm = write_bigram_arpa(out / "lm.arpa", sentences, vocab)
     arpa_to_g(out / "lm.arpa", out / "lang" / "words.txt", out / "G.fst")
@@ -96,6 +98,7 @@ def build_from_lexicon(
         "lm": lm,
         "sizes": sizes,
         "options": vars(options),
+        "sil_prob": sil_prob,
         "build_seconds": round(time.perf_counter() - start, 3),
     }
     write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
@@ -116,12 +119,28 @@ def build_phone_graph(
     out_dir: str | Path,
     options=None,
     target_phones: Sequence[str] = PHONES,
+    sil_prob: float = 0.0,
 ) -> dict:
-    """The PER graph: phones as words, phone bigram of the training alignments."""
+    """The PER graph: phones as words, phone bigram of the training alignments.
+
+    As Kaldi's TIMIT recipe (``prepare_lang.sh --sil-prob 0``): no optional silence;
+    silence is a "word" of the lexicon and of the bigram, so the graph models where it
+    falls instead of offering it between any two phones (scoring removes it from both
+    sides: PER counts non-silence phones). ``sil_prob`` > 0 gives the lang the optional
+    silence of a word lang instead, and silence leaves the lexicon and the bigram.
+    """
     targets = kaldiio.load_scp(str(train_targets_scp))
+    silence_word = sil_prob == 0.0
     sentences = phone_sequences(
-        (targets[u] for u in sorted(targets.keys())), target_phones, target_phones[0]
+        (targets[u] for u in sorted(targets.keys())),
+        target_phones,
+        None if silence_word else target_phones[0],
     )
     return build_from_lexicon(
-        phone_lexicon(target_phones), sentences, out_dir, options, target_phones
+        phone_lexicon(target_phones, with_silence=silence_word),
+        sentences,
+        out_dir,
+        options,
+        target_phones,
+        sil_prob,
     )

@@ -142,7 +142,11 @@ def make_lang(
 
 
 def lexicon_fst_text(lang: Lang, disambig: bool, sil_prob: float = 0.5) -> str:
-    """L (or L_disambig) in OpenFst text form with integer labels."""
+    """L (or L_disambig) in OpenFst text form with integer labels. ``sil_prob`` 0 is
+    ``prepare_lang.sh --sil-prob 0``: no optional silence, one loop state (silence is
+    then a word of the lexicon, as in Kaldi's TIMIT recipe)."""
+    if sil_prob == 0.0:
+        return _lexicon_fst_text_without_silence(lang, disambig)
     sil = lang.phones[lang.optional_silence]
     sil_cost, nosil_cost = -math.log(sil_prob), -math.log(1.0 - sil_prob)
     start, loop, sil_state = 0, 1, 2
@@ -166,6 +170,25 @@ def lexicon_fst_text(lang: Lang, disambig: bool, sil_prob: float = 0.5) -> str:
     if disambig:
         lines.append(f"{loop} {loop} {lang.phones['#0']} {lang.words['#0']} 0")
     lines.append(f"{loop}")
+    return "\n".join(lines) + "\n"
+
+
+def _lexicon_fst_text_without_silence(lang: Lang, disambig: bool) -> str:
+    """L with every pronunciation a loop on state 0 (start and final)."""
+    lines, next_state = [], 1
+    for word, prob, pron in lang.lexicon:
+        ids = [lang.phones[p] for p in pron if disambig or not p.startswith("#")]
+        src, cost = 0, -math.log(prob)
+        for i, pid in enumerate(ids):
+            last = i == len(ids) - 1
+            dst = 0 if last else next_state
+            olabel = lang.words[word] if i == 0 else 0
+            lines.append(f"{src} {dst} {pid} {olabel} {cost if i == 0 else 0.0:.6f}")
+            if not last:
+                src, next_state = next_state, next_state + 1
+    if disambig:
+        lines.append(f"0 0 {lang.phones['#0']} {lang.words['#0']} 0")
+    lines.append("0")
     return "\n".join(lines) + "\n"
 
 

@@ -227,6 +227,8 @@ def demo_lexicon(text_path: str | Path, ctm_path: str | Path) -> list[LexiconEnt
     return learn_lexicon(text, utterance_phones(ctm_path), base)
 
 
-def phone_lexicon(phones: Sequence[str]) -> list[LexiconEntry]:
-    """The PER "lexicon": every non-silence phone is a word spelt by itself."""
-    return [LexiconEntry(p, 1.0, (p,)) for p in phones if p != SILENCE]
+def phone_lexicon(phones: Sequence[str], with_silence: bool = False) -> list[LexiconEntry]:
+    """The PER "lexicon": every non-silence phone is a word spelt by itself (and, with
+    ``with_silence``, silence too: Kaldi's TIMIT lexicon, for a lang without optional
+    silence)."""
+    return [LexiconEntry(p, 1.0, (p,)) for p in phones if with_silence or p != SILENCE]

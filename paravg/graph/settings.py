@@ -34,8 +34,12 @@ def check_recognition_config(config: dict) -> None:
             "and vosk refuse it"
         )
     tune = decode["tune_set"]
-    if tune and tune not in config["eval_sets"]:
-        raise ConfigError(f"decode.tune_set {tune!r} is not in eval_sets")
+    if tune and tune not in config["eval_sets"] and decoding_enabled(config)[0]:
+        raise ConfigError(
+            f"decode.tune_set {tune!r} is not in eval_sets {config['eval_sets']}: name the "
+            "eval set whose best LMWT and WIP every set is scored with, or null to score "
+            "each set at its own best"
+        )
     source = (config["data"]["sets"] or {}).get(tune) if tune else None
     if source and Path(source).is_dir() and not (Path(source) / "text").is_file():
         raise ConfigError(

@@ -121,10 +121,49 @@ def test_decoding_gives_wer_and_per_in_the_results_table(workspace):
         assert scores["wer"] >= 0.0 and scores["wer_details"]["ref_tokens"] > 0
         assert scores["per"] >= 0.0 and scores["per_details"]["ref_tokens"] > 0
         assert scores["wer_setting"] == "10_0" and scores["oov"]["count"] == 0
+        assert scores["grids"]["phones"]["lmwts"] == list(range(1, 11))  # TIMIT's grid
+        assert 1 <= scores["per_lmwt"] <= 10
     header, _, *rows = (workspace / "results" / "results.md").read_text().splitlines()
     assert "WER % (LMWT/WIP)" in header and "PER % (LMWT/WIP)" in header
-    assert all(row.rstrip(" |").split("|")[-1].strip().endswith("(10/0)") for row in rows)
+    assert all("(10/0)" in row for row in rows), rows
     assert (workspace / "results" / "graph" / "words" / "HCLG.fst").stat().st_size > 0
+
+
+def test_decoding_leaves_lattices_hypotheses_and_a_ctm(workspace):
+    """Issue 22: one search per utterance and graph, its lattices on disk in Kaldi's text
+    archive form; every setting's hypotheses; the chosen setting's words with times."""
+    from paravg.decode.lattice import read_lattice_archive
+
+    decode = workspace / "results" / "exp" / "default" / "decode" / "test"
+    utts = set((workspace / "results" / "data" / "test" / "utt2spk").read_text().split()[::2])
+    for sub in ("", "phones/"):
+        keys = [k for j in range(2) for k, _ in read_lattice_archive(decode / f"{sub}lat.{j}.gz")]
+        assert sorted(keys) == sorted(utts)
+    split = json.loads((decode / "split0.json").read_text())
+    assert split["searches_per_utterance"] == 2  # the word and the phone graph, once each
+    hyps = json.loads((decode / "hyps.json").read_text())
+    assert set(hyps["words"]) == {"10_0"} and set(hyps["words"]["10_0"]) == utts
+    assert set(hyps["phones"]) == {f"{lm}_0" for lm in range(1, 11)}
+    ctm = [line.split() for line in (decode / "ctm").read_text().splitlines()]
+    words = [w for u in sorted(utts) for w in hyps["words"]["10_0"][u].split()]
+    assert [f[4] for f in ctm] == words  # the chosen setting's words, in order
+    for utt, channel, start, duration, _word, confidence in ctm:
+        assert utt in utts and channel == "1"
+        assert float(start) >= 0 and float(duration) > 0 and 0 <= float(confidence) <= 1
+
+
+def test_a_new_scoring_grid_rescores_the_lattices_without_searching(workspace):
+    """Changing the LMWT or WIP grid reruns scoring (and what reads the scores), never
+    the search."""
+    overlay = {
+        "experiments": EXPERIMENTS,
+        "decode": {"lmwt_min": 9, "lmwt_max": 11, "word_ins_penalties": [0.0, 0.5]},
+    }
+    plan = run_snakemake(workspace, "-n", "--cores", "2", overlay=overlay)
+    check_ok(plan, "dry-run after a grid change")
+    rules = [r for r, _ in planned_jobs(plan.stdout)]
+    assert rules.count("score") == len(EXPERIMENTS), rules
+    assert "decode_split" not in rules and not set(rules) & {"train_job", "evaluate"}, rules
 
 
 def test_nothing_to_do_when_finished(workspace):

@@ -79,3 +79,18 @@ def test_every_shipped_experiment_config_validates(path):
     with open(path) as f:
         config = validate_config(deep_merge(base, yaml.safe_load(f)))
     assert config["experiments"], f"{path} defines no experiment"
+
+
+def test_the_demo_has_a_dev_set_only_when_asked():
+    """eval_sets may name the demo's dev set only while demo.dev_fraction > 0."""
+    import yaml
+
+    from paravg.config import REPO_CONFIG, deep_merge, validate_config
+    from paravg.errors import ConfigError
+
+    base = yaml.safe_load(REPO_CONFIG.read_text())
+    assert validate_config(deep_merge(base, {}))["eval_sets"] == ["dev", "test"]
+    with pytest.raises(ConfigError, match=r"eval_sets names \['dev'\], but the demo corpus"):
+        validate_config(deep_merge(base, {"demo": {"dev_fraction": 0}}))
+    no_dev = {"demo": {"dev_fraction": 0}, "eval_sets": ["test"], "decode": {"tune_set": None}}
+    assert validate_config(deep_merge(base, no_dev))["eval_sets"] == ["test"]

@@ -22,6 +22,8 @@ def make_run(root, beams, tuned_on=None):
         )
         (exp / "decode" / s).mkdir(parents=True)
         scores = {"wer": 40.0, "per": 50.0, "wer_setting": "10_0", "per_setting": "7_0",
+                  "wer_own": 38.5, "wer_own_setting": "12_0.5",
+                  "per_own": 50.0, "per_own_setting": "7_0",
                   "decode_options": {**OPTIONS, "beam": beam},
                   "tuned_on": (tuned_on or {}).get(s)}  # fmt: skip
         (exp / "decode" / s / "scores.json").write_text(json.dumps(scores))
@@ -54,3 +56,14 @@ def test_scores_tuned_on_another_set_than_the_config_says_stop_the_table(tmp_pat
     tuned = {"test": str(tmp_path / "b" / "exp" / "default" / "decode" / "dev" / "scores.json")}
     exp_root = make_run(tmp_path / "b", {"test": 14.0, "dev": 14.0}, tuned)
     assert len(table(tmp_path / "b", exp_root, ["test", "dev"], tune_set="dev")) == 2
+
+
+def test_the_table_shows_the_tuned_rate_and_each_sets_own_best_beside_it(tmp_path):
+    """Issue 22: the tuned WER (what a paper may report) and score.sh's best on the set
+    itself (optimistic) side by side, labelled."""
+    table(tmp_path, make_run(tmp_path, {"test": 14.0}), ["test"])
+    header, _, row = (tmp_path / "r.md").read_text().splitlines()
+    assert "| WER % (LMWT/WIP) | WER % own best | PER % (LMWT/WIP) | PER % own best |" in header
+    assert row.endswith("| 40.00 (10/0) | 38.50 (12/0.5) | 50.00 (7/0) | 50.00 (7/0) |")
+    tsv = (tmp_path / "r.tsv").read_text().splitlines()
+    assert "wer_own" in tsv[0].split("\t") and "38.5" in tsv[1].split("\t")

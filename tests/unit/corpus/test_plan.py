@@ -66,3 +66,28 @@ def test_bad_arguments_are_errors():
         plan_speakers(ALL_VOICES, 1, 1.0, 5, 0)
     with pytest.raises(ValueError, match="source"):
         held_out_sources(FLITE_VOICES[2:], 0.2)
+
+
+@pytest.mark.parametrize("voices", [ALL_VOICES, NO_ESPEAK])
+def test_the_dev_set_has_its_own_voices_and_leaves_the_test_set_as_it_was(voices):
+    """Issue 22: LMWT and WIP are tuned on dev voices that neither train nor test."""
+    without = plan_speakers(voices, 20, 0.2, 5, 0)
+    plans = plan_speakers(voices, 20, 0.2, 5, 0, dev_fraction=0.1)
+    sources = {
+        s: {p.voice.source for p in plans if p.subset == s} for s in ("train", "test", "dev")
+    }
+    assert all(sources.values())
+    assert not sources["dev"] & (sources["train"] | sources["test"])
+    assert not sources["train"] & sources["test"]
+    # the test set is the one without a dev set: same speakers, sentences and budgets
+    assert [p for p in plans if p.subset == "test"] == [p for p in without if p.subset == "test"]
+    sentences = {s: {x for p in plans if p.subset == s for x in p.sentences} for s in sources}
+    assert not sentences["dev"] & (sentences["train"] | sentences["test"])
+    seconds = {s: sum(p.budget_seconds for p in plans if p.subset == s) for s in sources}
+    assert seconds["dev"] == pytest.approx(0.1 * 20 * 60)
+    assert sum(seconds.values()) == pytest.approx(20 * 60)
+
+
+def test_a_dev_set_that_leaves_no_training_voice_is_refused():
+    with pytest.raises(ValueError, match="dev_fraction"):
+        plan_speakers(FLITE_VOICES[:3], 10, 0.4, 5, 0, dev_fraction=0.5)

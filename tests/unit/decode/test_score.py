@@ -115,6 +115,8 @@ def test_tuned_setting_is_applied(tmp_path):
     (tmp_path / "dev.json").write_text(json.dumps({"wer_setting": "1_0"}))
     res = score(tmp_path, [{"u1": U1}], tuned_json=tmp_path / "dev.json")
     assert res["wer_setting"] == "1_0" and res["wer"] == pytest.approx(50.0)
+    # the set's own best, score.sh's best_wer, beside the tuned figure
+    assert res["wer_own_setting"] == "2_0" and res["wer_own"] == pytest.approx(0.0)
     assert (tmp_path / "ctm").read_text().split()[4] == "A"
 
 

@@ -94,3 +94,24 @@ def test_lexicon_phone_outside_the_set_is_an_error():
 
     with pytest.raises(DataError, match="lexicon word DOG"):
         make_lang([LexiconEntry("DOG", 1.0, ("d", "ao", "gx"))], ["sil"], list(PHONES[1:]))
+
+
+def test_sil_prob_zero_gives_a_lexicon_without_optional_silence():
+    """prepare_lang.sh --sil-prob 0 (Kaldi's TIMIT recipe): one loop state, start and
+    final; silence only where the lexicon spells it (here a "word" sil)."""
+    import kaldifst
+
+    from paravg.graph.lang import lexicon_fst_text
+    from paravg.graph.lexicon import phone_lexicon
+
+    lang = make_lang(phone_lexicon(PHONES, with_silence=True), ["sil"], list(PHONES[1:]))
+    fst = kaldifst.compile(lexicon_fst_text(lang, False, 0.0), acceptor=False)
+    arcs = [line.split() for line in fst.to_str().splitlines() if len(line.split()) >= 4]
+    finals = [line.split() for line in fst.to_str().splitlines() if len(line.split()) <= 2]
+    assert fst.start == 0 and [f[0] for f in finals] == ["0"]
+    assert all(a[0] == "0" and a[1] == "0" for a in arcs)  # every phone-word a loop on 0
+    assert len(arcs) == len(PHONES)  # one per phone, silence included
+    sil_word = lang.words["sil"]
+    assert [a[2] for a in arcs if a[3] == str(sil_word)] == [str(lang.phones["sil_S"])]
+    with_silence = lexicon_fst_text(make_lang(LEXICON, ["sil"], list(PHONES[1:])), False)
+    assert f" {lang.phones['sil']} 0 " in with_silence  # the 0.5 lang offers silence arcs

@@ -25,7 +25,8 @@ def test_default_config_passes():
     cfg = config()
     assert cfg["graph"]["source"] == "demo"
     assert (cfg["decode"]["lmwt_min"], cfg["decode"]["lmwt_max"]) == (7, 17)
-    assert cfg["decode"]["tune_set"] is None and cfg["eval_sets"] == ["test"]
+    # tuned on the demo's dev set, reported on its test set
+    assert cfg["decode"]["tune_set"] == "dev" and cfg["eval_sets"] == ["dev", "test"]
     before = copy.deepcopy(cfg)
     assert check_recognition_config(cfg) is None
     assert cfg == before
@@ -33,6 +34,7 @@ def test_default_config_passes():
     edges = [
         {"decode": {"lmwt_min": 10, "lmwt_max": 10}},
         {"decode": {"tune_set": "test"}},
+        {"decode": {"tune_set": None}},
         {"graph": {"source": "lang", "lang_dir": "l", "lm": "G.fst", "final_mdl": "m"}},
         {"graph": {"source": "hclg", "hclg_dir": "d", "final_mdl": "m"}},
     ]
@@ -67,8 +69,11 @@ def test_lmwt_range_and_tune_set():
     cfg["decode"].update(lmwt_min=12, lmwt_max=10)
     with pytest.raises(ConfigError, match="lmwt_min"):
         check_recognition_config(cfg)
-    cfg["decode"].update(lmwt_min=7, lmwt_max=17, tune_set="dev")
-    with pytest.raises(ConfigError, match="tune_set 'dev'"):
+    cfg["decode"].update(lmwt_min=7, lmwt_max=17, per_lmwt_min=11)
+    with pytest.raises(ConfigError, match=r"per_lmwt_min \(11\) must not exceed"):
+        check_recognition_config(cfg)
+    cfg["decode"].update(per_lmwt_min=1, tune_set="eval2000")
+    with pytest.raises(ConfigError, match="tune_set 'eval2000' is not in eval_sets"):
         check_recognition_config(cfg)
 
 
@@ -76,6 +81,7 @@ def test_own_data_with_the_demo_graph_trains_without_decoding_and_says_so():
     cfg = config()
     assert decoding_enabled(cfg) == (True, None)
     cfg["data"]["sets"] = {"train": "/d/train", "test": "/d/test"}
+    cfg["eval_sets"] = ["test"]  # tune_set dev names no eval set, but nothing is decoded
     check_recognition_config(cfg)  # no error: the run trains and evaluates
     on, why = decoding_enabled(cfg)
     assert not on and "graph.source: lang" in why
