@@ -804,8 +804,9 @@ def export_ivector_options():
 
 
 def export_decoder_options():
-    """The decode section's search options, for vosk's conf/model.conf."""
-    return {k: DECODE[k] for k in ("beam", "lattice_beam", "max_active", "min_active")}
+    """The export section's search options, for vosk's conf/model.conf (deployment:
+    narrower than decode.sh's beams that paravg's own decoding uses)."""
+    return {k: config["export"][k] for k in ("beam", "lattice_beam", "max_active", "min_active")}
 
 
 # ---- end of export to Kaldi

@@ -1,7 +1,8 @@
 """Child process of :func:`paravg.export.verify.vosk_decode`: decode wav files with vosk.
 
 ``python -m paravg.export.vosk_run JOBS.json OUT.json``; JOBS holds ``model`` (an exported
-directory), ``rate`` and ``wavs`` (utterance -> 16-bit PCM wav path). One fresh
+directory), ``rate``, ``wavs`` (utterance -> 16-bit PCM wav path) and optionally
+``log_level`` (vosk's, default -1: silent; 0 shows Kaldi's warnings on stderr). One fresh
 ``KaldiRecognizer`` per utterance (no adaptation carried between utterances), fed in
 0.1 s pieces; OUT maps
 each utterance to the best path of vosk's final lattice (``SetMaxAlternatives(1)``; with
@@ -19,9 +20,9 @@ import wave
 def main(jobs_path: str, out_path: str) -> None:
     import vosk
 
-    vosk.SetLogLevel(-1)
     with open(jobs_path) as f:
         jobs = json.load(f)
+    vosk.SetLogLevel(jobs.get("log_level", -1))
     model = vosk.Model(jobs["model"])
     hyps = {}
     for utt, path in sorted(jobs["wavs"].items()):

@@ -27,12 +27,14 @@ def check_recognition_config(config: dict) -> None:
                 f"decode.{prefix}lmwt_min ({decode[f'{prefix}lmwt_min']}) must not exceed "
                 f"decode.{prefix}lmwt_max ({decode[f'{prefix}lmwt_max']})"
             )
-    if decode["min_active"] > decode["max_active"]:
-        raise ConfigError(
-            f"decode.min_active ({decode['min_active']}) must not exceed decode.max_active "
-            f"({decode['max_active']}): Kaldi's decoders (LatticeFasterDecoderConfig::Check) "
-            "and vosk refuse it"
-        )
+    for name in ("decode", "export"):
+        section = config[name]
+        if section["min_active"] > section["max_active"]:
+            raise ConfigError(
+                f"{name}.min_active ({section['min_active']}) must not exceed {name}.max_active "
+                f"({section['max_active']}): Kaldi's decoders "
+                "(LatticeFasterDecoderConfig::Check) and vosk refuse it"
+            )
     tune = decode["tune_set"]
     if tune and tune not in config["eval_sets"] and decoding_enabled(config)[0]:
         raise ConfigError(

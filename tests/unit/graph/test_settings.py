@@ -98,6 +98,10 @@ def test_min_active_above_max_active_is_refused_at_start_up():
         check_recognition_config(cfg)
     cfg["decode"].update(min_active=7000)  # the edge is valid
     assert check_recognition_config(cfg) is None
+    cfg["export"].update(min_active=300, max_active=250)  # the exported model.conf's too
+    with pytest.raises(ConfigError, match=r"export.min_active \(300\) must not exceed"):
+        check_recognition_config(cfg)
+    cfg["export"].update(min_active=200)
     raw = copy.deepcopy(yaml.safe_load(REPO_CONFIG.read_text()))
     raw["decode"]["max_active"] = 1  # Kaldi: max_active > 1
     with pytest.raises(ConfigError, match="max_active"):
