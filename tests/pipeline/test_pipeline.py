@@ -88,6 +88,9 @@ def test_end_to_end_outputs(workspace):
         assert (exp / name / "diag" / f"{sched.num_iters}.json").exists()
     table = (workspace / "results" / "results.md").read_text()
     assert all(f"| {name} | test |" in table for name in EXPERIMENTS)
+    # the export's model.conf carries the deployment beams of the config's export section
+    conf = (exp / "default" / "kaldi" / "conf" / "model.conf").read_text().split()
+    assert {"--beam=10", "--lattice-beam=3", "--max-active=2000"} <= set(conf), conf
 
 
 def test_every_run_writes_its_stage_digests_beside_the_results_table(workspace):

@@ -81,6 +81,15 @@ def load_scp(ws: Path, scp: Path, utts: list[str]) -> dict[str, np.ndarray]:
         os.chdir(cwd)
 
 
+def set_search_beams_of_paravgs_decoding(kaldi: Path) -> None:
+    """The export's model.conf carries deployment beams (config ``export``: 10 / 2000);
+    these tests compare vosk with paravg's own decoding, so they give vosk decode.sh's
+    beam and max-active, and lattice beam 1 (see the module doc)."""
+    set_decoder_option(kaldi, "beam", 15)
+    set_decoder_option(kaldi, "max-active", 7000)
+    set_decoder_option(kaldi, "lattice-beam", 1)
+
+
 def set_decoder_option(kaldi: Path, name: str, value: float) -> None:
     """Set ``--name=value`` in the exported model.conf."""
     conf = kaldi / "conf" / "model.conf"
@@ -161,7 +170,7 @@ def _decode(
     graph = kaldi / "graph"
     ours = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt", acoustic_scale)
     set_decoder_option(kaldi, "acoustic-scale", acoustic_scale)
-    set_decoder_option(kaldi, "lattice-beam", 1)
+    set_search_beams_of_paravgs_decoding(kaldi)
     vosk = vosk_decode(kaldi, decoded_wavs(ws))
     return ours, vosk
 
@@ -298,7 +307,7 @@ def test_vosk_decodes_like_paravgs_decoder(workdir, tmp_path):
     kaldi = tmp_path / "kaldi"
     shutil.copytree(r / "exp" / "default" / "kaldi", kaldi)
     set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE / lmwt)
-    set_decoder_option(kaldi, "lattice-beam", 1)
+    set_search_beams_of_paravgs_decoding(kaldi)
     vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
     stats = _record(workdir, "with_ivectors", ours, vosk)
     text = reference_text(workdir)
