@@ -1,5 +1,5 @@
 """A raw state-level lattice (Kaldi's ``Lattice`` from ``GetRawLattice``) as arrays, and
-the operations scoring needs: pruning, best paths under every (LMWT, WIP), arc
+the operations scoring needs: Viterbi passes, best paths under every (LMWT, WIP), arc
 posteriors, and Kaldi's text archive form.
 
 Nodes are the search's tokens (frame, HCLG state); links carry a graph cost, an acoustic
@@ -29,13 +29,20 @@ import numpy as np
 
 from paravg.errors import DataError
 
-LINK_FIELDS = ("src", "dst", "graph", "acoustic", "tid", "word")
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of each run of equal entries of a sorted array."""
+    bounds = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    stops = np.concatenate([bounds, [len(values)]]).astype(np.int64)
+    return list(zip(starts.tolist(), stops.tolist(), strict=True))
 
 
 @dataclass
 class Lattice:
     """Node arrays (``frame``, ``level``, ``final``: graph cost, inf if not final) and
-    link arrays (:data:`LINK_FIELDS`), links sorted by the level of their destination."""
+    link arrays (``src``, ``dst``, ``graph``, ``acoustic``, ``tid``, ``word``), links
+    sorted by the level of their destination."""
 
     frame: np.ndarray
     level: np.ndarray
@@ -93,62 +100,38 @@ class Lattice:
             word=np.asarray(word, dtype=np.int64)[link_order],
         )
 
-    # ------------------------------------------------------------ Viterbi passes
+    # ------------------------------------------------------------ passes over the levels
     def _level_groups(self, by: np.ndarray) -> list[tuple[int, int]]:
         """(start, stop) of the links per level of ``by`` (links sorted by it)."""
-        levels = self.level[by]
-        bounds = np.flatnonzero(np.diff(levels)) + 1
-        starts = np.concatenate([[0], bounds])
-        stops = np.concatenate([bounds, [len(levels)]])
-        return list(zip(starts.tolist(), stops.tolist(), strict=True))
+        return _runs(self.level[by])
+
+    def _forward(self, link_value: np.ndarray, reduce: np.ufunc, empty: float) -> np.ndarray:
+        """value(node 0) = 0, value(dst) = ``reduce`` over its links of value(src) +
+        ``link_value``, level by level (min: Viterbi costs; logaddexp: log-probabilities)."""
+        out = np.full(self.num_nodes, empty)
+        if self.num_nodes:
+            out[0] = 0.0
+        for a, b in self._level_groups(self.dst):
+            reduce.at(out, self.dst[a:b], out[self.src[a:b]] + link_value[a:b])
+        return out
+
+    def _backward(self, link_value: np.ndarray, reduce: np.ufunc, final: np.ndarray) -> np.ndarray:
+        """value(node) = ``reduce`` of its ``final`` value and, over its links, value(dst)
+        + ``link_value``, from the last level back."""
+        out = final.copy()
+        order = np.argsort(self.level[self.src], kind="stable")
+        src, dst, value = self.src[order], self.dst[order], link_value[order]
+        for a, b in reversed(_runs(self.level[src])):
+            reduce.at(out, src[a:b], out[dst[a:b]] + value[a:b])
+        return out
 
     def forward_costs(self, link_cost: np.ndarray) -> np.ndarray:
         """Best cost from the start to each node (Viterbi), links costing ``link_cost``."""
-        alpha = np.full(self.num_nodes, np.inf)
-        if self.num_nodes:
-            alpha[0] = 0.0
-        for a, b in self._level_groups(self.dst):
-            np.minimum.at(alpha, self.dst[a:b], alpha[self.src[a:b]] + link_cost[a:b])
-        return alpha
+        return self._forward(link_cost, np.minimum, np.inf)
 
     def backward_costs(self, link_cost: np.ndarray) -> np.ndarray:
         """Best cost from each node to the end (final costs included)."""
-        beta = self.final.copy()
-        order = np.argsort(self.level[self.src], kind="stable")
-        src, dst, cost = self.src[order], self.dst[order], link_cost[order]
-        levels = self.level[src]
-        bounds = np.flatnonzero(np.diff(levels)) + 1
-        starts = np.concatenate([[0], bounds])
-        stops = np.concatenate([bounds, [len(levels)]])
-        for a, b in reversed(list(zip(starts.tolist(), stops.tolist(), strict=True))):
-            np.minimum.at(beta, src[a:b], beta[dst[a:b]] + cost[a:b])
-        return beta
-
-    def search_cost(self, acoustic_scale: float) -> np.ndarray:
-        return self.graph + acoustic_scale * self.acoustic
-
-    def pruned(self, lattice_beam: float, acoustic_scale: float = 0.1) -> Lattice:
-        """Links on a path within ``lattice_beam`` of the best (search costs), and the
-        nodes they join; node and link order kept."""
-        cost = self.search_cost(acoustic_scale)
-        alpha = self.forward_costs(cost)
-        beta = self.backward_costs(cost)
-        best = float(np.min(alpha + self.final)) if self.num_nodes else np.inf
-        through = alpha[self.src] + cost + beta[self.dst]
-        keep_link = through <= best + lattice_beam
-        keep_node = (alpha + beta) <= best + lattice_beam
-        keep_node[0] = True
-        new_id = np.cumsum(keep_node) - 1
-        final = np.where(alpha + self.final <= best + lattice_beam, self.final, np.inf)
-        kept = {k: getattr(self, k)[keep_link] for k in LINK_FIELDS}
-        return Lattice(
-            frame=self.frame[keep_node],
-            level=self.level[keep_node],
-            final=final[keep_node],
-            src=new_id[kept.pop("src")],
-            dst=new_id[kept.pop("dst")],
-            **kept,
-        )
+        return self._backward(link_cost, np.minimum, self.final)
 
     def best_paths(
         self, lmwts: Sequence[float], wips: Sequence[float]
@@ -195,22 +178,10 @@ class Lattice:
     def link_posteriors(self, lmwt: float, wip: float = 0.0) -> np.ndarray:
         """Posterior probability of each link under the scaled lattice (forward-backward
         in the log semiring, cost graph + acoustic / LMWT + WIP · words)."""
-        cost = self.graph + self.acoustic / lmwt + wip * (self.word > 0)
-        fwd = np.full(self.num_nodes, -np.inf)  # log-probabilities
-        fwd[0] = 0.0
-        for a, b in self._level_groups(self.dst):
-            np.logaddexp.at(fwd, self.dst[a:b], fwd[self.src[a:b]] - cost[a:b])
-        bwd = -self.final.copy()
-        order = np.argsort(self.level[self.src], kind="stable")
-        src, dst, c = self.src[order], self.dst[order], cost[order]
-        levels = self.level[src]
-        bounds = np.flatnonzero(np.diff(levels)) + 1
-        starts = np.concatenate([[0], bounds])
-        stops = np.concatenate([bounds, [len(levels)]])
-        for a, b in reversed(list(zip(starts.tolist(), stops.tolist(), strict=True))):
-            np.logaddexp.at(bwd, src[a:b], bwd[dst[a:b]] - c[a:b])
-        total = bwd[0]
-        return np.exp(fwd[self.src] - cost + bwd[self.dst] - total)
+        logp = -(self.graph + self.acoustic / lmwt + wip * (self.word > 0))
+        fwd = self._forward(logp, np.logaddexp, -np.inf)
+        bwd = self._backward(logp, np.logaddexp, -self.final)
+        return np.exp(fwd[self.src] + logp + bwd[self.dst] - bwd[0])
 
     # ------------------------------------------------------------ Kaldi text form
     def kaldi_text(self, key: str) -> str:

@@ -22,8 +22,8 @@ Every arc kept is a **link** of the raw lattice: (source token, destination toke
 cost, acoustic cost, transition-id, word). After the last frame the final costs are
 added (when no final state is active every token is final, Kaldi's partial result), and
 the links are pruned to those on a path within ``lattice_beam`` of the best
-(:meth:`paravg.decode.lattice.Lattice.pruned`), as ``PruneForwardLinksFinal`` and
-``GetRawLattice`` leave them. Kaldi prunes every 25 frames to bound memory; pruning once
+(:func:`_pruned_lattice`), as ``PruneForwardLinksFinal`` and ``GetRawLattice`` leave
+them. Kaldi prunes every 25 frames to bound memory; pruning once
 at the end keeps the same links (a link's best path through it is the same).
 
 Kaldi's options and defaults (``LatticeFasterDecoderConfig``, ``steps/nnet3/decode.sh``):
