@@ -147,8 +147,13 @@ def decode_split(
             start = time.process_time()
             for kind, graph_search in searches.items():
                 lattice = graph_search.lattice(loglikes)
-                if not np.isfinite(lattice.final).any():
-                    log.warning("%s: the %s search found no path", utt, kind)
+                if not lattice.reached_final:
+                    log.warning(
+                        "%s: the %s search reached no final state at the last frame; "
+                        "its lattice ends where the search did (partial, as Kaldi's)",
+                        utt,
+                        kind,
+                    )
                 links[kind] += lattice.num_links
                 archives[kind].write(lattice.kaldi_text(utt))
             search_s += time.process_time() - start

@@ -32,6 +32,8 @@ from paravg.errors import DataError
 
 def _runs(values: np.ndarray) -> list[tuple[int, int]]:
     """(start, stop) of each run of equal entries of a sorted array."""
+    if not len(values):
+        return []
     bounds = np.flatnonzero(np.diff(values)) + 1
     starts = np.concatenate([[0], bounds]).astype(np.int64)
     stops = np.concatenate([bounds, [len(values)]]).astype(np.int64)
@@ -53,6 +55,9 @@ class Lattice:
     acoustic: np.ndarray
     tid: np.ndarray
     word: np.ndarray
+    # False when the search ended without a final state (or early): every token of the
+    # last frame reached was made final at cost 0, Kaldi's partial traceback
+    reached_final: bool = True
 
     @property
     def num_nodes(self) -> int:
@@ -247,6 +252,8 @@ def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
     """One archive entry: the key line, ``src dst word graph,acoustic,tid`` arc lines,
     then ``node graph,acoustic,`` final lines (an empty string read as transition-id 0)."""
     key, _, body = entry.partition("\n")
+    if not body.strip():  # a search that found nothing: no state at all
+        return key.strip(), Lattice.from_links(*(np.zeros(0, np.int64) for _ in range(8)))
     body = body.rstrip("\n") + "\n"
     num_lines = body.count("\n")
     num_arcs = (body.count("\t") - num_lines) // 2  # an arc line has 3 tabs, a final 1

@@ -257,13 +257,17 @@ def search(
         )
         relax_epsilons(nxt, t + 1, changed, next_cutoff)
         nxt.close()
-        frames.append(nxt)
-        if not len(nxt.states):
+        if not len(nxt.states):  # no arc left within the beam: stop at frame t
+            blocks.pop()
             break
+        frames.append(nxt)
     final = graph.final[frames[-1].states]
-    if not np.isfinite(final).any():  # no final state active: Kaldi's partial result
+    reached_final = len(frames) == loglikes.shape[0] + 1 and bool(np.isfinite(final).any())
+    if not reached_final:  # Kaldi's partial traceback: every token of the last frame ends
         final = np.zeros(len(frames[-1].states))
-    return _pruned_lattice(frames, blocks, final, opts)
+    lattice = _pruned_lattice(frames, blocks, final, opts)
+    lattice.reached_final = reached_final
+    return lattice
 
 
 def _pruned_lattice(
@@ -297,7 +301,9 @@ def _pruned_lattice(
         keep = alpha[b["src"]] + b["cost"] + beta[b["dst"]] <= limit
         for k in kept:
             kept[k].append(b[k][keep])
-    links = {k: np.concatenate(v) for k, v in kept.items()}
+    links = {k: np.concatenate(v) if v else np.zeros(0) for k, v in kept.items()}
+    links = {k: v.astype(np.int64) if k in ("src", "dst", "tid", "word") else v
+             for k, v in links.items()}  # fmt: skip
     node_frame = np.concatenate(
         [np.full(len(f.states), t, dtype=np.int64) for t, f in enumerate(frames)]
     )

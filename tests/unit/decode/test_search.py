@@ -226,3 +226,33 @@ def test_a_failed_split_leaves_no_archive(tmp_path):
         archives["w"].write("u1\n0\t1\t0\t0,0,1\n1\t0,0,\n\n")
         raise RuntimeError("the job died")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_search_that_runs_out_of_arcs_gives_kaldis_partial_traceback():
+    """No arc leaves the graph's state 1: the search stops after frame 0, and every
+    token of the last frame reached ends the lattice (not reached_final), as Kaldi's
+    decoders output a partial traceback."""
+    text = "0 1 1 5 0.5\n1\n"
+    lattice = decode(text, np.zeros((3, 2)))
+    assert not lattice.reached_final and lattice.num_frames == 1
+    links = lattice.best_paths([10], [0.0])[(10, 0.0)]
+    assert path_words(lattice, links) == (5,)
+    complete = decode(text, np.zeros((1, 2)))  # one frame: the final state is reached
+    assert complete.reached_final
+
+
+def test_an_utterance_without_frames_gives_an_empty_lattice(tmp_path):
+    lattice = decode("0 1 1 5 0.5\n1\n", np.zeros((0, 2)))
+    assert lattice.num_links == 0 and not lattice.reached_final
+    assert lattice.best_paths([10], [0.0])[(10, 0.0)].tolist() == []
+    empty = Lattice.from_links(*(np.zeros(0, np.int64) for _ in range(8)))
+    with writing_lattice_archives({"w": tmp_path / "lat.0.gz"}) as archives:
+        for key, lat in (
+            ("u0", lattice),
+            ("u1", empty),
+            ("u2", decode("0 1 1 5 0\n1\n", np.zeros((1, 2)))),
+        ):
+            archives["w"].write(lat.kaldi_text(key))
+    back = dict(read_lattice_archive(tmp_path / "lat.0.gz"))
+    assert list(back) == ["u0", "u1", "u2"] and back["u1"].num_links == 0
+    assert path_words(back["u2"], back["u2"].best_paths([10], [0.0])[(10, 0.0)]) == (5,)
