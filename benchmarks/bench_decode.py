@@ -53,7 +53,7 @@ def main() -> None:
     from paravg.decode.lattice import read_lattice_archive, writing_lattice_archives
     from paravg.decode.posteriors import utterance_log_posteriors
     from paravg.decode.reference import GraphDecoder
-    from paravg.decode.score import collapse, normalise_hyp, score_setting
+    from paravg.decode.score import collapse, parse_setting, score_kind, setting_key
     from paravg.decode.search import SearchOptions
     from paravg.graph.arpa import phone_sequences
     from paravg.graph.lexicon import read_text
@@ -128,13 +128,12 @@ def main() -> None:
     refs["words"] = {u: refs["words"][u] for u in utts}
 
     def best_rate(kind, by_setting):
-        prep = (lambda h: collapse(normalise_hyp(h))) if kind == "phones" else normalise_hyp
-        rates = {
-            s: score_setting(refs[kind], {u: prep(h) for u, h in hyps.items()})
-            for s, hyps in by_setting.items()
+        """The set's own best setting and its rate, scored as rule score scores them."""
+        hyps = {
+            setting_key(*s): {u: " ".join(h) for u, h in v.items()} for s, v in by_setting.items()
         }
-        best = min(rates, key=lambda s: (rates[s]["errors"], *s))
-        return rates[best]["rate"], best
+        scores, key, _ = score_kind(refs[kind], hyps, kind == "phones")
+        return scores[key]["rate"], parse_setting(key)
 
     print(f"{len(utts)} utterances of {args.set}, {audio:.1f} s of audio, 1 core, Kaldi's beams")
     print(f"{'part':52s} {'CPU s':>8s} {'RTF':>8s}")
