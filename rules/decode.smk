@@ -41,6 +41,7 @@ rule score:
         frame_shift=0.01,  # seconds per frame: 10 ms features (paravg.features.MfccOptions)
         text=lambda wc: LAYOUT.data_file(wc.set, "text"),
         targets=lambda wc: LAYOUT.data_file(wc.set, "targets.scp"),
+        data_dir=lambda wc: LAYOUT.data_dir(wc.set),  # segments: the CTM in recording time
     log:
         LAYOUT.log("score", "{exp}/{set}"),
     conda:

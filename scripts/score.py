@@ -21,4 +21,5 @@ score_set(
     targets_scp=params.targets,
     tuned_json=inp.get("tuned"),
     frame_shift=params.frame_shift,
+    data_dir=params.data_dir,
 )

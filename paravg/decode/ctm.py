@@ -23,7 +23,10 @@ nbest-to-ctm --frame-shift`` (steps/get_ctm.sh), or with confidences
    span, and this one is lower where they shift it outside.
 
 A line: ``<utt> 1 <start> <duration> <word> <confidence>``, seconds with two decimals
-(``nbest-to-ctm``'s format; three when the frame shift is below 10 ms).
+(``nbest-to-ctm``'s format; three when the frame shift is below 10 ms). With ``segments``,
+:func:`recording_ctm_lines` makes the times the recording's, as ``utils/convert_ctm.pl``:
+``<file> <channel> <segment start + start> ...``, file and channel from
+``reco2file_and_channel`` (without it: the recording id and channel 1).
 """
 
 from __future__ import annotations
@@ -142,3 +145,34 @@ def ctm_lines(
         f" {words[s.word]} {s.confidence:.2f}"
         for s in spans
     ]
+
+
+def recording_ctm_lines(
+    lines: list[str],
+    segments: str | Path,
+    reco2file_and_channel: str | Path | None = None,
+    frame_shift: float = 0.01,
+) -> list[str]:
+    """``utils/convert_ctm.pl``: utterance-relative CTM lines to the recording's time
+    (``segments``: ``<utt> <recording> <start> <end>``; ``reco2file_and_channel``:
+    ``<recording> <file> <channel>``), sorted by file, channel and start."""
+    starts = {}
+    for line in Path(segments).read_text().splitlines():
+        if line.strip():
+            utt, reco, start, _end = line.split()
+            starts[utt] = (reco, float(start))
+    files = {}
+    if reco2file_and_channel is not None and Path(reco2file_and_channel).is_file():
+        for line in Path(reco2file_and_channel).read_text().splitlines():
+            if line.strip():
+                reco, file, channel = line.split()
+                files[reco] = (file, channel)
+    digits = 3 if frame_shift < 0.01 else 2
+    out = []
+    for line in lines:
+        utt, _channel, start, rest = line.split(maxsplit=3)
+        reco, offset = starts[utt]
+        file, channel = files.get(reco, (reco, "1"))
+        out.append((file, channel, offset + float(start), rest))
+    out.sort(key=lambda x: (x[0], x[1], x[2]))
+    return [f"{f} {c} {t:.{digits}f} {rest}" for f, c, t, rest in out]

@@ -199,10 +199,16 @@ def write_ctm(
     setting: str,
     graph_dir: str | Path,
     frame_shift: float,
+    data_dir: str | Path | None = None,
 ) -> int:
-    """The CTM (with confidences) of the best paths at ``setting``; returns the number of
-    words."""
-    from paravg.decode.ctm import align_words, ctm_lines, read_word_boundary
+    """The CTM (with confidences) of the best paths at ``setting``, in recording time when
+    the set's prepared ``data_dir`` has ``segments``; returns the number of words."""
+    from paravg.decode.ctm import (
+        align_words,
+        ctm_lines,
+        read_word_boundary,
+        recording_ctm_lines,
+    )
     from paravg.graph.lang import read_symbol_table
     from paravg.graph.load import read_transition_model
 
@@ -224,7 +230,12 @@ def write_ctm(
             lattice.link_posteriors(lmwt, wip),
         )
         lines += ctm_lines(utt, spans, words, frame_shift)
-    write_text_atomic(out_path, "".join(f"{line}\n" for line in sorted(lines, key=_ctm_order)))
+    lines.sort(key=_ctm_order)
+    segments = Path(data_dir) / "segments" if data_dir is not None else None
+    if segments is not None and segments.is_file():
+        r2fc = segments.with_name("reco2file_and_channel")
+        lines = recording_ctm_lines(lines, segments, r2fc, frame_shift)
+    write_text_atomic(out_path, "".join(f"{line}\n" for line in lines))
     return len(lines)
 
 
@@ -291,11 +302,13 @@ def score_set(
     targets_scp: str | Path | None = None,
     tuned_json: str | Path | None = None,
     frame_shift: float = 0.01,
+    data_dir: str | Path | None = None,
 ) -> dict:
     """Score one (experiment, eval set) from its lattices: WER on the ``words`` graph (if
     the set has ``text``) and PER on the ``phones`` graph (if decoded and the set has
     targets), each at its best setting or at the tuned one; the CTM of the words at the
-    chosen setting (the plain decode's, LMWT = 10, WIP = 0 when WER is not scored)."""
+    chosen setting (the plain decode's, LMWT = 10, WIP = 0 when WER is not scored), in
+    recording time when the set's prepared ``data_dir`` has ``segments``."""
     import logging
 
     import kaldiio
@@ -382,7 +395,12 @@ def score_set(
     result["ctm"] = {
         "setting": ctm_setting,
         "words": write_ctm(
-            ctm_path, lattices["words"], ctm_setting, graphs["words"].graph_dir, frame_shift
+            ctm_path,
+            lattices["words"],
+            ctm_setting,
+            graphs["words"].graph_dir,
+            frame_shift,
+            data_dir,
         ),
     }
     write_json_atomic(hyps_json, hyps)

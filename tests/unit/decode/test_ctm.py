@@ -53,3 +53,20 @@ def test_without_word_boundaries_a_word_runs_from_its_label_to_the_next(trans):
     links = lattice.best_paths([10], [0.0])[(10, 0.0)]
     spans = align_words(lattice, links, trans.tid_to_phone, trans.tid_starts_phone, None)
     assert [(s.start, s.end, s.confidence) for s in spans] == [(0, 3, 1.0), (3, 5, 1.0)]
+
+
+def test_with_segments_the_ctm_is_in_recording_time(tmp_path):
+    """utils/convert_ctm.pl: a segment's start is added, the recording's file and
+    channel replace the utterance (channel 1 without reco2file_and_channel)."""
+    from paravg.decode.ctm import recording_ctm_lines
+
+    (tmp_path / "segments").write_text("u2 rec1 12.50 14.00\nu1 rec1 3.25 5.00\nu3 rec2 0.5 2\n")
+    lines = ["u1 1 0.10 0.30 A 0.90", "u2 1 0.00 0.50 B 1.00", "u3 1 0.20 0.10 A 0.50"]
+    assert recording_ctm_lines(lines, tmp_path / "segments") == [
+        "rec1 1 3.35 0.30 A 0.90",
+        "rec1 1 12.50 0.50 B 1.00",
+        "rec2 1 0.70 0.10 A 0.50",
+    ]
+    (tmp_path / "reco2file_and_channel").write_text("rec1 sw02001 A\nrec2 sw02001 B\n")
+    out = recording_ctm_lines(lines, tmp_path / "segments", tmp_path / "reco2file_and_channel")
+    assert out[0] == "sw02001 A 3.35 0.30 A 0.90" and out[2] == "sw02001 B 0.70 0.10 A 0.50"

@@ -110,6 +110,20 @@ def test_score_set_applies_the_grid_to_the_lattices_and_reports_oovs(tmp_path):
     assert res["ctm"] == {"setting": "2_0", "words": 3}
 
 
+def test_a_set_with_segments_gets_its_ctm_in_recording_time(tmp_path):
+    (tmp_path / "text").write_text("u1 A B\nu2 A\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "segments").write_text("u1 rec 1.00 1.10\nu2 rec 0.20 0.30\n")
+    score(tmp_path, [{"u1": U1}, {"u2": U2}], data_dir=data)
+    ctm = [line.split()[:5] for line in (tmp_path / "ctm").read_text().splitlines()]
+    assert ctm == [
+        ["rec", "1", "0.20", "0.04", "A"],
+        ["rec", "1", "1.00", "0.03", "A"],
+        ["rec", "1", "1.03", "0.02", "B"],
+    ]
+
+
 def test_tuned_setting_is_applied(tmp_path):
     (tmp_path / "text").write_text("u1 A B\n")
     (tmp_path / "dev.json").write_text(json.dumps({"wer_setting": "1_0"}))
