@@ -241,8 +241,14 @@ def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice
     arc one link with at most one transition-id, final lines after the arcs. Each
     entry's numbers are parsed in one C call (``numpy.fromstring``)."""
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt") as f:
-        text = f.read()
+    try:
+        with opener(path, "rt") as f:
+            text = f.read()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # cut short, not gzip, not text
+        raise DataError(
+            f"{path}: the lattice archive cannot be read ({exc}); rebuild it with the same "
+            "command and --forcerun decode_split"
+        ) from exc
     for entry in text.split("\n\n"):
         if entry.strip():
             yield _parse_entry(entry.lstrip("\n"), path)

@@ -256,3 +256,16 @@ def test_an_utterance_without_frames_gives_an_empty_lattice(tmp_path):
     back = dict(read_lattice_archive(tmp_path / "lat.0.gz"))
     assert list(back) == ["u0", "u1", "u2"] and back["u1"].num_links == 0
     assert path_words(back["u2"], back["u2"].best_paths([10], [0.0])[(10, 0.0)]) == (5,)
+
+
+def test_a_damaged_lattice_archive_is_named_with_its_rebuild(tmp_path):
+    from paravg.errors import DataError
+
+    path = tmp_path / "lat.0.gz"
+    with writing_lattice_archives({"w": path}) as archives:
+        archives["w"].write(decode("0 1 1 5 0\n1\n", np.zeros((1, 2))).kaldi_text("u1"))
+    path.write_bytes(path.read_bytes()[:20])  # cut short by a full disk
+    with pytest.raises(
+        DataError, match=r"lat\.0\.gz: the lattice archive cannot be read.*forcerun"
+    ):
+        list(read_lattice_archive(path))
