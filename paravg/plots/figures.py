@@ -264,7 +264,8 @@ def plot_job_objectives(run: ExperimentRun) -> Figure:
 
 
 def plot_schedule(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> Figure:
-    """Per-job and effective learning rate (log scale) and the number of jobs."""
+    """Per-job and effective learning rate (log scale) and the number of jobs; the
+    recorded effective rate needs the plan (it holds the sync method's factor)."""
     s = series.schedule_series(run, schedule)
     fig, (ax_lr, ax_n) = new_figure(2, height=2.8)
     _title(fig, run, "learning-rate schedule and number of parallel jobs")
@@ -297,13 +298,14 @@ def plot_schedule(run: ExperimentRun, schedule: PlannedSchedule | None = None) -
     if s.iteration:
         m = _marker(len(s.iteration))
         ax_lr.plot(s.iteration, s.lr, color="tab:blue", label="per-job lr (job JSON)", **m)
-        ax_lr.plot(
-            s.iteration,
-            s.effective_lr,
-            color="tab:green",
-            label="effective lr = per-job lr / N",
-            **m,
-        )
+        if _finite(s.effective_lr):  # needs the plan: the sync method's factor
+            ax_lr.plot(
+                s.iteration,
+                s.effective_lr,
+                color="tab:green",
+                label="effective lr = per-job lr / (N · sync factor)",
+                **m,
+            )
         ax_n.step(s.iteration, s.num_jobs, where="post", color="tab:purple", label="as run")
     if not s.iteration and not s.planned_iteration:
         no_data(ax_lr)

@@ -138,8 +138,10 @@ class ScheduleSeries:
     """Learning rate and job count per iteration, as run and (optionally) as planned.
 
     ``lr`` is the per-job learning rate the jobs recorded (mean over the jobs seen;
-    they are equal under one schedule); ``effective_lr`` = lr / num_jobs (Kaldi's
-    effective learning rate: averaging N models divides each job's step by N).
+    they are equal under one schedule). ``effective_lr`` is that rate as the effective
+    rate ε the schedule is defined by, for every sync method: lr times the plan's
+    ε_t / (per-job rate)_t (:func:`job_to_effective_lr`; average: 1/N, BMUF:
+    η_b / (N · (1 − bm))); nan without a plan, which alone knows the method's factor.
     ``num_jobs`` counts only iterations whose sync finished (a running iteration's count is
     not final). ``planned_*`` cover every iteration of the schedule, when one is given.
     """
@@ -154,7 +156,18 @@ class ScheduleSeries:
     planned_num_jobs: list[int] = field(default_factory=list)
 
 
+def job_to_effective_lr(schedule: PlannedSchedule | None, t: int) -> float:
+    """What turns iteration t's per-job rate into the effective rate ε_t: the plan's
+    ε_t / (per-job rate)_t, i.e. 1 / (N_t · the sync method's ``lr_scale``), read off the
+    planned numbers rather than worked out again. nan without a plan or past its end."""
+    if schedule is None or not 0 <= t < schedule.num_iters:
+        return NAN
+    per_job = schedule.learning_rate(t)
+    return schedule.effective_lrate(t) / per_job if per_job > 0 else NAN
+
+
 def schedule_series(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> ScheduleSeries:
+    """The recorded per-job and effective rates and job counts, and the plan's."""
     out = ScheduleSeries()
     for t in run.iterations:
         lrs = [_num(job.get("lr")) for job in run.jobs.get(t, {}).values()]
@@ -166,7 +179,7 @@ def schedule_series(run: ExperimentRun, schedule: PlannedSchedule | None = None)
         out.iteration.append(t)
         out.lr.append(lr)
         out.num_jobs.append(n)
-        out.effective_lr.append(lr / n if not (math.isnan(lr) or math.isnan(n)) else NAN)
+        out.effective_lr.append(lr * job_to_effective_lr(schedule, t))
     if schedule is not None:
         for t in range(schedule.num_iters):
             out.planned_iteration.append(t)

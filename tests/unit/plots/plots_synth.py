@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Sequence
 from pathlib import Path
+
+import yaml
 
 COMPONENTS = ["tdnn1.affine", "tdnn2.affine", "output.affine"]
 REJECTED_AT = (5, 1)  # (iteration, job) with a far-too-low objective
@@ -35,8 +38,12 @@ def write_run(
     seed: int = 0,
     quality: float = 0.0,
     eval_sets: tuple[str, ...] = ("test",),
+    learning_rates: Sequence[float] | None = None,
 ) -> Path:
-    """Write a synthetic experiment directory; ``quality`` shifts its curves upward."""
+    """Write a synthetic experiment directory; ``quality`` shifts its curves upward.
+
+    ``learning_rates``: the per-job rate each iteration's jobs record (a plan's
+    ``learning_rates``); by default N · ε of a made-up ramp."""
     rng = random.Random(seed)
     n_iters = len(jobs_per_iter)
     last_t = n_iters if stop_at is None else stop_at[0]
@@ -64,7 +71,7 @@ def write_run(
                     "objf": objf,
                     "accuracy": 0.2 + 0.05 * t,
                     "frames": 4096,
-                    "lr": n * effective_lr(t, n_iters),
+                    "lr": learning_rates[t] if learning_rates else n * effective_lr(t, n_iters),
                     "minibatch_size": 256,
                     "frame": (t + j) % 8,
                     "num_minibatches": 16,
@@ -148,17 +155,33 @@ def write_run(
 JOBS = [1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4]  # a 12-iteration run, jobs ramping 1 -> 4
 
 
-def planned_schedule(schedule, lr_scale: float = 1.0):
-    """The PlannedSchedule of a bare Schedule (an ``average`` run: factor 1)."""
-    from paravg.plan import PlannedSchedule
+#: The egs geometry and trainer settings of the plots tests' planned schedule: 4 archives
+#: of 8 frames, 1.5 epochs, jobs ramping 1 -> 4 (48 archive-passes, 19 iterations).
+EGS_INFO = {"num_archives": 4, "frames_per_eg": 8}
+TRAINER = {
+    "num_epochs": 1.5,
+    "num_jobs_initial": 1,
+    "num_jobs_final": 4,
+    "initial_effective_lrate": 0.0015,
+    "final_effective_lrate": 0.00015,
+}
 
-    n = schedule.num_iters
-    return PlannedSchedule(
-        num_archives=schedule.num_archives,
-        frames_per_eg=schedule.frames_per_eg,
-        num_archives_to_process=schedule.num_archives_to_process,
-        jobs_per_iter=schedule.jobs_per_iter,
-        learning_rates=tuple(schedule.learning_rate(t) * lr_scale for t in range(n)),
-        effective_lrates=tuple(schedule.effective_lrate(t) for t in range(n)),
-        combine=tuple(schedule.models_to_combine()),
-    )
+
+def experiment_plan(
+    trainer: dict | None = None, sync: dict | None = None, egs_info: dict | None = None
+):
+    """The :class:`~paravg.plan.ExperimentPlan` of experiment ``x``: the repository's
+    config with ``trainer`` (default :data:`TRAINER`) and ``sync`` overrides, on egs of
+    ``egs_info`` (default :data:`EGS_INFO`); the plan's own numbers, no second copy."""
+    from paravg.config import REPO_CONFIG, deep_merge, validate_config
+    from paravg.plan import experiment_plans
+
+    overrides = {"experiments": {"x": {"trainer": trainer or TRAINER, "sync": sync or {}}}}
+    config = validate_config(deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), overrides))
+    return experiment_plans(config, egs_info or EGS_INFO)["x"]
+
+
+def planned_schedule(trainer: dict | None = None, sync: dict | None = None, egs_info=None):
+    """The :class:`~paravg.plan.PlannedSchedule` of :func:`experiment_plan` (what the
+    report and progress view draw: the plan's ``planned()``)."""
+    return experiment_plan(trainer, sync, egs_info).planned()

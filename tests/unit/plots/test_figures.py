@@ -25,20 +25,9 @@ from paravg.plots.outputs import (
     schedule_from_params,
 )
 from paravg.plots.runs import load_run
-from paravg.schedule import Schedule
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SCHED = planned_schedule(
-    Schedule(
-        num_archives=4,
-        frames_per_eg=8,
-        num_epochs=1.5,
-        jobs_initial=1,
-        jobs_final=4,
-        initial_effective_lrate=0.0015,
-        final_effective_lrate=0.00015,
-    )
-)
+SCHED = planned_schedule()  # the plan's: 4 archives of 8 frames, 1.5 epochs, jobs 1 -> 4
 
 
 def assert_png(path):
@@ -144,6 +133,11 @@ def test_schedule_figure_has_run_and_plan(half_run):
     ]
     lr8 = read(half_run / "9" / "job0.json")["lr"]
     assert labels["per-job lr (job JSON)"].get_ydata()[8] == pytest.approx(lr8)
+    effective = labels["effective lr = per-job lr / (N · sync factor)"].get_ydata()
+    assert effective[8] == pytest.approx(lr8 * SCHED.effective_lrate(8) / SCHED.learning_rate(8))
+    # without the plan the sync method's factor is unknown: no effective line is drawn
+    unplanned = figures.plot_schedule(load_run(half_run)).axes[0]
+    assert [line.get_label() for line in unplanned.lines] == ["per-job lr (job JSON)"]
     assert "in progress: 8 iterations done" in fig._suptitle.get_text()
 
 

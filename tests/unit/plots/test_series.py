@@ -8,7 +8,6 @@ from plots_synth import COMPONENTS, DIVERGED_AT, JOBS, REJECTED_AT, planned_sche
 
 from paravg.plots import series
 from paravg.plots.runs import load_run
-from paravg.schedule import Schedule
 
 
 def read(path):
@@ -83,27 +82,68 @@ def test_objective_spread_uses_accepted_jobs_only(full_run):
 
 def test_schedule_series_equals_job_json_and_schedule(full_run):
     run = load_run(full_run)
-    sched = Schedule(
-        num_archives=4,
-        frames_per_eg=8,
-        num_epochs=1.5,
-        jobs_initial=1,
-        jobs_final=4,
-        initial_effective_lrate=0.0015,
-        final_effective_lrate=0.00015,
-    )
-    planned = planned_schedule(sched)
+    planned = planned_schedule()  # the plan's own numbers (average: factor 1)
     s = series.schedule_series(run, planned)
     assert s.iteration == list(range(len(JOBS)))
     for t, n in enumerate(JOBS):
         lr = read(full_run / str(t + 1) / "job0.json")["lr"]
         assert s.lr[t] == pytest.approx(lr)
         assert s.num_jobs[t] == n == len(read(full_run / "sync" / f"{t + 1}.json")["objfs"])
-        assert s.effective_lr[t] == pytest.approx(lr / n)
-    assert s.planned_iteration == list(range(sched.num_iters))
-    assert s.planned_num_jobs == list(sched.jobs_per_iter)
-    assert s.planned_lr == [sched.learning_rate(t) for t in range(sched.num_iters)]
-    assert s.planned_effective_lr[-1] == sched.final_effective_lrate
+        # the recorded rate over the plan's N_t (this synthetic run ramps faster than its plan)
+        assert s.effective_lr[t] == pytest.approx(lr / planned.num_jobs(t))
+    assert s.planned_iteration == list(range(planned.num_iters)) and planned.num_iters == 19
+    assert s.planned_num_jobs == list(planned.jobs_per_iter)
+    assert s.planned_lr == list(planned.learning_rates)
+    assert s.planned_effective_lr[-1] == 0.00015  # the config's final_effective_lrate
+    # without a plan the method's factor is unknown: no effective rate is invented
+    assert all(math.isnan(x) for x in series.schedule_series(run).effective_lr)
+
+
+#: A small schedule worked out by hand: 8 archives of 1 frame, 2 epochs, 4 jobs throughout:
+#: 16 archive-passes in 4 iterations, P(t) = 4t, ε_t = 0.004 · (0.00025/0.004)^(4t/16)
+#: = 0.004 · 2^(−t), and the final rate on the last iteration.
+HAND_TRAINER = {
+    "num_epochs": 2.0,
+    "num_jobs_initial": 4,
+    "num_jobs_final": 4,
+    "initial_effective_lrate": 0.004,
+    "final_effective_lrate": 0.00025,
+}
+HAND_EGS = {"num_archives": 8, "frames_per_eg": 1}
+HAND_EPSILON = [0.004, 0.002, 0.001, 0.00025]
+
+
+@pytest.mark.parametrize(
+    ("sync", "per_job"),
+    [
+        # BMUF, N = 4, bm = 0.75, η_b = 1: per-job rate N · ε · (1 − bm) / η_b = 4 · ε · 0.25
+        # = ε; the old lr / N drew ε / 4
+        (
+            {"method": "bmuf", "bmuf": {"block_momentum": 0.75, "block_lr": 1.0}},
+            [0.004, 0.002, 0.001, 0.00025],
+        ),
+        # BMUF, N = 4, bm = 0.5, η_b = 1: 4 · ε · 0.5 / 1 = 2ε; the old lr / N drew ε / 2
+        (
+            {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 1.0}},
+            [0.008, 0.004, 0.002, 0.0005],
+        ),
+        # average: per-job rate N · ε = 4ε (lr / N, unchanged)
+        ({"method": "average"}, [0.016, 0.008, 0.004, 0.001]),
+    ],
+    ids=["bmuf-0.75", "bmuf-0.5", "average"],
+)
+def test_effective_lr_is_epsilon_for_every_method_by_hand(tmp_path, sync, per_job):
+    """The schedule figure's effective rate is ε_t, the rate the method is defined by,
+    whatever the sync method's factor on the per-job rate (issue 24)."""
+    planned = planned_schedule(HAND_TRAINER, sync, HAND_EGS)
+    assert planned.jobs_per_iter == (4, 4, 4, 4)
+    assert list(planned.learning_rates) == pytest.approx(per_job, rel=1e-12)  # what jobs get
+    exp = write_run(tmp_path / "exp" / sync["method"], [4] * 4, learning_rates=per_job)
+    s = series.schedule_series(load_run(exp), planned)
+    assert s.lr == pytest.approx(per_job, rel=1e-12)  # as recorded in the job JSON
+    assert s.effective_lr == pytest.approx(HAND_EPSILON, rel=1e-12)
+    assert s.planned_lr == pytest.approx(per_job, rel=1e-12)
+    assert s.planned_effective_lr == pytest.approx(HAND_EPSILON, rel=1e-12)
 
 
 def test_parameter_change_equals_diag_progress(full_run):
