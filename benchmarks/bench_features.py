@@ -37,13 +37,13 @@ import kaldi_native_fbank as knf  # noqa: E402
 import numpy as np  # noqa: E402
 import soundfile  # noqa: E402
 
-from paravg.data import prepare_data_dir  # noqa: E402
 from paravg.features import (  # noqa: E402
     MfccOptions,
     compute_features_split,
     compute_mfcc,
     utterance_rng,
 )
+from paravg.prepare_data import prepare_data_dir  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "golden" / "mfcc"
 RATE = 16000

@@ -54,7 +54,8 @@ import kaldiio  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from paravg.data import AudioReader, read_data_dir  # noqa: E402
+from paravg.audio import AudioReader  # noqa: E402
+from paravg.data import read_data_dir  # noqa: E402
 from paravg.decode.posteriors import utterance_log_posteriors  # noqa: E402
 from paravg.decode.reference import GraphDecoder  # noqa: E402
 from paravg.decode.search import SearchOptions  # noqa: E402

@@ -36,7 +36,8 @@ from typing import Any
 import kaldi_native_fbank as knf
 import numpy as np
 
-from paravg.data import AudioReader, check_target_lengths, read_data_dir, read_origin
+from paravg.audio import AudioReader
+from paravg.data import check_target_lengths, read_data_dir, read_origin
 from paravg.errors import ConfigError, DataError
 from paravg.io import read_json, write_json_atomic, write_text_atomic
 from paravg.kaldi_io import load_scp, read_table, write_ark_scp

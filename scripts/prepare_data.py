@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from paravg.data import prepare_data_dir
 from paravg.logs import setup_logging
+from paravg.prepare_data import prepare_data_dir
 
 setup_logging(snakemake.log[0])
 prepare_data_dir(

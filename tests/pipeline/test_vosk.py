@@ -128,7 +128,8 @@ def _decode(
     """Hypotheses of paravg's network (FasterDecoder) and of vosk on the graph in ``kaldi``
     at ``acoustic_scale``; paravg's network gets the eval set's i-vectors, or with
     ``vosk_ivectors`` those vosk computes (from dither-0 features)."""
-    from paravg.data import AudioReader, read_data_dir
+    from paravg.audio import AudioReader
+    from paravg.data import read_data_dir
     from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
     from paravg.features import MfccOptions, compute_mfcc
     from paravg.nnet.tdnn import build_model, load_model_file
@@ -251,8 +252,9 @@ def test_phone_loop_export_decodes_identically_and_follows_the_acoustics(workdir
     penalty): vosk's hypotheses equal the reference's, and are strings of the demo's phones,
     at least 2 per second of audio in every utterance and 5 on average (measured on the
     tiny model: 3.0-10.1, 8.0 on average; at the export's acoustic scale 0.1, 0.3-2)."""
+    from paravg.audio import AudioReader
     from paravg.corpus.phones import PHONES
-    from paravg.data import AudioReader, read_data_dir
+    from paravg.data import read_data_dir
 
     kaldi = workdir / "kaldi_phone_loop"
     _export_dither0(workdir, no_ivector_input, kaldi, word_graph=False)

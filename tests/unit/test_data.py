@@ -1,10 +1,9 @@
-"""Kaldi data dir reading, validation, preparation and audio reading (paravg.data)."""
+"""Kaldi data dir reading and validation (paravg.data) and preparation (paravg.prepare_data),
+through prepared dirs; reading audio alone is tests/unit/test_audio.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import struct
 from pathlib import Path
 
 import kaldiio
@@ -12,18 +11,12 @@ import numpy as np
 import pytest
 import soundfile
 
-from paravg.data import (
-    Segment,
-    parse_wav_rxfilename,
-    prepare_data_dir,
-    read_audio,
-    read_data_dir,
-    read_targets,
-)
+from paravg.audio import Segment, read_audio
+from paravg.data import read_data_dir, read_targets
 from paravg.errors import DataError
+from paravg.prepare_data import prepare_data_dir
 
 RATE = 16000
-HAS_SOX = shutil.which("sox") is not None
 
 
 # ------------------------------------------------------------------ helpers
@@ -371,60 +364,7 @@ def test_small_overshoot_is_truncated_like_kaldi(tmp_path):
     assert Segment("r", 0.5, -1).sample_range(RATE, RATE) == (RATE // 2, RATE)
 
 
-# ------------------------------------------------------------------ rxfilenames and pipes
-def test_rxfilename_forms(tmp_path):
-    assert parse_wav_rxfilename("a.wav").kind == "file"
-    assert parse_wav_rxfilename("sox a.wav -t wav - |").kind == "pipe"
-    rx = parse_wav_rxfilename("/x/wav.ark:1234")
-    assert (rx.kind, rx.target, rx.offset) == ("offset", "/x/wav.ark", 1234)
-    for bad, pattern in [
-        ("-", "standard input"),
-        ("| gzip > x", "output pipe"),
-        (" |", "output pipe"),  # Kaldi checks a leading '|' first
-        ("cat a.wav | sox - -t wav -", "pipe symbol in the wrong place"),
-        ("ark:/x/wav.ark:12", "table specifier"),
-        ("a b.wav", "contains whitespace but is not a pipe"),
-        ("x.ark:12[1:3]", "ranges"),
-    ]:
-        with pytest.raises(DataError, match=pattern):
-            parse_wav_rxfilename(bad, "wav.scp:7")
-
-
-def test_cat_pipe_reads_the_same_samples(tmp_path):
-    path = write_wav(tmp_path / "a.wav", noise(0.3, 1))
-    direct = read_audio(str(path), sample_rate=RATE)
-    piped = read_audio(f"cat {path} |", sample_rate=RATE)
-    np.testing.assert_array_equal(direct, piped)
-    assert direct.max() > 1000  # int16 scale
-
-
-@pytest.mark.skipif(not HAS_SOX, reason="sox not installed")
-def test_sox_pipes(tmp_path):
-    path = write_wav(tmp_path / "a.wav", noise(0.3, 1))
-    same = read_audio(f"sox {path} -t wav - |", sample_rate=RATE)
-    np.testing.assert_array_equal(same, read_audio(str(path)))
-    # sox writing to a pipe after an effect cannot know the length: streamed header
-    faster = read_audio(f"sox {path} -t wav - speed 1.5 |", sample_rate=RATE)
-    assert abs(faster.size - same.size / 1.5) < 200
-    with pytest.raises(DataError, match=r"line 9: sample rate 8000 Hz, expected 16000"):
-        read_audio(f"sox {path} -r 8000 -t wav - |", sample_rate=RATE, where="line 9")
-
-
-def test_pipe_with_zero_length_header_reads_to_eof(tmp_path):
-    data = bytearray(write_wav(tmp_path / "a.wav", noise(0.2, 3)).read_bytes())
-    struct.pack_into("<I", data, 40, 0)  # data chunk size 0, as some streaming writers do
-    (tmp_path / "z.wav").write_bytes(bytes(data))
-    got = read_audio(f"cat {tmp_path / 'z.wav'} |", sample_rate=RATE)
-    assert got.size == int(0.2 * RATE)
-
-
-def test_failing_pipe_reports_command_and_status(tmp_path):
-    with pytest.raises(DataError, match=r"wav\.scp:3: command 'exit 3' failed with exit status 3"):
-        read_audio("exit 3 |", where="wav.scp:3")
-    with pytest.raises(DataError, match="wrote no audio"):
-        read_audio("true |", where="wav.scp:3")
-
-
+# ------------------------------------------------------------------ pipes
 def test_pipes_are_not_run_by_prepare_but_counted(tmp_path):
     src = make_dir(tmp_path)
     marker = tmp_path / "ran"
@@ -433,16 +373,6 @@ def test_pipes_are_not_run_by_prepare_but_counted(tmp_path):
     report = prepare(src, tmp_path)
     assert report["unchecked_pipe_recordings"] == 1 and not marker.exists()
     assert (tmp_path / "out" / "wav.scp").read_text().splitlines()[0].endswith("|")
-
-
-def test_wav_in_ark_entry(tmp_path):
-    samples = noise(0.25, 4)
-    kaldiio.save_ark(
-        str(tmp_path / "wav.ark"), {"r1": (RATE, samples)}, scp=str(tmp_path / "w.scp")
-    )
-    entry = (tmp_path / "w.scp").read_text().split()[1]
-    got = read_audio(entry, sample_rate=RATE)
-    np.testing.assert_array_equal(got, samples.astype(np.float32))
 
 
 # ------------------------------------------------------------------ reliability (issue 14)
@@ -490,7 +420,7 @@ def test_utt2uniq_is_copied_or_the_identity(tmp_path):
 
 
 def test_source_files_are_every_file_preparation_reads(tmp_path):
-    from paravg.data import source_files
+    from paravg.data import source_files  # rules/common.smk imports it from here
 
     src = make_dir(tmp_path, targets="scp")
     names = lambda: [str(p.relative_to(src)) for p in source_files(src)]  # noqa: E731

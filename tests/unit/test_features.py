@@ -12,7 +12,6 @@ import pytest
 import soundfile
 import yaml
 
-from paravg.data import prepare_data_dir
 from paravg.errors import ConfigError, DataError
 from paravg.features import (
     MfccOptions,
@@ -28,6 +27,7 @@ from paravg.features import (
     utterance_rng,
     utterance_seed,
 )
+from paravg.prepare_data import prepare_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden" / "mfcc"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from paravg.data import prepare_data_dir, read_audio
+from paravg.audio import read_audio
 from paravg.errors import DataError
 from paravg.kaldi_io import (
     Place,
@@ -24,6 +24,7 @@ from paravg.kaldi_io import (
     read_object,
     write_ark_scp,
 )
+from paravg.prepare_data import prepare_data_dir
 
 RATE = 16000
 
