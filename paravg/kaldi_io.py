@@ -16,10 +16,13 @@ order, on the value with surrounding whitespace removed:
 6. a ``|`` anywhere else: "pipe symbol in the wrong place" (``invalid``);
 7. anything else: a plain **file**.
 
-Objects are read from files opened here, never through ``kaldiio``'s name-based openers
-(which run ``cmd |`` names and unpickle ``PKL`` objects): only what Kaldi itself writes is
-accepted, i.e. WAV data (``RIFF``), binary objects (``\\0B``: matrices ``FM``/``DM``/``CM*``,
-vectors ``FV``/``DV``, int32 vectors) and text matrices.
+Every Kaldi object paravg reads (features, i-vectors, targets: in the data, feature, egs,
+i-vector, decoding, scoring and graph stages) is read here (:func:`load_scp`,
+:func:`iter_int_vectors`, :func:`read_object`), from files opened here, never through
+``kaldiio``'s name-based openers (which run ``cmd |`` names and unpickle ``PKL`` objects):
+only what Kaldi itself writes is accepted, i.e. WAV data (``RIFF``), binary objects
+(``\\0B``: matrices ``FM``/``DM``/``CM*``, vectors ``FV``/``DV``, int32 vectors) and text
+matrices.
 
 **Text tables** (``utt2spk``, ``wav.scp``, ``*.scp``, ...) are ``<key> <value...>`` lines;
 Kaldi requires unique keys in ``LC_ALL=C`` order (Python's ``str`` order) and no empty
@@ -54,6 +57,7 @@ __all__ = [
     "classify_rxfilename",
     "int32_vector_bytes",
     "iter_int_vectors",
+    "load_scp",
     "merge_scps",
     "parse_rxfilename",
     "read_int_table",

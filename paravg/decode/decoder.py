@@ -23,7 +23,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import kaldiio
 import numpy as np
 import torch
 
@@ -33,6 +32,7 @@ from paravg.decode.search import SearchGraph, SearchOptions, search
 from paravg.errors import DataError
 from paravg.graph.load import DecodingGraph, load_graph
 from paravg.io import write_json_atomic
+from paravg.kaldi_io import load_scp
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +126,8 @@ def decode_split(
         check_num_pdfs(graph, model.num_targets, model_path)
         searches[kind] = GraphSearch(graph, opts)
     reference = check_reference_text(text_path, Path(graph_dirs["words"]) / "words.txt")
-    feats = kaldiio.load_scp(str(feats_scp))
-    ivecs = kaldiio.load_scp(str(ivectors_scp)) if (ivectors_scp and model.ivector_dim) else None
+    feats = load_scp(feats_scp)
+    ivecs = load_scp(ivectors_scp) if (ivectors_scp and model.ivector_dim) else None
     period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
     frames, nnet_s, search_s = 0, 0.0, 0.0
     links = {kind: 0 for kind in searches}

@@ -311,12 +311,11 @@ def score_set(
     recording time when the set's prepared ``data_dir`` has ``segments``."""
     import logging
 
-    import kaldiio
-
     from paravg.corpus.phones import PHONES, SILENCE
     from paravg.graph.arpa import phone_sequences
     from paravg.graph.lang import read_symbol_table
     from paravg.graph.lexicon import read_text
+    from paravg.kaldi_io import load_scp
 
     log = logging.getLogger(__name__)
     start = time.process_time()
@@ -371,7 +370,7 @@ def score_set(
         result.update(wer=None, wer_note="no text for this set: decoded, WER not scored")
         log.warning("%s: no text; decoded without scoring WER", user_file(text_path))
     if targets_scp is not None and Path(targets_scp).is_file() and "phones" in hyps:
-        targets = kaldiio.load_scp(str(targets_scp))
+        targets = load_scp(targets_scp)
         utts = sorted(u for u in next(iter(hyps["phones"].values())) if u in targets)
         seqs = phone_sequences((targets[u] for u in utts), PHONES, SILENCE)
         refs = {u: collapse(s) for u, s in zip(utts, seqs, strict=True)}

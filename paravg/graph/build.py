@@ -28,14 +28,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import kaldiio
-
 from paravg.corpus.phones import PHONES, SILENCE
 from paravg.graph.arpa import phone_sequences, write_bigram_arpa
 from paravg.graph.grammar import arpa_to_g
 from paravg.graph.lang import Lang, make_lang, write_lang
 from paravg.graph.lexicon import LexiconEntry, demo_lexicon, phone_lexicon, read_text
 from paravg.io import write_text_atomic
+from paravg.kaldi_io import load_scp
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -129,7 +128,7 @@ def build_phone_graph(
     sides: PER counts non-silence phones). ``sil_prob`` > 0 gives the lang the optional
     silence of a word lang instead, and silence leaves the lexicon and the bigram.
     """
-    targets = kaldiio.load_scp(str(train_targets_scp))
+    targets = load_scp(train_targets_scp)
     silence_word = sil_prob == 0.0
     sentences = phone_sequences(
         (targets[u] for u in sorted(targets.keys())),

@@ -125,6 +125,22 @@ def test_scp_table_refuses_pipes_and_reads_what_kaldi_writes(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("compression_method", [None, 1])  # 1: features.py's method
+def test_load_scp_reads_what_kaldiio_reads(tmp_path, compression_method):
+    """The decoder, scoring and the phone graph read features, i-vectors and targets with
+    load_scp (never kaldiio's openers): the same arrays as kaldiio.load_scp, in file order."""
+    rng = np.random.default_rng(1)
+    items = {f"u{i}": rng.standard_normal((4 + i, 3)).astype(np.float32) for i in (2, 0, 1)}
+    items["iv"] = rng.standard_normal((2, 5))  # float64: a DM matrix
+    items["t"] = np.array([3, 0, 7], dtype=np.int32)  # an int32 vector (targets)
+    write_ark_scp(items.items(), tmp_path / "a.ark", tmp_path / "a.scp", compression_method)
+    ours, theirs = load_scp(tmp_path / "a.scp"), kaldiio.load_scp(str(tmp_path / "a.scp"))
+    assert list(ours.keys()) == list(theirs.keys()) == list(items)
+    for key in items:
+        assert ours[key].dtype == theirs[key].dtype
+        np.testing.assert_array_equal(ours[key], theirs[key])
+
+
 def test_int_vectors_carry_their_place(tmp_path):
     vecs = {"a": np.array([1, 2, 3], np.int32), "b": np.array([4], np.int32)}
     kaldiio.save_ark(str(tmp_path / "t.ark"), vecs, scp=str(tmp_path / "t.scp"))
