@@ -41,8 +41,12 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
 
 from __future__ import annotations
 
+import glob
+import inspect
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 Index = int | str  # a concrete index or a wildcard pattern such as "{t}"
 
@@ -53,6 +57,76 @@ class Layout:
 
     results: str = "results"
     logs: str = "logs"
+
+    # ------------------------------------------------------------ for readers
+    @classmethod
+    def from_exp_dir(cls, exp_dir: str | os.PathLike) -> Layout:
+        """The layout whose ``exp_dir(name)`` is ``exp_dir`` (``<results>/exp/<name>``:
+        results = its ``parents[1]``), so that a reader given an experiment directory (the
+        report, the live view) reaches the run's other files; ``name`` is the directory's
+        name. ValueError for a directory that is no experiment directory of a layout."""
+        path = Path(os.path.normpath(exp_dir))
+        if len(path.parts) < 2:  # "default", in results/exp/
+            path = Path(os.path.abspath(path))
+        layout = cls(str(path.parents[1]))
+        if Path(layout.exp_dir(path.name)) != path:
+            raise ValueError(
+                f"{exp_dir}: not an experiment directory of a run "
+                f"({layout.exp_dir('<experiment>')})"
+            )
+        return layout
+
+    @classmethod
+    def from_exp_root(cls, exp_root: str | os.PathLike) -> Layout:
+        """The layout whose ``exp_root()`` is ``exp_root`` (``<results>/exp``: a rule param
+        such as the results table's); ValueError for another directory."""
+        path = Path(os.path.normpath(exp_root))
+        if len(path.parts) < 2:  # "exp", in results/
+            path = Path(os.path.abspath(path))
+        layout = cls(str(path.parent))
+        if Path(layout.exp_root()) != path:
+            raise ValueError(
+                f"{exp_root}: not the experiments directory of a run ({layout.exp_root()})"
+            )
+        return layout
+
+    @classmethod
+    def in_workdir(
+        cls, workdir: str | os.PathLike, results: str = "results", logs: str = "logs"
+    ) -> Layout:
+        """The layout of a run whose Snakemake working directory (``--directory``) is
+        ``workdir`` and whose config names ``results`` (relative to it, or absolute): the
+        paths a benchmark or test reads beside a workflow it started elsewhere."""
+        return cls(os.path.join(workdir, results), os.path.join(workdir, logs))
+
+    def existing(self, kind: str, *args: str | int, **kwargs) -> dict[tuple, str]:
+        """The files of ``kind`` (a method of this class) that exist now, keyed by the
+        values of the arguments not given, in order: ints for indices (``Index``
+        arguments: digits only), strings for names. Arguments with a default keep it
+        unless given. Hidden files (an atomic write in flight) never match::
+
+            L.existing("diag", "default")       # {(0,): 'results/exp/default/diag/0.json', ...}
+            L.existing("job_stats", "default")  # {(1, 0): '.../1/job0.json', ...}: (t, job)
+            L.existing("eval_result", "default")  # {('test',): '.../eval/test.json', ...}
+        """
+        method = getattr(self, kind)
+        signature = inspect.signature(method)
+        params = signature.parameters
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        free = [n for n, p in params.items() if n not in bound and p.default is p.empty]
+        probe = method(**bound, **{n: f"\0{n}" for n in free})
+        digits = {n: params[n].annotation in ("Index", Index) for n in free}
+        pattern, regex = glob.escape(probe), re.escape(probe)
+        for n in free:
+            pattern = pattern.replace(f"\0{n}", "*")
+            group = "[0-9]+" if digits[n] else "[^/]+"
+            regex = regex.replace(re.escape(f"\0{n}"), f"(?P<{n}>{group})")
+        found = {}
+        for path in glob.glob(pattern):
+            m = re.fullmatch(regex, path)
+            if m and os.path.isfile(path):
+                found[tuple(int(m[n]) if digits[n] else m[n] for n in free)] = path
+        return dict(sorted(found.items()))
 
     # ------------------------------------------------------------ data, features
     def demo_dir(self) -> str:
@@ -70,6 +144,14 @@ class Layout:
         ``spk2utt``, ``utt2uniq``, ``targets.ark``/``.scp``, ``text``, ``origin`` (the
         source dir), ``report.json`` (prepare_data's checks)."""
         return f"{self.data_dir(set_)}/{name}"
+
+    def text(self, set_: str) -> str:
+        """The transcripts of ``set_`` (Kaldi's ``text``: the word reference of scoring)."""
+        return self.data_file(set_, "text")
+
+    def targets_scp(self, set_: str) -> str:
+        """The per-frame targets of ``set_`` (``targets.scp``, beside ``targets.ark``)."""
+        return self.data_file(set_, "targets.scp")
 
     def data_sets_checked(self) -> str:
         """Every configured set prepared and checked (``check_data_sets``): the gate that
@@ -240,6 +322,11 @@ class Layout:
     def eval_ema_result(self, exp: str, set_: str) -> str:
         return f"{self.exp_dir(exp)}/eval/ema/{set_}.json"
 
+    def eval_model_result(self, exp: str, model: str, set_: str) -> str:
+        """``eval/<model>/<set>.json``: the evaluation of another final model of ``exp``
+        than ``final.pt`` (``ema``: :meth:`eval_ema_result`)."""
+        return f"{self.exp_dir(exp)}/eval/{model}/{set_}.json"
+
     def decode_dir(self, exp: str, set_: str) -> str:
         """``decode/<set>/``: split<j>.json, lat.<j>.gz, scores.json, hyps.json, ctm,
         wer_details/, per_details/."""
@@ -309,6 +396,11 @@ class Layout:
 
     def log(self, rule: str, wildcards: str) -> str:
         return f"{self.logs}/{rule}/{wildcards}.log"
+
+    def log_dir(self, rule: str, wildcards: str = "") -> str:
+        """The directory of ``rule``'s logs, or of those under a wildcard prefix such as
+        ``"<exp>"`` (every ``log(rule, "<exp>/...")``)."""
+        return f"{self.logs}/{rule}" + (f"/{wildcards}" if wildcards else "")
 
 
 # ------------------------------------------------------------ who writes each model file

@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from paravg.io import read_json, write_text_atomic
+from paravg.layout import Layout
 from paravg.plan import PlannedSchedule
 from paravg.plots import FIGURES, series
 from paravg.plots.compare import write_comparison
@@ -55,14 +56,13 @@ def schedule_for(exp_dir: Path, config: dict | None) -> PlannedSchedule | None:
     exist, else None."""
     if config is None:
         return None
-    from paravg.layout import Layout
     from paravg.plan import experiment_plans
 
     name = exp_dir.name
     if name not in config.get("experiments", {}):
         log.warning("%s: experiment %r is not in the config; no planned schedule", exp_dir, name)
         return None
-    info_path = Path(Layout(str(exp_dir.parent.parent)).egs_info())
+    info_path = Path(Layout.from_exp_dir(exp_dir).egs_info())
     if not info_path.is_file():
         return None
     try:
@@ -185,6 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [str(d) for d in args.exp_dirs if not d.is_dir()]
     if missing and not args.watch:
         parser.error(f"no such experiment directory: {', '.join(missing)}")
+    for d in args.exp_dirs:
+        try:
+            Layout.from_exp_dir(d)  # its files are read through the run's layout
+        except ValueError as exc:
+            parser.error(str(exc))
     config = load_config(args.config) if args.config else None
     refresh = max(int(args.watch), 1) if args.watch else None
     try:

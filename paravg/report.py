@@ -15,6 +15,7 @@ from pathlib import Path
 
 from paravg.errors import ConfigError
 from paravg.io import read_json, write_text_atomic
+from paravg.layout import Layout
 
 
 def decode_columns(scores_path: Path) -> dict:
@@ -32,11 +33,13 @@ def collect_results(
     eval_sets: Sequence[str],
     decode: bool = False,
 ) -> list[dict]:
+    """One row per experiment and eval set, read from ``exp_root`` (``<results>/exp``)."""
+    layout = Layout.from_exp_root(exp_root)
     rows = []
     for exp in experiments:
-        final = read_json(Path(exp_root) / exp / "final.json")
+        final = read_json(layout.final_summary(exp))
         for s in eval_sets:
-            r = read_json(Path(exp_root) / exp / "eval" / f"{s}.json")
+            r = read_json(layout.eval_result(exp, s))
             row = {
                 "experiment": exp,
                 "set": s,
@@ -46,7 +49,7 @@ def collect_results(
                 "combined_models": final.get("combined_from"),
             }
             if decode:
-                row.update(decode_columns(Path(exp_root) / exp / "decode" / s / "scores.json"))
+                row.update(decode_columns(Path(layout.decode_scores(exp, s))))
             rows.append(row)
     return rows
 
@@ -97,10 +100,11 @@ def check_one_decode_config(exp_root, experiments, eval_sets, decode: Mapping) -
     checkpoint it depends on is pending (another set's data edit): such a set keeps its
     old decode, and the same command, run again, decodes it anew."""
     tune = decode.get("tune_set")
+    layout = Layout.from_exp_root(exp_root)
     stale = []
     for exp in experiments:
         for s in eval_sets:
-            path = Path(exp_root) / exp / "decode" / s / "scores.json"
+            path = Path(layout.decode_scores(exp, s))
             if not path.is_file():
                 continue
             scores = read_json(path)
@@ -113,7 +117,7 @@ def check_one_decode_config(exp_root, experiments, eval_sets, decode: Mapping) -
             tuned_on = scores.get("tuned_on")
             want = None
             if tune and tune != s:
-                want = str(Path(exp_root) / exp / "decode" / tune / "scores.json")
+                want = layout.decode_scores(exp, tune)  # as the scoring rule records it
             if "tuned_on" in scores and (tuned_on or None) != want:
                 stale.append(f"{path}: tuned on {tuned_on}, config: decode.tune_set {tune}")
     if stale:

@@ -133,16 +133,16 @@ def comparison_rows(
             ]
             for name, ev in models:
                 rows.append(_row(name, s, ev, summary))
-            rows[len(rows) - len(models)].__dict__.update(_decode_scores(run.path, s))
+            rows[len(rows) - len(models)].__dict__.update(_decode_scores(run, s))
         table[s] = rows
     return table
 
 
-def _decode_scores(exp_path, eval_set: str) -> dict:
+def _decode_scores(run: ExperimentRun, eval_set: str) -> dict:
     """WER and PER (percent) of the experiment's final model, where decoded."""
     import json
 
-    path = Path(exp_path) / "decode" / eval_set / "scores.json"
+    path = Path(run.layout.decode_scores(run.exp, eval_set))
     if not path.is_file():
         return {}
     scores = json.loads(path.read_text())

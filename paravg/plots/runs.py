@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from paravg.io import read_json
+from paravg.layout import Layout
 
 log = logging.getLogger(__name__)
 
-_JOB_RE = re.compile(r"^job(\d+)\.json$")
 _NUM_RE = re.compile(r"^(\d+)\.json$")
 
 #: Where the per-iteration sync summaries live, in order of preference: the fan-in
@@ -76,6 +76,17 @@ class ExperimentRun:
         return max(jobs) + 1 if jobs else 0
 
     @property
+    def exp(self) -> str:
+        """The experiment's name in its layout (the directory's; ``name`` may differ)."""
+        return self.path.name
+
+    @property
+    def layout(self) -> Layout:
+        """The layout of the run, whose ``exp_dir(exp)`` is ``path``: every other file of
+        the experiment is read through it."""
+        return Layout.from_exp_dir(self.path)
+
+    @property
     def finished(self) -> bool:
         """True once ``final.json`` exists (training, combination and priors are done)."""
         return self.final is not None
@@ -117,7 +128,8 @@ def load_run(path: str | Path, name: str | None = None, strict: bool = False) ->
     ``strict=False`` (the live progress view) skips unreadable files and records them in
     ``run.problems``; ``strict=True`` (the report rule, whose inputs must be complete)
     raises ``ValueError`` naming the file. A missing directory is an empty run unless
-    strict.
+    strict; a directory that is no ``<results>/exp/<name>`` is a ValueError (its files are
+    found through :meth:`paravg.layout.Layout.from_exp_dir`).
     """
     path = Path(path)
     run = ExperimentRun(name=name or path.name, path=path)
@@ -125,14 +137,11 @@ def load_run(path: str | Path, name: str | None = None, strict: bool = False) ->
         if strict:
             raise ValueError(f"{path}: experiment directory does not exist")
         return run
-    for entry in sorted(path.iterdir()):
-        if not (entry.is_dir() and entry.name.isdigit()):
-            continue
-        t = int(entry.name) - 1
-        for j, job_path in _numbered(entry, _JOB_RE):
-            data = _read(job_path, run, strict)
-            if data is not None:
-                run.jobs.setdefault(t, {})[j] = data
+    layout, exp = run.layout, run.exp
+    for (t, j), job_path in layout.existing("job_stats", exp).items():
+        data = _read(Path(job_path), run, strict)
+        if data is not None:
+            run.jobs.setdefault(t - 1, {})[j] = data
     for sub in SYNC_SUMMARY_DIRS:  # the fan-in's summary first; a consensus fills gaps
         for n, p in _numbered(path / sub, _NUM_RE):
             if n - 1 in run.syncs:
@@ -140,30 +149,31 @@ def load_run(path: str | Path, name: str | None = None, strict: bool = False) ->
             data = _read(p, run, strict)
             if data is not None:
                 run.syncs[n - 1] = data
-    for n, p in _numbered(path / "diag", _NUM_RE):
-        data = _read(p, run, strict)
+    for (n,), p in layout.existing("diag", exp).items():
+        data = _read(Path(p), run, strict)
         if data is not None:
             run.diags[n] = data
-    for attr in ("init", "combine", "final"):
-        p = path / f"{attr}.json"
-        if p.is_file():
-            setattr(run, attr, _read(p, run, strict))
-    eval_dir = path / "eval"
-    if eval_dir.is_dir():
-        run.evals = _read_evals(eval_dir, run, strict)
-        for sub in sorted(p for p in eval_dir.iterdir() if p.is_dir()):
-            evals = _read_evals(sub, run, strict)
-            if evals:
-                run.model_evals[sub.name] = evals
+    summaries = {
+        "init": layout.init_stats(exp),
+        "combine": layout.combine_summary(exp),
+        "final": layout.final_summary(exp),
+    }
+    for attr, p in summaries.items():
+        if Path(p).is_file():
+            setattr(run, attr, _read(Path(p), run, strict))
+    run.evals = _read_evals(layout.existing("eval_result", exp), run, strict)
+    for (model, s), p in layout.existing("eval_model_result", exp).items():
+        data = _read(Path(p), run, strict)
+        if data is not None:
+            run.model_evals.setdefault(model, {})[s] = data
     return run
 
 
-def _read_evals(directory: Path, run: ExperimentRun, strict: bool) -> dict[str, dict]:
+def _read_evals(paths: dict[tuple, str], run: ExperimentRun, strict: bool) -> dict[str, dict]:
+    """Set -> evaluation, of the files :meth:`Layout.existing` found (keyed ``(set,)``)."""
     out = {}
-    for p in sorted(directory.glob("*.json")):
-        if p.name.startswith("."):
-            continue
-        data = _read(p, run, strict)
+    for (s,), p in paths.items():
+        data = _read(Path(p), run, strict)
         if data is not None:
-            out[p.stem] = data
+            out[s] = data
     return out

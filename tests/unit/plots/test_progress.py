@@ -1,12 +1,14 @@
 """The live progress view renders whatever has finished, beside a running pipeline."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 from matplotlib.image import imread
 from plots_synth import JOBS, write_run
 
+from paravg.layout import Layout
 from paravg.plots import FIGURES
 from paravg.plots.runs import load_run
 from paravg.progress import main, render_progress, status_line
@@ -49,9 +51,9 @@ def test_progress_with_config_shows_the_plan(half_run, tmp_path, capsys):
             }
         )
     )
-    egs = half_run.parent.parent / "egs"
-    egs.mkdir()
-    (egs / "info.json").write_text(json.dumps({"num_archives": 4, "frames_per_eg": 8}))
+    info = Path(Layout.from_exp_dir(half_run).egs_info())
+    info.parent.mkdir()
+    info.write_text(json.dumps({"num_archives": 4, "frames_per_eg": 8}))
     out = tmp_path / "progress"
     assert main([str(half_run), "--out", str(out), "--config", str(cfg)]) == 0
     line = capsys.readouterr().out.splitlines()[0]
@@ -79,6 +81,13 @@ def test_progress_skips_an_unreadable_file(half_run, tmp_path, capsys):
 def test_missing_experiment_dir_is_an_error(tmp_path):
     with pytest.raises(SystemExit):
         main([str(tmp_path / "exp" / "typo"), "--out", str(tmp_path / "p")])
+
+
+def test_a_dir_outside_a_layout_is_an_error(tmp_path, capsys):
+    copy = write_run(tmp_path / "backup" / "default", JOBS[:2])
+    with pytest.raises(SystemExit):
+        main([str(copy), "--out", str(tmp_path / "p")])
+    assert "not an experiment directory" in capsys.readouterr().err
 
 
 def test_status_line_of_a_finished_run(full_run):

@@ -261,6 +261,16 @@ def test_missing_directory(tmp_path):
         load_run(tmp_path / "nope", strict=True)
 
 
+def test_a_directory_outside_a_layout_is_refused(tmp_path):
+    """The run's files are found through its layout (<results>/exp/<name>): a copy of an
+    experiment directory elsewhere is no run."""
+    exp = write_run(tmp_path / "backup" / "default", [1, 2])
+    with pytest.raises(ValueError, match="not an experiment directory"):
+        load_run(exp)
+    run = load_run(write_run(tmp_path / "exp" / "default", [1, 2]), name="shown")
+    assert (run.name, run.exp, run.layout.results) == ("shown", "default", str(tmp_path))
+
+
 def test_component_order():
     names = ["output.affine", "tdnn10.affine", "prefinal.affine", "tdnn2.affine", "tdnn1.affine"]
     assert series.component_order(names) == [
