@@ -35,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+from paravg.errors import ConfigError, HostError
+
 LOCK_DIR_ENV = "PARAVG_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = "/tmp/paravg-gpu-locks"
 PREFERENCES = ("auto", "cpu", "cuda")
@@ -42,7 +44,7 @@ PREFERENCES = ("auto", "cpu", "cuda")
 logger = logging.getLogger(__name__)
 
 
-class DeviceUnavailableError(RuntimeError):
+class DeviceUnavailableError(HostError):
     """The requested device cannot be used (no CUDA, or no GPU became free in time)."""
 
 
@@ -174,7 +176,9 @@ def select_device(
     docstring for how GPUs are shared; ``timeout_s``/``poll_s`` are passed to claim_gpu.
     """
     if preference not in PREFERENCES:
-        raise ValueError(f"device preference {preference!r} is not one of {PREFERENCES}")
+        raise ConfigError(
+            f"trainer.device = {preference!r}; expected one of {', '.join(PREFERENCES)}"
+        )
     count = 0 if preference == "cpu" else cuda_device_count()
     if count == 0:
         if preference == "cuda":

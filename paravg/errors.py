@@ -35,3 +35,10 @@ class ModelFileError(ParavgError, OSError):
 class TrainingError(ParavgError, RuntimeError):
     """Training cannot go on with the data it has (e.g. every job of an iteration
     diverged); names the iteration and the jobs."""
+
+
+class HostError(ParavgError, RuntimeError):
+    """This host cannot provide what the run asks of it: an external program that is
+    missing or fails (a TTS engine of the demo corpus), or a device (``trainer.device:
+    cuda`` with no GPU visible, GPU lock files that cannot be written or stay taken). Names
+    the program or device, its own message and what to install, set or change."""

@@ -50,11 +50,6 @@ BLOCK_FRAMES = 2000
 COMPRESSION_AUTOMATIC = 1
 
 
-# The former name of ConfigError in this module (the same class): feature options that
-# Kaldi would reject.
-FeatureConfigError = ConfigError
-
-
 @dataclass(frozen=True)
 class MfccOptions:
     """MFCC options, named after Kaldi's ``compute-mfcc-feats`` options (``--num-mel-bins``

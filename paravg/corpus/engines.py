@@ -39,6 +39,7 @@ from paravg.corpus.espeak import DEFAULT_RATE, espeak_available
 from paravg.corpus.labels import SAMPLE_RATE, Segment, tidy_segments
 from paravg.corpus.phones import espeak_labels, festival_label
 from paravg.corpus.resample import resample
+from paravg.errors import HostError
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ ESPEAK_VOICES = tuple(
 ALL_VOICES = FLITE_VOICES + FESTIVAL_VOICES + ESPEAK_VOICES
 
 
-class EngineError(RuntimeError):
+class EngineError(HostError):
     """A TTS engine failed or produced output that cannot be read."""
 
 

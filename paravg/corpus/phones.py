@@ -17,6 +17,8 @@ per-frame targets are these ids, the same kind of integer a Kaldi user gets from
 
 from __future__ import annotations
 
+from paravg.errors import DataError
+
 
 def _wordlist(text: str) -> list[str]:
     """Words of a space-separated list."""
@@ -127,8 +129,9 @@ ESPEAK_MODIFIERS = frozenset({";"})
 _STRESS_MARKS = "'\","
 
 
-class UnknownPhoneError(ValueError):
-    """A TTS engine produced a phone name that has no label."""
+class UnknownPhoneError(DataError):
+    """A TTS engine produced a phone name that has no label (a :class:`DataError`:
+    :mod:`paravg.graph.lexicon` adds the word it was looking up)."""
 
 
 def festival_label(phone: str) -> str:

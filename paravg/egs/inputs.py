@@ -28,11 +28,6 @@ __all__ = ["read_int_table", "read_scp_keys", "read_table"]  # used by the egs m
 IVECTOR_LENGTH_TOLERANCE = 100
 
 
-# Bad input to the egs stage (names the file and the utterance or line).
-# (The former name of paravg.errors.DataError here: the same class.)
-EgsInputError = DataError
-
-
 def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
     """A Kaldi ``<key> <value>`` table (value = rest of the line if columns == 0)."""
     return table_dict(path, num_fields=2 if columns == 2 else None)

@@ -28,10 +28,6 @@ import numpy as np
 
 from paravg.errors import DataError
 
-# CMVN statistics that cannot be used (wrong shape, zero count).
-# (The former name of paravg.errors.DataError here: the same class.)
-CmvnError = DataError
-
 
 @dataclass(frozen=True)
 class OnlineCmvnOptions:
@@ -43,9 +39,9 @@ class OnlineCmvnOptions:
 
     def __post_init__(self) -> None:
         if not (self.cmn_window > 0 and self.speaker_frames >= 0 and self.global_frames >= 0):
-            raise CmvnError(f"invalid online CMVN options {self}")
+            raise DataError(f"invalid online CMVN options {self}")
         if self.speaker_frames > self.cmn_window or self.global_frames > self.cmn_window:
-            raise CmvnError("speaker_frames and global_frames must not exceed cmn_window")
+            raise DataError("speaker_frames and global_frames must not exceed cmn_window")
 
 
 def stats_of(feats: np.ndarray) -> np.ndarray:
@@ -63,7 +59,7 @@ def check_stats(stats: np.ndarray, dim: int, what: str) -> np.ndarray:
     """Return ``stats`` as float64 after checking it is a ``2 x (dim + 1)`` matrix."""
     stats = np.asarray(stats, dtype=np.float64)
     if stats.shape != (2, dim + 1):
-        raise CmvnError(
+        raise DataError(
             f"{what}: CMVN stats have shape {stats.shape}, expected (2, {dim + 1}) for "
             f"{dim}-dimensional features"
         )
@@ -83,12 +79,12 @@ def apply_online_cmn(
     """
     x = np.asarray(feats, dtype=np.float64)
     if x.ndim != 2:
-        raise CmvnError(f"features must be a T x D matrix, got shape {x.shape}")
+        raise DataError(f"features must be a T x D matrix, got shape {x.shape}")
     num_frames, dim = x.shape
     global_stats = check_stats(global_stats, dim, "global")
     global_count = global_stats[0, dim]
     if global_count <= 0:
-        raise CmvnError(
+        raise DataError(
             "global CMVN stats have a zero count (Kaldi: 'Global CMN stats are required')"
         )
     if num_frames == 0:

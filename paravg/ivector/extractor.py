@@ -34,15 +34,11 @@ from paravg.ivector.npz import load_npz, save_npz
 from paravg.ivector.posteriors import SparsePosteriors
 from paravg.ivector.ubm import LOG_2PI, DiagGmm
 
-# Features, posteriors or files that do not fit the i-vector extractor.
-# (The former name of paravg.errors.DataError here: the same class.)
-ExtractorError = DataError
-
 
 def _logdet_pd(a: np.ndarray) -> np.ndarray:
     sign, logdet = np.linalg.slogdet(a)
     if np.any(sign <= 0):
-        raise ExtractorError("matrix is not positive definite")
+        raise DataError("matrix is not positive definite")
     return logdet
 
 
@@ -70,7 +66,7 @@ class UtteranceStats:
             else np.asarray(post, dtype=np.float64)
         )
         if dense.shape != (x.shape[0], num_gauss):
-            raise ExtractorError(
+            raise DataError(
                 f"posteriors have shape {dense.shape}, expected ({x.shape[0]}, {num_gauss}) for "
                 f"{x.shape[0]} frames"
             )
@@ -102,7 +98,7 @@ class IvectorExtractor:
         self.prior_offset = float(self.prior_offset)
         I, D, _ = self.M.shape
         if self.Sigma_inv.shape != (I, D, D) or self.w_vec.shape != (I,):
-            raise ExtractorError(
+            raise DataError(
                 f"inconsistent extractor shapes: M {self.M.shape}, Sigma_inv "
                 f"{self.Sigma_inv.shape}, w_vec {self.w_vec.shape}"
             )
@@ -135,7 +131,7 @@ class IvectorExtractor:
         the default i-vector ``w0`` reproduces the UBM means.
         """
         if ivector_dim < 1:
-            raise ExtractorError(f"ivector_dim must be positive, got {ivector_dim}")
+            raise DataError(f"ivector_dim must be positive, got {ivector_dim}")
         prior_offset = 100.0
         I, D = ubm.means.shape
         M = rng.standard_normal((I, D, ivector_dim))
@@ -146,7 +142,7 @@ class IvectorExtractor:
 
     def check_feats(self, feats: np.ndarray, what: str = "features") -> None:
         if feats.ndim != 2 or feats.shape[1] != self.feat_dim:
-            raise ExtractorError(
+            raise DataError(
                 f"{what} have shape {feats.shape}; the i-vector extractor expects dimension "
                 f"{self.feat_dim}"
             )
@@ -228,7 +224,7 @@ class IvectorExtractor:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> IvectorExtractor:
-        z = load_npz(path, "ivector_extractor", "an i-vector extractor", ExtractorError)
+        z = load_npz(path, "ivector_extractor", "an i-vector extractor", DataError)
         return cls(z["M"], z["Sigma_inv"], z["w_vec"], float(z["prior_offset"]))
 
     def copy(self) -> IvectorExtractor:

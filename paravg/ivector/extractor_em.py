@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from paravg.ivector.extractor import ExtractorError, IvectorExtractor, UtteranceStats, _logdet_pd
+from paravg.errors import DataError
+from paravg.ivector.extractor import IvectorExtractor, UtteranceStats, _logdet_pd
 from paravg.ivector.npz import load_npz, save_npz
 from paravg.ivector.posteriors import SparsePosteriors
 
@@ -73,7 +74,7 @@ class IvectorExtractorStats:
     def check(self, extractor: IvectorExtractor) -> None:
         I, D, S = extractor.num_gauss, extractor.feat_dim, extractor.ivector_dim
         if self.Y.shape != (I, D, S) or self.S.shape != (I, D, D):
-            raise ExtractorError(
+            raise DataError(
                 f"extractor stats have Y {self.Y.shape} and S {self.S.shape}; the model needs "
                 f"Y ({I}, {D}, {S}) and S ({I}, {D}, {D})"
             )
@@ -88,7 +89,7 @@ class IvectorExtractorStats:
         self.Y += utt.X[:, :, None] * mean[None, None, :]
         self.R += utt.gamma[:, None, None] * scatter[None]
         if utt.S is None:
-            raise ExtractorError("variance update needs second-order utterance statistics")
+            raise DataError("variance update needs second-order utterance statistics")
         self.S += utt.S
         self.num_ivectors += 1.0
         self.ivector_sum += mean
@@ -105,7 +106,7 @@ class IvectorExtractorStats:
 
     def add(self, other: IvectorExtractorStats) -> None:
         if other.Y.shape != self.Y.shape or other.S.shape != self.S.shape:
-            raise ExtractorError(
+            raise DataError(
                 f"cannot add extractor stats of shape {other.Y.shape} to {self.Y.shape}"
             )
         self.gamma += other.gamma
@@ -133,7 +134,7 @@ class IvectorExtractorStats:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> IvectorExtractorStats:
-        z = load_npz(path, "ivector_extractor_stats", "i-vector extractor stats", ExtractorError)
+        z = load_npz(path, "ivector_extractor_stats", "i-vector extractor stats", DataError)
         return cls(
             z["gamma"],
             z["Y"],
@@ -149,7 +150,7 @@ class IvectorExtractorStats:
 def sum_stats(stats: list[IvectorExtractorStats]) -> IvectorExtractorStats:
     """Sum of per-job statistics (``ivector-extractor-sum-accs``)."""
     if not stats:
-        raise ExtractorError("no extractor statistics to sum")
+        raise DataError("no extractor statistics to sum")
     total = IvectorExtractorStats(
         stats[0].gamma.copy(),
         stats[0].Y.copy(),
@@ -326,7 +327,7 @@ def prior_transform(
     rotation of dims ``1..S-1`` leaves the prior, and the model's predictions, unchanged.)
     """
     if stats.num_ivectors <= 0:
-        raise ExtractorError("prior update needs at least one i-vector in the stats")
+        raise DataError("prior update needs at least one i-vector in the stats")
     S = extractor.ivector_dim
     mu = stats.ivector_sum / stats.num_ivectors
     covar = stats.ivector_scatter / stats.num_ivectors - np.outer(mu, mu)
@@ -340,7 +341,7 @@ def prior_transform(
     x = T @ mu
     norm = np.linalg.norm(x)
     if norm == 0.0:
-        raise ExtractorError("the mean i-vector is zero; cannot place the prior offset")
+        raise DataError("the mean i-vector is zero; cannot place the prior offset")
     x /= norm
     U = np.eye(S)
     if x[0] < 1.0 - 1e-15:

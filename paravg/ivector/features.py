@@ -22,10 +22,6 @@ from paravg.ivector import cmvn
 from paravg.ivector.npz import load_npz, save_npz
 from paravg.ivector.pca import apply_affine, splice
 
-# Features whose dimension does not match the i-vector system.
-# (The former name of paravg.errors.DataError here: the same class.)
-FeatureDimError = DataError
-
 
 @dataclass
 class IvectorFeaturePipeline:
@@ -41,7 +37,7 @@ class IvectorFeaturePipeline:
         self.global_cmvn = np.asarray(self.global_cmvn, dtype=np.float64)
         spliced = self.input_dim * (2 * self.context + 1)
         if self.transform.shape[1] not in (spliced, spliced + 1):
-            raise FeatureDimError(
+            raise DataError(
                 f"transform has {self.transform.shape[1]} columns; {self.input_dim}-dim features "
                 f"spliced +-{self.context} need {spliced} (+1 for the offset)"
             )
@@ -57,7 +53,7 @@ class IvectorFeaturePipeline:
     def check(self, feats: np.ndarray, where: str) -> None:
         """Clear error for features of the wrong shape (before any expensive work)."""
         if feats.ndim != 2 or feats.shape[1] != self.input_dim:
-            raise FeatureDimError(
+            raise DataError(
                 f"{where}: features have shape {tuple(feats.shape)}; the i-vector system was "
                 f"trained on {self.input_dim}-dimensional features"
             )
@@ -86,9 +82,7 @@ class IvectorFeaturePipeline:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> IvectorFeaturePipeline:
-        z = load_npz(
-            path, "ivector_feature_pipeline", "an i-vector feature pipeline", FeatureDimError
-        )
+        z = load_npz(path, "ivector_feature_pipeline", "an i-vector feature pipeline", DataError)
         window, speaker, global_ = (int(v) for v in z["cmvn_opts"])
         opts = cmvn.OnlineCmvnOptions(window, speaker, global_)
         return cls(z["transform"], int(z["context"]), z["global_cmvn"], opts)

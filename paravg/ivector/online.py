@@ -37,17 +37,12 @@ import numpy as np
 
 from paravg.errors import DataError
 from paravg.ivector import cmvn
-from paravg.ivector.extractor import ExtractorError, IvectorExtractor
+from paravg.ivector.extractor import IvectorExtractor
 from paravg.ivector.features import IvectorFeaturePipeline
 from paravg.ivector.posteriors import SparsePosteriors, posteriors_from_loglikes
 from paravg.ivector.ubm import DiagGmm
 
 log = logging.getLogger(__name__)
-
-
-# An utterance with no frames: it cannot have an i-vector.
-# (The former name of paravg.errors.DataError here: the same class.)
-UtteranceTooShortError = DataError
 
 
 def linear_cg(
@@ -258,7 +253,7 @@ def extract_from_posteriors(
     extractor.check_feats(feats, f"{utt}: stats-stream features")
     num_frames = feats.shape[0]
     if num_frames < 1:
-        raise UtteranceTooShortError(f"{utt}: has 0 frames; an online i-vector needs at least 1")
+        raise DataError(f"{utt}: has 0 frames; an online i-vector needs at least 1")
     if period < 1:
         raise ValueError(f"period must be >= 1, got {period}")
     dense = (
@@ -267,7 +262,7 @@ def extract_from_posteriors(
         else np.asarray(post, np.float64)
     )
     if dense.shape != (num_frames, extractor.num_gauss):
-        raise ExtractorError(
+        raise DataError(
             f"{utt}: posteriors have shape {dense.shape}, expected "
             f"({num_frames}, {extractor.num_gauss})"
         )
@@ -314,7 +309,7 @@ def extract_speaker(
     """Online i-vectors of one speaker's utterances (raw base features), in order, with
     the adaptation state carried from each utterance to the next."""
     if pipeline.output_dim != extractor.feat_dim or ubm.dim != extractor.feat_dim:
-        raise ExtractorError(
+        raise DataError(
             f"the PCA gives {pipeline.output_dim} dims, the UBM has {ubm.dim} and the extractor "
             f"{extractor.feat_dim}: they are not one i-vector system"
         )
@@ -323,9 +318,7 @@ def extract_speaker(
     for utt, feats in utterances:
         pipeline.check(feats, utt)
         if feats.shape[0] < 1:
-            raise UtteranceTooShortError(
-                f"{utt}: has 0 frames; an online i-vector needs at least 1"
-            )
+            raise DataError(f"{utt}: has 0 frames; an online i-vector needs at least 1")
         post_feats = pipeline.posterior_stream(feats, state.cmvn_speaker_stats)
         post = utterance_posteriors(ubm, post_feats, opts)
         result = extract_from_posteriors(

@@ -26,16 +26,11 @@ from paravg.errors import DataError
 log = logging.getLogger(__name__)
 
 
-# A transform that cannot be estimated or applied.
-# (The former name of paravg.errors.DataError here: the same class.)
-PcaError = DataError
-
-
 def splice(feats: np.ndarray, context: int) -> np.ndarray:
     """Splice ``+-context`` frames around every frame (``splice-feats``)."""
     x = np.asarray(feats)
     if x.ndim != 2:
-        raise PcaError(f"features must be a T x D matrix, got shape {x.shape}")
+        raise DataError(f"features must be a T x D matrix, got shape {x.shape}")
     num_frames = x.shape[0]
     if context == 0 or num_frames == 0:
         return x.copy()
@@ -52,7 +47,7 @@ def apply_affine(transform: np.ndarray, feats: np.ndarray) -> np.ndarray:
         return x @ transform.T
     if transform.shape[1] == in_dim + 1:
         return x @ transform[:, :in_dim].T + transform[:, in_dim]
-    raise PcaError(
+    raise DataError(
         f"transform has {transform.shape[1]} columns, which fits neither a linear nor an "
         f"affine transform of {in_dim}-dimensional features"
     )
@@ -69,7 +64,7 @@ class PcaStats:
     def add(self, frames: np.ndarray) -> None:
         x = np.asarray(frames, dtype=np.float64)
         if x.shape[1] != self.sum.shape[0]:
-            raise PcaError(f"frames have dimension {x.shape[1]}, expected {self.sum.shape[0]}")
+            raise DataError(f"frames have dimension {x.shape[1]}, expected {self.sum.shape[0]}")
         self.count += x.shape[0]
         self.sum += x.sum(axis=0)
         self.sumsq += x.T @ x
@@ -79,7 +74,7 @@ class PcaStats:
     ) -> np.ndarray:
         """The PCA transform, ``dim x (D + 1)`` with ``normalize_mean`` else ``dim x D``."""
         if self.count < 2:
-            raise PcaError(f"PCA needs at least 2 frames, got {self.count:g}")
+            raise DataError(f"PCA needs at least 2 frames, got {self.count:g}")
         full_dim = self.sum.shape[0]
         dim = min(dim if dim > 0 else full_dim, full_dim)
         mean = self.sum / self.count

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from paravg.errors import DataError
 from paravg.io import atomic_path, write_json_atomic, write_text_atomic
 from paravg.ivector import cmvn, data, extractor_em, ubm
 from paravg.ivector.extractor import IvectorExtractor
@@ -56,16 +57,16 @@ def global_cmvn_stats(cmvn_scp: PathLike) -> np.ndarray:
     for key, stats in load_scp(cmvn_scp).items():
         stats = np.asarray(stats, dtype=np.float64)
         if stats.ndim != 2 or stats.shape[0] != 2:
-            raise cmvn.CmvnError(
+            raise DataError(
                 f"{cmvn_scp}: entry {key!r} has shape {stats.shape}, expected 2 x (D+1)"
             )
         if total is not None and stats.shape != total.shape:
-            raise cmvn.CmvnError(
+            raise DataError(
                 f"{cmvn_scp}: entry {key!r} has shape {stats.shape}, others {total.shape}"
             )
         total = stats.copy() if total is None else total + stats
     if total is None or total[0, -1] <= 0:
-        raise cmvn.CmvnError(f"{cmvn_scp}: no CMVN statistics with a positive count")
+        raise DataError(f"{cmvn_scp}: no CMVN statistics with a positive count")
     return total
 
 

@@ -32,11 +32,6 @@ log = logging.getLogger(__name__)
 LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-# A GMM or statistics file that does not fit what it is used with.
-# (The former name of paravg.errors.DataError here: the same class.)
-UbmError = DataError
-
-
 @dataclass
 class DiagGmm:
     """Diagonal GMM in the "normal" parameterisation (weights, means, variances)."""
@@ -50,7 +45,7 @@ class DiagGmm:
         self.means = np.asarray(self.means, dtype=np.float64)
         self.vars = np.asarray(self.vars, dtype=np.float64)
         if self.means.shape != self.vars.shape or self.weights.shape != (self.means.shape[0],):
-            raise UbmError(
+            raise DataError(
                 f"inconsistent GMM shapes: weights {self.weights.shape}, means "
                 f"{self.means.shape}, vars {self.vars.shape}"
             )
@@ -78,7 +73,9 @@ class DiagGmm:
 
     def check_dim(self, feats: np.ndarray, what: str = "features") -> None:
         if feats.ndim != 2 or feats.shape[1] != self.dim:
-            raise UbmError(f"{what} have shape {feats.shape}; the UBM expects dimension {self.dim}")
+            raise DataError(
+                f"{what} have shape {feats.shape}; the UBM expects dimension {self.dim}"
+            )
 
     def log_likelihoods(self, feats: np.ndarray) -> np.ndarray:
         """``T x I`` per-Gaussian log-likelihoods including log-weights."""
@@ -99,7 +96,7 @@ class DiagGmm:
         move apart by ``+-perturb_factor * n * sqrt(v)`` with ``n ~ N(0, I)``.
         """
         if target < self.num_gauss:
-            raise UbmError(f"cannot split {self.num_gauss} Gaussians down to {target}")
+            raise DataError(f"cannot split {self.num_gauss} Gaussians down to {target}")
         weights, means, vars_ = list(self.weights), list(self.means), list(self.vars)
         while len(weights) < target:
             k = int(np.argmax(weights))
@@ -124,7 +121,7 @@ class DiagGmm:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> DiagGmm:
-        z = load_npz(path, "diag_gmm", "a diagonal GMM", UbmError)
+        z = load_npz(path, "diag_gmm", "a diagonal GMM", DataError)
         return cls(z["weights"], z["means"], z["vars"])
 
     def copy(self) -> DiagGmm:
@@ -147,7 +144,7 @@ class UbmStats:
 
     def add(self, other: UbmStats) -> None:
         if other.mean_acc.shape != self.mean_acc.shape:
-            raise UbmError(
+            raise DataError(
                 f"cannot add UBM stats of shape {other.mean_acc.shape} to {self.mean_acc.shape}"
             )
         self.occupancy += other.occupancy
@@ -167,7 +164,9 @@ class UbmStats:
         ll = gmm.log_likelihoods(x)
         if gselect is not None:
             if gselect.shape[0] != x.shape[0]:
-                raise UbmError(f"gselect has {gselect.shape[0]} frames, features have {x.shape[0]}")
+                raise DataError(
+                    f"gselect has {gselect.shape[0]} frames, features have {x.shape[0]}"
+                )
             sel = np.take_along_axis(ll, gselect, axis=1)
             best = sel.max(axis=1, keepdims=True)
             p_sel = np.exp(sel - best)
@@ -200,7 +199,7 @@ class UbmStats:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> UbmStats:
-        z = load_npz(path, "ubm_stats", "UBM statistics", UbmError)
+        z = load_npz(path, "ubm_stats", "UBM statistics", DataError)
         return cls(
             z["occupancy"],
             z["mean_acc"],
@@ -213,7 +212,7 @@ class UbmStats:
 def sum_stats(stats: list[UbmStats]) -> UbmStats:
     """Sum of per-job statistics (``gmm-global-sum-accs``)."""
     if not stats:
-        raise UbmError("no UBM statistics to sum")
+        raise DataError("no UBM statistics to sum")
     total = UbmStats.zeros(*stats[0].mean_acc.shape)
     for s in stats:
         total.add(s)
@@ -249,7 +248,7 @@ def update(
     ``remove_low_count_gaussians`` (never the last one); otherwise its weight is floored.
     """
     if stats.mean_acc.shape != gmm.means.shape:
-        raise UbmError(
+        raise DataError(
             f"UBM stats are for {stats.mean_acc.shape} Gaussians x dims, the model has "
             f"{gmm.means.shape}"
         )
@@ -296,14 +295,14 @@ def init_from_frames(frames: np.ndarray, num_gauss: int, rng: np.random.Generato
     x = np.asarray(frames, dtype=np.float64)
     num_frames = x.shape[0]
     if num_frames < 10 * num_gauss:
-        raise UbmError(
+        raise DataError(
             f"too few frames to initialise the UBM: {num_frames} frames for {num_gauss} "
             f"Gaussians (Kaldi requires at least 10 per Gaussian)"
         )
     mean = x.mean(axis=0)
     var = (x * x).mean(axis=0) - mean * mean
     if var.max() <= 0.0:
-        raise UbmError("features do not have positive variance")
+        raise DataError("features do not have positive variance")
     chosen = rng.choice(num_frames, size=num_gauss, replace=False)
     return DiagGmm(
         np.full(num_gauss, 1.0 / num_gauss), x[np.sort(chosen)], np.tile(var, (num_gauss, 1))
@@ -378,5 +377,5 @@ class Reservoir:
 
     def sample(self) -> np.ndarray:
         if self.frames is None:
-            raise UbmError("no frames were seen")
+            raise DataError("no frames were seen")
         return self.frames[: min(self.num_seen, self.capacity)]

@@ -2,7 +2,6 @@
 
 from paravg.optim.ngsgd import (
     NaturalGradientAffine,
-    NgsgdConfigError,
     NgsgdOptions,
     OnlineNaturalGradient,
     make_affine_factory,
@@ -10,7 +9,6 @@ from paravg.optim.ngsgd import (
 
 __all__ = [
     "NaturalGradientAffine",
-    "NgsgdConfigError",
     "NgsgdOptions",
     "OnlineNaturalGradient",
     "make_affine_factory",

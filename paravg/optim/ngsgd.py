@@ -74,7 +74,6 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "NaturalGradientAffine",
-    "NgsgdConfigError",
     "NgsgdOptions",
     "OnlineNaturalGradient",
     "UpdateInfo",
@@ -86,11 +85,6 @@ _CONDITION_THRESHOLD = 1.0e6  # must_reorthogonalize when c_0 > this * c_{R-1}
 _MAX_ETA = 0.9  # Eta(): eta is capped so that an all-zero input cannot produce NaN
 _REORTH_UNIT_TOL = 1.0e-3  # ReorthogonalizeRt1: O within this of I -> nothing to do
 _MAX_CHOLESKY_INVERSE = 100.0  # ... and max(C^-1) >= this -> Gram-Schmidt instead
-
-
-# A natural-gradient option outside the range Kaldi accepts.
-# (The former name of paravg.errors.ConfigError here: the same class.)
-NgsgdConfigError = ConfigError
 
 
 def _check_options(
@@ -107,7 +101,7 @@ def _check_options(
     """Kaldi's checks (``InitDefault``'s asserts), raised as clear errors."""
 
     def fail(key: str, value: Any, expected: str) -> None:
-        raise NgsgdConfigError(f"{where}: {key} = {value!r}; expected {expected}")
+        raise ConfigError(f"{where}: {key} = {value!r}; expected {expected}")
 
     def is_int(v: Any) -> bool:
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
@@ -567,13 +561,13 @@ class NgsgdOptions:
     def __post_init__(self) -> None:
         where = "trainer.ngsgd"
         if not isinstance(self.enabled, bool):
-            raise NgsgdConfigError(f"{where}: enabled = {self.enabled!r}; expected true or false")
+            raise ConfigError(f"{where}: enabled = {self.enabled!r}; expected true or false")
         for key in ("rank_in", "rank_out"):
             value = getattr(self, key)
             if not (
                 isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
             ):
-                raise NgsgdConfigError(f"{where}: {key} = {value!r}; expected an integer >= 1")
+                raise ConfigError(f"{where}: {key} = {value!r}; expected an integer >= 1")
         _check_options(
             alpha=self.alpha,
             num_samples_history=self.num_samples_history,
@@ -594,9 +588,7 @@ class NgsgdOptions:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(cfg) - known)
         if unknown:
-            raise NgsgdConfigError(
-                f"trainer.ngsgd: unknown option(s) {unknown}; known: {sorted(known)}"
-            )
+            raise ConfigError(f"trainer.ngsgd: unknown option(s) {unknown}; known: {sorted(known)}")
         return cls(**dict(cfg))
 
     def preconditioner(self, rank: int) -> OnlineNaturalGradient:

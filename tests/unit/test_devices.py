@@ -17,6 +17,7 @@ import torch
 
 from paravg import devices
 from paravg.devices import DeviceUnavailableError, select_device
+from paravg.errors import ConfigError, HostError
 
 
 @pytest.fixture
@@ -60,9 +61,14 @@ def test_cuda_preference_without_gpu_is_a_clear_error(fake_gpus):
         pass
 
 
-def test_unknown_preference_is_rejected():
-    with pytest.raises(ValueError, match="'gpu' is not one of"), select_device("gpu"):
+def test_unknown_preference_is_a_config_error():
+    expected = r"trainer\.device = 'gpu'; expected one of auto, cpu, cuda"
+    with pytest.raises(ConfigError, match=expected), select_device("gpu"):
         pass
+
+
+def test_device_errors_are_host_errors():
+    assert issubclass(DeviceUnavailableError, HostError)
 
 
 def test_concurrent_claims_get_different_gpus_and_exit_releases(fake_gpus, locks):

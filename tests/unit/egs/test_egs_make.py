@@ -5,8 +5,9 @@ import pytest
 
 from paravg.egs.archive import ArchiveMeta
 from paravg.egs.chunking import UtteranceChunks
-from paravg.egs.inputs import EgsInputError, Utterance, check_ivector_rows, fit_targets
+from paravg.egs.inputs import Utterance, check_ivector_rows, fit_targets
 from paravg.egs.make import ivector_rows, padded_windows, utterance_egs
+from paravg.errors import DataError
 
 META = ArchiveMeta(
     num_egs=0,
@@ -83,14 +84,14 @@ def test_missing_targets_give_zero_weight_in_the_eg():
 
 
 def test_length_mismatch_beyond_tolerance_names_utterance_and_lengths():
-    with pytest.raises(EgsInputError, match=r"utterance spk-u7: 9 targets but 6 feature frames"):
+    with pytest.raises(DataError, match=r"utterance spk-u7: 9 targets but 6 feature frames"):
         fit_targets("spk-u7", np.arange(9), 6, tolerance=2, where="targets.scp")
 
 
 def test_ivector_rows_checked_with_tolerance_100_frames():
     check_ivector_rows("u", 10, 100, 10)
     check_ivector_rows("u", 20, 100, 10)  # 200 frames vs 100: exactly the tolerance
-    with pytest.raises(EgsInputError, match=r"utterance spk-u9: 21 i-vector rows .* 100 feature"):
+    with pytest.raises(DataError, match=r"utterance spk-u9: 21 i-vector rows .* 100 feature"):
         check_ivector_rows("spk-u9", 21, 100, 10)
-    with pytest.raises(EgsInputError, match="spk-u9"):
+    with pytest.raises(DataError, match="spk-u9"):
         check_ivector_rows("spk-u9", 0, 5, 10)

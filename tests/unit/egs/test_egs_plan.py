@@ -5,7 +5,6 @@ import pytest
 from egs_synth import default_lengths, make_data
 
 from paravg.egs import EgsInfo
-from paravg.egs.inputs import EgsInputError
 from paravg.egs.plan import (
     EgsOptions,
     choose_heldout,
@@ -16,6 +15,7 @@ from paravg.egs.plan import (
     read_uttlist,
     split_by_speaker,
 )
+from paravg.errors import DataError
 
 
 def test_num_archives_formula_is_kaldis():
@@ -33,7 +33,7 @@ def test_subset_size_is_kaldis_when_enough_data_and_reduced_otherwise():
     assert effective_subset_size(1200, 300) == 299
     assert effective_subset_size(101, 300) == 25
     assert effective_subset_size(5, 300) == 1
-    with pytest.raises(EgsInputError, match="only 4 usable utterances"):
+    with pytest.raises(DataError, match="only 4 usable utterances"):
         effective_subset_size(4, 300)
 
 
@@ -114,7 +114,7 @@ def test_target_length_mismatch_names_utterance_before_writing(tmp_path):
     bad = sorted(lengths)[5]
     data = make_data(tmp_path / "d", lengths, target_delta={bad: -3})
     with pytest.raises(
-        EgsInputError,
+        DataError,
         match=rf"utterance {bad}: {lengths[bad] - 3} targets but "
         rf"{lengths[bad]} feature frames",
     ):
@@ -127,18 +127,18 @@ def test_target_length_mismatch_names_utterance_before_writing(tmp_path):
 def test_ivector_rows_mismatch_names_utterance(tmp_path):
     lengths = {f"s-u{i}": 300 for i in range(8)}
     data = make_data(tmp_path / "d", lengths, ivectors=True, ivector_rows={"s-u3": 5})
-    with pytest.raises(EgsInputError, match=r"utterance s-u3: 5 i-vector rows"):
+    with pytest.raises(DataError, match=r"utterance s-u3: 5 i-vector rows"):
         plan(data, tmp_path / "egs")
 
 
 def test_too_few_usable_utterances_is_a_clear_error(tmp_path):
     data = make_data(tmp_path / "d", {"s-a": 30, "s-b": 30, "s-c": 4, "s-d": 3, "s-e": 40})
-    with pytest.raises(EgsInputError, match="only 3 usable utterances"):
+    with pytest.raises(DataError, match="only 3 usable utterances"):
         plan(data, tmp_path / "egs")
 
 
 def test_targets_beyond_num_targets_are_an_error(synth, tmp_path):
-    with pytest.raises(EgsInputError, match=r"target id 6 >= data.num_targets \(5\)"):
+    with pytest.raises(DataError, match=r"target id 6 >= data.num_targets \(5\)"):
         plan(synth, tmp_path / "egs", num_targets=5)
     assert plan(synth, tmp_path / "egs", num_targets=10).num_targets == 10
     assert np.isfinite(plan(synth, tmp_path / "egs").egs_per_archive)

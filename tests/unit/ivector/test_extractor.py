@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from ivector_golden import UTTS, extractor_from
 
-from paravg.ivector.extractor import ExtractorError, IvectorExtractor, UtteranceStats
+from paravg.errors import DataError
+from paravg.ivector.extractor import IvectorExtractor, UtteranceStats
 from paravg.ivector.ubm import DiagGmm
 
 
@@ -83,11 +84,11 @@ def test_save_load_round_trip(tmp_path, golden_model):
 
 def test_wrong_file_kind_is_a_clear_error(tmp_path):
     np.savez(tmp_path / "x.npz", a=np.zeros(3))
-    with pytest.raises(ExtractorError, match="not an i-vector extractor"):
+    with pytest.raises(DataError, match="not an i-vector extractor"):
         IvectorExtractor.load(tmp_path / "x.npz")
 
 
 def test_feature_dimension_mismatch_is_a_clear_error(golden_model):
     ex = extractor_from(golden_model)
-    with pytest.raises(ExtractorError, match="expects dimension 13"):
+    with pytest.raises(DataError, match="expects dimension 13"):
         ex.check_feats(np.zeros((5, 12)))

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from paravg.ivector.pca import PcaError, PcaStats, apply_affine, splice
+from paravg.errors import DataError
+from paravg.ivector.pca import PcaStats, apply_affine, splice
 
 
 def test_splice_repeats_edge_frames():
@@ -47,7 +48,7 @@ def test_without_mean_normalisation_the_transform_is_linear():
 
 
 def test_errors():
-    with pytest.raises(PcaError, match="at least 2 frames"):
+    with pytest.raises(DataError, match="at least 2 frames"):
         PcaStats(3).estimate(2)
-    with pytest.raises(PcaError, match="columns"):
+    with pytest.raises(DataError, match="columns"):
         apply_affine(np.zeros((2, 5)), np.zeros((3, 3)))

@@ -7,8 +7,9 @@ import kaldiio
 import numpy as np
 import pytest
 
+from paravg.errors import DataError
 from paravg.ivector import stages
-from paravg.ivector.features import FeatureDimError, IvectorFeaturePipeline
+from paravg.ivector.features import IvectorFeaturePipeline
 from paravg.ivector.online import OnlineIvectorOptions
 from paravg.ivector.synthetic import speaker_utterances, write_corpus
 
@@ -180,7 +181,7 @@ def test_wrong_feature_dimension_is_a_clear_error(trained, tmp_path):
     rng = np.random.default_rng(0)
     spk = speaker_utterances(rng, 2, 2, (30, 40), dim=5)
     c = write_corpus(tmp_path, spk)
-    with pytest.raises(FeatureDimError, match=r"spk000-utt000: features have shape \(\d+, 5\)"):
+    with pytest.raises(DataError, match=r"spk000-utt000: features have shape \(\d+, 5\)"):
         extract(c, trained, 2, "bad")
 
 

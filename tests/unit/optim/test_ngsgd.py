@@ -21,11 +21,11 @@ import pytest
 import torch
 import yaml
 
-from paravg.config import ConfigError, validate_config
+from paravg.config import validate_config
+from paravg.errors import ConfigError
 from paravg.nnet.affine import Affine
 from paravg.optim.ngsgd import (
     NaturalGradientAffine,
-    NgsgdConfigError,
     NgsgdOptions,
     OnlineNaturalGradient,
     _orthogonalize_rows,
@@ -527,7 +527,7 @@ def test_precondition_is_deterministic_and_leaves_input_alone():
     ],
 )
 def test_constructor_rejects_nonsense(kwargs, key):
-    with pytest.raises(NgsgdConfigError, match=key):
+    with pytest.raises(ConfigError, match=key):
         OnlineNaturalGradient(**kwargs)
 
 
@@ -696,7 +696,7 @@ def test_factory_and_options():
     ],
 )
 def test_factory_rejects_bad_config(cfg, key):
-    with pytest.raises(NgsgdConfigError, match=key):
+    with pytest.raises(ConfigError, match=key):
         make_affine_factory(cfg)
 
 
