@@ -18,6 +18,15 @@ comes from lock files, and works whatever mode the GPUs are in:
   ``snakemake --resources gpu=N`` (with ``gpu: 1`` on the training rule) keeps at most N
   training jobs running, so none waits.
 - **No CUDA** (a CPU-only machine or CPU-only torch): the CPU, with no configuration.
+
+Whether a training job trains on a GPU of this host is decided twice: by the rule, before
+the job runs, to reserve ``resources: gpu`` (:func:`training_gpus`, torch-free: an NVIDIA
+driver is installed, i.e. ``nvidia-smi`` is on the PATH), and by the job itself
+(:func:`select_device`: torch sees a GPU). Both follow ``trainer.device`` the same way
+(``cuda``: a GPU, ``cpu``: none, ``auto``: a GPU when this host has one); when the two
+answers for ``auto`` differ on a host (a driver but a CPU-only torch build, or GPUs torch
+sees without ``nvidia-smi``) the job says so in its log. This module imports torch only
+when a device is selected.
 """
 
 from __future__ import annotations
@@ -28,14 +37,17 @@ import fcntl
 import logging
 import os
 import re
+import shutil
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from paravg.errors import ConfigError, HostError
+
+if TYPE_CHECKING:
+    import torch
 
 LOCK_DIR_ENV = "PARAVG_GPU_LOCK_DIR"
 DEFAULT_LOCK_DIR = "/tmp/paravg-gpu-locks"
@@ -48,8 +60,38 @@ class DeviceUnavailableError(HostError):
     """The requested device cannot be used (no CUDA, or no GPU became free in time)."""
 
 
+def check_preference(device: str) -> None:
+    """Raise :class:`ConfigError` unless ``device`` is one of :data:`PREFERENCES`."""
+    if device not in PREFERENCES:
+        raise ConfigError(f"trainer.device = {device!r}; expected one of {', '.join(PREFERENCES)}")
+
+
+def nvidia_driver_installed() -> bool:
+    """Whether an NVIDIA driver is installed on this host: ``nvidia-smi``, which is
+    installed with it, is on the PATH. Torch-free, so that a rule can ask it."""
+    return shutil.which("nvidia-smi") is not None
+
+
+def training_gpus(device: str) -> int:
+    """GPUs a training job of an experiment with ``trainer.device = device`` takes on
+    this host (the train rule's ``resources: gpu``): 1 when it trains on a GPU, else 0.
+
+    ``"cuda"``: 1; ``"cpu"``: 0; ``"auto"``: 1 when an NVIDIA driver is installed
+    (:func:`nvidia_driver_installed`), else 0. Torch-free; :func:`select_device` warns
+    when torch's answer for ``"auto"`` differs from this one.
+    """
+    check_preference(device)
+    if device == "cuda":
+        return 1
+    if device == "auto":
+        return int(nvidia_driver_installed())
+    return 0
+
+
 def cuda_device_count() -> int:
     """Number of GPUs this process can use (0 when torch has no working CUDA)."""
+    import torch
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
@@ -175,11 +217,12 @@ def select_device(
     ``"cuda"`` (a free GPU; DeviceUnavailableError if CUDA is unavailable). See the module
     docstring for how GPUs are shared; ``timeout_s``/``poll_s`` are passed to claim_gpu.
     """
-    if preference not in PREFERENCES:
-        raise ConfigError(
-            f"trainer.device = {preference!r}; expected one of {', '.join(PREFERENCES)}"
-        )
+    import torch
+
+    check_preference(preference)
     count = 0 if preference == "cpu" else cuda_device_count()
+    if preference == "auto":
+        _warn_if_reservation_differs(count)
     if count == 0:
         if preference == "cuda":
             raise DeviceUnavailableError(
@@ -197,3 +240,23 @@ def select_device(
             torch.cuda.set_device(device)
         logger.info("using %s (GPU %s of %d visible)", device, gpu_ids(count)[index], count)
         yield device
+
+
+def _warn_if_reservation_differs(count: int) -> None:
+    """Log when the GPU this job found (``count`` > 0 or not) is not what
+    :func:`training_gpus` reserved for ``"auto"`` on this host."""
+    reserved = training_gpus("auto")
+    if reserved and not count:
+        logger.warning(
+            "trainer.device 'auto': this host has an NVIDIA driver (nvidia-smi), so the train "
+            "rule reserves a GPU here (resources gpu=1), but torch sees none (a CPU-only torch "
+            "build?); training on the CPU. Install a CUDA build of torch, or set "
+            "trainer.device: cpu"
+        )
+    elif count and not reserved:
+        logger.warning(
+            "trainer.device 'auto': torch sees %d GPU(s) but nvidia-smi is not on the PATH, so "
+            "the train rule reserves no GPU here (resources gpu=0) and `--resources gpu=N` "
+            "does not bound the training jobs; set trainer.device: cuda to reserve one",
+            count,
+        )

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from paravg import devices
-from paravg.devices import DeviceUnavailableError, select_device
-from paravg.errors import ConfigError, HostError
+from paravg.devices import DeviceUnavailableError, select_device, training_gpus
+from paravg.errors import ConfigError, HostError, ParavgError
 
 
 @pytest.fixture
@@ -65,10 +65,6 @@ def test_unknown_preference_is_a_config_error():
     expected = r"trainer\.device = 'gpu'; expected one of auto, cpu, cuda"
     with pytest.raises(ConfigError, match=expected), select_device("gpu"):
         pass
-
-
-def test_device_errors_are_host_errors():
-    assert issubclass(DeviceUnavailableError, HostError)
 
 
 def test_concurrent_claims_get_different_gpus_and_exit_releases(fake_gpus, locks):
@@ -187,3 +183,60 @@ def test_lock_dir_that_cannot_be_created_is_a_clear_error(fake_gpus, tmp_path, m
     monkeypatch.setenv(devices.LOCK_DIR_ENV, str(blocker / "locks"))
     with pytest.raises(DeviceUnavailableError, match="PARAVG_GPU_LOCK_DIR"), select_device():
         pass
+
+
+# ------------------------------------------------------------------ the train rule's resources
+@pytest.fixture
+def driver(monkeypatch):
+    """Pretend this host has (True) or lacks (False) nvidia-smi; returns a setter."""
+
+    def set_driver(present: bool):
+        path = "/usr/bin/nvidia-smi" if present else None
+        real = devices.shutil.which
+        monkeypatch.setattr(
+            devices.shutil, "which", lambda name: path if name == "nvidia-smi" else real(name)
+        )
+
+    return set_driver
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_training_gpus_follows_trainer_device_and_the_driver(driver, present):
+    driver(present)
+    assert devices.nvidia_driver_installed() is present
+    assert training_gpus("cuda") == 1
+    assert training_gpus("cpu") == 0
+    assert training_gpus("auto") == int(present)
+
+
+def test_training_gpus_rejects_an_unknown_device():
+    with pytest.raises(ConfigError, match=r"trainer\.device = 'gpu'; expected one of auto"):
+        training_gpus("gpu")
+
+
+@pytest.mark.parametrize("present, gpus", [(True, 0), (False, 2)])
+def test_auto_warns_when_torch_and_the_reservation_disagree(
+    driver, fake_gpus, locks, caplog, present, gpus
+):
+    driver(present)
+    fake_gpus(gpus)
+    with caplog.at_level("WARNING", logger="paravg.devices"), select_device():
+        pass
+    assert "trainer.device 'auto'" in caplog.text
+    assert ("CPU-only torch" if present else "nvidia-smi is not on the PATH") in caplog.text
+
+
+@pytest.mark.parametrize("present, gpus", [(True, 2), (False, 0)])
+def test_auto_is_silent_when_they_agree(driver, fake_gpus, locks, caplog, present, gpus):
+    driver(present)
+    fake_gpus(gpus)
+    with caplog.at_level("WARNING", logger="paravg.devices"), select_device():
+        pass
+    assert "trainer.device" not in caplog.text
+
+
+def test_device_errors_are_host_errors_and_the_module_needs_no_torch():
+    assert issubclass(DeviceUnavailableError, HostError)
+    assert issubclass(HostError, ParavgError) and issubclass(HostError, RuntimeError)
+    code = "import sys, paravg.devices; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
