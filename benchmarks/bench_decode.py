@@ -58,19 +58,20 @@ def main() -> None:
     from paravg.graph.arpa import phone_sequences
     from paravg.graph.lexicon import read_text
     from paravg.graph.load import load_graph
+    from paravg.layout import Layout
     from paravg.nnet.tdnn import build_model, load_model_file
 
     r = Path(args.results).resolve()
     os.chdir(r.parent)  # the run's scp files hold paths relative to its directory
-    r = Path(r.name)
-    fd = load_model_file(r / "exp" / args.exp / "final.pt")
+    L = Layout(r.name)
+    fd = load_model_file(L.final_model(args.exp))
     model = build_model(fd).eval()
     log_priors = fd["state_dict"]["log_priors"].double()
-    feats = kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp"))
+    feats = kaldiio.load_scp(L.feats_scp(args.set))
     ivecs, period = None, 0
     if model.ivector_dim:
-        ivecs = kaldiio.load_scp(str(r / "ivector" / args.set / "ivector_online.scp"))
-        period = int((r / "ivector" / args.set / "ivector_period").read_text())
+        ivecs = kaldiio.load_scp(L.ivector_scp(args.set))
+        period = int(Path(L.ivector_period(args.set)).read_text())
     utts = sorted(feats.keys())[: args.max_utts]
     loglikes, frames = {}, 0
     t0 = time.process_time()
@@ -82,7 +83,7 @@ def main() -> None:
         frames += len(logp)
     cpu = {"network forward": time.process_time() - t0}
     audio = frames / 100.0
-    graphs = {k: load_graph(r / "graph" / k) for k in ("words", "phones")}
+    graphs = {k: load_graph(L.graph_dir(k)) for k in ("words", "phones")}
     grids = {"words": WORD_GRID, "phones": PHONE_GRID}
     old_grids = {"words": WORD_GRID, "phones": OLD_PHONE_GRID}
 
@@ -121,8 +122,8 @@ def main() -> None:
             time.process_time() - t0
         )
 
-    refs = {"words": read_text(r / "data" / args.set / "text")}
-    targets = kaldiio.load_scp(str(r / "data" / args.set / "targets.scp"))
+    refs = {"words": read_text(L.text(args.set))}
+    targets = kaldiio.load_scp(L.targets_scp(args.set))
     seqs = phone_sequences((targets[u] for u in utts), PHONES, SILENCE)
     refs["phones"] = {u: collapse(s) for u, s in zip(utts, seqs, strict=True)}
     refs["words"] = {u: refs["words"][u] for u in utts}

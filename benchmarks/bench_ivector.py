@@ -61,10 +61,14 @@ class Timer:
 
 
 def set_paths(results: Path, name: str) -> dict[str, Path]:
+    """The features, CMVN and speakers of set ``name`` of a run's results (its layout)."""
+    from paravg.layout import Layout
+
+    L = Layout(str(results))
     return {
-        "feats": results / "feats" / name / "feats.scp",
-        "cmvn": results / "feats" / name / "cmvn.scp",
-        "spk2utt": results / "data" / name / "spk2utt",
+        "feats": Path(L.feats_scp(name)),
+        "cmvn": Path(L.feats_file(name, "cmvn.scp")),
+        "spk2utt": Path(L.data_file(name, "spk2utt")),
     }
 
 

@@ -14,21 +14,29 @@ the valid log-prob along training (at 25/50/75/100 % of the iterations).
 Plain SGD runs at several initial effective learning rates (`sgd_<N>_lr<f>`, f = 1, 1/3,
 1/10, 1/30 of Kaldi's); per N the rate with the best final valid log-prob is its tuned
 rate, and only that run enters the comparison with NG-SGD (the sweep is printed first).
+The results directory is the config's (``results: results/ngsgd_paper``); every path comes
+from its layout (:class:`paravg.layout.Layout`).
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import re
-import sys
 from pathlib import Path
 
+from paravg.io import read_json
+from paravg.layout import Layout
 
-def load(exp_dir: Path) -> dict:
-    diags = sorted(exp_dir.glob("diag/*.json"), key=lambda p: int(p.stem))
-    valid = [json.loads(p.read_text())["valid"]["logprob"] for p in diags]
-    test = json.loads((exp_dir / "eval" / "test.json").read_text())
-    last = json.loads(diags[-1].read_text())["valid"]
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = [REPO / "config" / "config.yaml", REPO / "config" / "experiments" / "ngsgd_paper.yaml"]
+
+
+def load(layout: Layout, exp: str) -> dict:
+    """The valid curve (``diag/<t>.json``) and test figures of experiment ``exp``."""
+    diags = list(layout.existing("diag", exp).values())  # by model index t
+    valid = [read_json(p)["valid"]["logprob"] for p in diags]
+    test = read_json(layout.eval_result(exp, "test"))
+    last = read_json(diags[-1])["valid"]
     return {
         "valid_curve": valid,
         "valid_logprob": last["logprob"],
@@ -42,15 +50,13 @@ def load(exp_dir: Path) -> dict:
 LR_FACTORS = {"1": 1.0, "1_3": 1 / 3, "1_10": 1 / 10, "1_30": 1 / 30}
 
 
-def main(results: Path) -> None:
+def main(layout: Layout) -> None:
     runs, sweep = {}, {}
-    for d in sorted((results / "exp").iterdir()):
-        if not (d / "eval" / "test.json").exists():
-            continue
-        if m := re.fullmatch(r"ng_(\d+)", d.name):
-            runs["ng", int(m.group(1))] = load(d)
-        elif m := re.fullmatch(r"sgd_(\d+)_lr([0-9_]+)", d.name):
-            sweep[int(m.group(1)), m.group(2)] = load(d)
+    for (exp,) in layout.existing("eval_result", set_="test"):  # every evaluated experiment
+        if m := re.fullmatch(r"ng_(\d+)", exp):
+            runs["ng", int(m.group(1))] = load(layout, exp)
+        elif m := re.fullmatch(r"sgd_(\d+)_lr([0-9_]+)", exp):
+            sweep[int(m.group(1)), m.group(2)] = load(layout, exp)
     if sweep:
         print("plain SGD learning-rate sweep (final valid log-prob; * = tuned rate for that N)")
         print(f"{'jobs':>5}" + "".join(f"{'x' + f.replace('_', '/'):>10}" for f in LR_FACTORS))
@@ -95,5 +101,26 @@ def main(results: Path) -> None:
             print(f"NG-SGD minus tuned SGD, {n} jobs: test accuracy {d:+.4f}")
 
 
+def cli() -> None:
+    from paravg.progress import load_config
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "results",
+        nargs="?",
+        default=None,
+        help="the run's results directory (default: the config's, results/ngsgd_paper)",
+    )
+    ap.add_argument(
+        "--configfile",
+        type=Path,
+        action="append",
+        help="the run's config files in snakemake's order "
+        "(default: config/config.yaml, config/experiments/ngsgd_paper.yaml)",
+    )
+    args = ap.parse_args()
+    main(Layout(args.results or load_config(args.configfile or CONFIGS)["results"]))
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results/ngsgd_paper"))
+    cli()

@@ -33,8 +33,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from paravg.config import deep_merge, validate_config  # noqa: E402
-from paravg.plan import experiment_plans  # noqa: E402
+from paravg.config import REPO_CONFIG  # noqa: E402
+from paravg.egs.archive import archive_files  # noqa: E402
+from paravg.layout import Layout  # noqa: E402
+from paravg.plan import ExperimentPlan, experiment_plans  # noqa: E402
+from paravg.progress import load_config  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
@@ -60,52 +63,57 @@ def build_upstream(d: Path) -> None:
     )
 
 
-def fabricate(upstream: Path, ws: Path, overlay: Path, archives: int, done: int) -> None:
+def fabricate(upstream: Path, ws: Path, overlay: Path, archives: int, done: int) -> ExperimentPlan:
     """Copy ``upstream``, widen its egs to ``archives`` archives, write finished
-    iterations 1..``done`` as the jobs, sync nodes and diagnostics would."""
+    iterations 1..``done`` as the jobs, sync nodes and diagnostics would; return the plan
+    (every path and number comes from it)."""
     shutil.copytree(upstream, ws, symlinks=True)
-    egs = ws / "results" / "egs"
-    st = os.stat(egs / "info.json")
-    info = json.loads((egs / "info.json").read_text())
-    a0, info["num_archives"] = info["num_archives"], archives
-    (egs / "info.json").write_text(json.dumps(info))
-    os.utime(egs / "info.json", ns=(st.st_atime_ns, st.st_mtime_ns))  # egs stay up to date
-    for f in list(egs.glob("egs.*")):
-        parts = f.name.split(".")
-        for b in range(a0 + int(parts[1]), archives, a0):
-            shutil.copy2(f, egs / ".".join([parts[0], str(b), *parts[2:]]))
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    for p in (TINY, overlay):
-        cfg = deep_merge(cfg, yaml.safe_load(p.read_text()))
-    validate_config(cfg)
-    plan = experiment_plans(cfg, info)["default"]
-    L, e = plan.layout, "default"
+    cfg = load_config([REPO_CONFIG, TINY, overlay])
     cwd = os.getcwd()
-    os.chdir(ws)
+    os.chdir(ws)  # the plan's paths are relative to the workspace, as Snakemake's
     try:
+        L = Layout(cfg["results"])
+        st = os.stat(L.egs_info())
+        info = json.loads(Path(L.egs_info()).read_text())
+        a0, info["num_archives"] = info["num_archives"], archives
+        Path(L.egs_info()).write_text(json.dumps(info))
+        os.utime(L.egs_info(), ns=(st.st_atime_ns, st.st_mtime_ns))  # egs stay up to date
+        for a in range(a0):  # archive b is a copy of archive b mod a0
+            files = archive_files(L.egs_prefix(a), with_ivectors=True).values()
+            for b in range(a0 + a, archives, a0):
+                copies = archive_files(L.egs_prefix(b), with_ivectors=True).values()
+                for f, copy in zip(files, copies, strict=True):
+                    if os.path.exists(f):
+                        shutil.copy2(f, copy)
+        plan = experiment_plans(cfg, info)["default"]
+        e = "default"
         if done == 0:
-            return
-        for d in ("sync", "diag"):
-            Path(L.exp_dir(e), d).mkdir(parents=True, exist_ok=True)
-        Path(L.init_model(e)).write_bytes(b"placeholder")
-        Path(L.init_stats(e)).write_text(json.dumps({"plan": {"fingerprint": plan.fingerprint(0)}}))
+            return plan
+        put(L.init_model(e), "placeholder")
+        put(L.init_stats(e), json.dumps({"plan": {"fingerprint": plan.fingerprint(0)}}))
         for t in range(1, done + 1):
-            Path(L.model(e, t)).write_bytes(b"placeholder")
-            Path(L.sync_summary(e, t)).write_text("{}")
-            Path(L.job_dir(e, t)).mkdir()
+            put(plan.synced_model(t), "placeholder")
+            put(plan.node_summary(t), "{}")
             for j in range(plan.num_jobs(t - 1)):
                 rec = {
                     "fingerprint": plan.fingerprint(t),
                     "params": plan.job_params(t - 1, j),
                     "sync": plan.sync_fingerprint_part(),
                 }
-                Path(L.job_stats(e, t, j)).write_text(json.dumps({"plan": rec}))
+                put(L.job_stats(e, t, j), json.dumps({"plan": rec}))
                 if t == done:  # the temporary job models of the newest iteration
-                    Path(L.job_model(e, t, j)).write_bytes(b"placeholder")
+                    put(L.job_model(e, t, j), "placeholder")
         for t in range(done + 1):
-            Path(L.diag(e, t)).write_text("{}")
+            put(L.diag(e, t), "{}")
+        return plan
     finally:
         os.chdir(cwd)
+
+
+def put(path: str, text: str) -> None:
+    """Write ``text`` to the layout file ``path``, making its directory."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    Path(path).write_text(text)
 
 
 def timed(cmd: list[str]) -> tuple[float, float]:
@@ -171,7 +179,7 @@ def main() -> None:
         rows = []
         for done in (args.early, args.late):
             ws = tmp / f"ws{done}"
-            fabricate(upstream, ws, overlay, args.archives, done)
+            plan = fabricate(upstream, ws, overlay, args.archives, done)
             job = f"train_job:exp=default,t={done + 1},j=3"
             cmd = [
                 *base_cmd(ws, overlay),
@@ -191,7 +199,8 @@ def main() -> None:
             wall, cpu = min(timed(cmd) for _ in range(3))
             rows.append((f"job start-up at iteration {done}", wall, cpu))
             shutil.rmtree(ws)
-        print(f"\n{args.iterations} iterations x {args.jobs} jobs, {args.archives} archives\n")
+        n, jobs = plan.num_iters, plan.num_jobs(0)  # the plan's (the epochs above aim at them)
+        print(f"\n{n} iterations x {jobs} jobs, {args.archives} archives\n")
         print(f"{'what':<44} {'wall s':>8} {'CPU s':>8} {'ratio':>7}")
         for name, wall, cpu in rows:
             print(f"{name:<44} {wall:8.2f} {cpu:8.2f} {wall / rows[0][1]:6.2f}x")

@@ -37,7 +37,6 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tools" / "local_slurm.sh"
 TOY = REPO / "tests" / "fixtures" / "toy_slurm" / "Snakefile"
 TINY_CONFIG = REPO / "tests" / "pipeline" / "tiny.yaml"
-FINAL = "results/exp/default/final.pt"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
@@ -111,9 +110,20 @@ def toy_workload(args: argparse.Namespace, tmp: Path):
     return label, 1 + args.iterations * (args.jobs + 1), 1 + 2 * args.iterations, prepare
 
 
+def final_target() -> str:
+    """``final.pt`` of the tiny config's experiment ``default``, as its layout names it
+    (relative to the workspace)."""
+    from paravg.config import REPO_CONFIG
+    from paravg.layout import Layout
+    from paravg.progress import load_config
+
+    return Layout(load_config([REPO_CONFIG, TINY_CONFIG])["results"]).final_model("default")
+
+
 def tiny_workload(args: argparse.Namespace, tmp: Path):
     """The real Snakefile on tests/pipeline/tiny.yaml, from egs (built once, locally) to
     final.pt, with the overlay of tests/pipeline/test_slurm.py: 2 iterations x 2 jobs."""
+    final = final_target()
     upstream = tmp / "upstream"
     upstream.mkdir()
     overlay = tmp / "overlay.yaml"
@@ -125,7 +135,7 @@ def tiny_workload(args: argparse.Namespace, tmp: Path):
     print("building the tiny egs locally ...", flush=True)
     run([*common, "--directory", str(upstream), "--cores", str(args.cores), "egs_all"], tmp, 1800)
     plan = subprocess.run(
-        [SNAKEMAKE, FINAL, *common, "--directory", str(upstream), "-n", "--quiet", "rules"],
+        [SNAKEMAKE, final, *common, "--directory", str(upstream), "-n", "--quiet", "rules"],
         cwd=tmp,
         capture_output=True,
         text=True,
@@ -137,7 +147,7 @@ def tiny_workload(args: argparse.Namespace, tmp: Path):
 
     def prepare(d: Path) -> list[str]:
         shutil.copytree(upstream, d, symlinks=True, copy_function=shutil.copy2)
-        return [*common, "--directory", str(d), FINAL]
+        return [*common, "--directory", str(d), final]
 
     label = (
         f"tiny pipeline, egs -> final.pt: {iterations} iterations x {args.jobs} train jobs "

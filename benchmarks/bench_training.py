@@ -36,11 +36,15 @@ import numpy as np
 import torch
 import yaml
 
+from paravg.config import REPO_CONFIG
 from paravg.egs import EgsArchive
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.io import save_torch_atomic
+from paravg.layout import Layout
 from paravg.nnet.context import model_context
 from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.plan import experiment_plans
+from paravg.progress import load_config
 from paravg.train_job import JobSpec, train_one_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,25 +189,22 @@ def dag_build_times(workspace: Path | None, iterations: list[int]) -> list[tuple
             )
         ws = tmp / "ws"
         shutil.copytree(workspace, ws, symlinks=True)
-        info_path = ws / "results" / "egs" / "info.json"
+        config = load_config([REPO_CONFIG, tiny])
+        info_path = Path(Layout.in_workdir(ws, config["results"]).egs_info())
         info = json.loads(info_path.read_text())
         info["num_archives"] = 100
         info_path.write_text(json.dumps(info))
         out = []
         for n in iterations:
             overlay = ws / "overlay.yaml"
-            epochs = n * 24 / (2 * 100 * FPE)
-            overlay.write_text(
-                yaml.safe_dump(
-                    {
-                        "trainer": {
-                            "num_epochs": epochs,
-                            "num_jobs_initial": 12,
-                            "num_jobs_final": 12,
-                        }
-                    }
-                )
-            )
+            trainer = {
+                "num_epochs": n * 24 / (2 * 100 * FPE),  # aims at n iterations of 12 jobs
+                "num_jobs_initial": 12,
+                "num_jobs_final": 12,
+            }
+            overlay.write_text(yaml.safe_dump({"trainer": trainer}))
+            run_config = load_config([REPO_CONFIG, tiny, {"trainer": trainer}])
+            plan = experiment_plans(run_config, info)["default"]
             t0 = time.perf_counter()
             subprocess.run(
                 [
@@ -224,7 +225,7 @@ def dag_build_times(workspace: Path | None, iterations: list[int]) -> list[tuple
                 check=True,
                 capture_output=True,
             )
-            out.append((n, time.perf_counter() - t0))
+            out.append((plan.num_iters, time.perf_counter() - t0))  # the plan's count
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,7 @@
 """vosk (Kaldi's own online decoder) against paravg on one eval set of a finished run.
 
 Usage: .venv/bin/python benchmarks/bench_vosk_agreement.py --workdir WS [--exp default]
-       [--set test]
+       [--set test] [--results results]
 
 ``WS`` is a finished workspace whose experiment was decoded (``results/exp/<exp>/decode/
 <set>/scores.json``), e.g. the README's demo run (``--workdir .``). Three comparisons, each
@@ -77,6 +77,7 @@ from paravg.ivector.data import pseudo_speakers  # noqa: E402
 from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
 from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
 from paravg.ivector.online import OnlineIvectorOptions, extract_speaker  # noqa: E402
+from paravg.layout import Layout  # noqa: E402
 from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
 
 
@@ -115,6 +116,9 @@ def main() -> None:
     p.add_argument("--workdir", required=True, type=Path)
     p.add_argument("--exp", default="default")
     p.add_argument("--set", default="test")
+    p.add_argument(
+        "--results", default="results", help="the run's results directory, relative to WS"
+    )
     p.add_argument("--parts", default="1,2,3,4,5,6", help="comparisons to run")
     p.add_argument(
         "--utts-per-spk-max", type=int, default=2, help="the run's ivector.utts_per_spk_max"
@@ -123,19 +127,20 @@ def main() -> None:
     parts = {int(x) for x in args.parts.split(",")}
     torch.set_num_threads(1)
     os.chdir(args.workdir)  # its scp files name arks relative to it
-    r = Path("results")
-    exp = r / "exp" / args.exp
-    iv = r / "ivector"
-    last = lambda stem: max(iv.glob(f"{stem}.*.npz"), key=lambda q: int(q.stem.split(".")[1]))  # noqa: E731
-    files = {"pca": iv / "pca.npz", "ubm": last("ubm"), "extractor": last("extractor")}
-    data = read_data_dir(r / "data" / args.set)
+    L = Layout(args.results)
+    files = {  # the i-vector models of the last EM iteration
+        "pca": L.ivector_pca(),
+        "ubm": L.ubm(max(L.existing("ubm"))[0]),
+        "extractor": L.extractor(max(L.existing("extractor"))[0]),
+    }
+    data = read_data_dir(L.data_dir(args.set))
     text = {
         line.split()[0]: line.split()[1:]
-        for line in (r / "data" / args.set / "text").read_text().splitlines()
+        for line in Path(L.text(args.set)).read_text().splitlines()
     }
     wavs = dict(
         line.split(maxsplit=1)
-        for line in (r / "data" / args.set / "wav.scp").read_text().splitlines()
+        for line in Path(L.data_file(args.set, "wav.scp")).read_text().splitlines()
     )
     print(f"{args.exp} / {args.set}: {len(wavs)} utterances\n")
     print(f"{'comparison':52s} {'identical':>10s} {'WER between':>12s} {'WER paravg':>11s} "
@@ -150,7 +155,8 @@ def main() -> None:
             flush=True,
         )
 
-    digest = hashlib.sha256((exp / "final.pt").read_bytes()).hexdigest()[:16]
+    final_pt = L.final_model(args.exp)
+    digest = hashlib.sha256(Path(final_pt).read_bytes()).hexdigest()[:16]
     key = f"{args.exp}.{args.set}.{digest}"
     system = (
         IvectorFeaturePipeline.load(files["pca"]),
@@ -158,18 +164,17 @@ def main() -> None:
         IvectorExtractor.load(files["extractor"]),
         OnlineIvectorOptions(),
     )
-    final = load_model_file(exp / "final.pt")
+    final = load_model_file(final_pt)
     model = build_model(final)
     model.eval()
-    period = int((iv / args.set / "ivector_period").read_text())
+    period = int(Path(L.ivector_period(args.set)).read_text())
 
     # 1 and 6: as a user sees it
     if parts & {1, 6}:
-        decode = exp / "decode" / args.set
-        lmwt = float(json.loads((decode / "scores.json").read_text())["lmwt"])
+        lmwt = float(json.loads(Path(L.decode_scores(args.exp, args.set)).read_text())["lmwt"])
         with tempfile.TemporaryDirectory() as tmp:
             kaldi = Path(tmp) / "kaldi"
-            shutil.copytree(exp / "kaldi", kaldi)
+            shutil.copytree(L.kaldi_dir(args.exp), kaldi)
             conf = kaldi / "conf" / "model.conf"
             scale = VOSK_GRAPH_SCALE / lmwt
             conf.write_text(
@@ -177,14 +182,14 @@ def main() -> None:
             )
             vosk, vosk_s = cached_vosk(kaldi, wavs, f"{key}.as_trained.lmwt{lmwt:g}")
         if 1 in parts:
-            hyps = json.loads((decode / "hyps.json").read_text())
+            hyps = json.loads(Path(L.decode_hyps(args.exp, args.set)).read_text())
             ours: dict[str, str] = hyps["words"][f"{lmwt:g}_0"]
             row(f"1. as trained (LMWT {lmwt:g}): paravg decoder vs vosk", ours, vosk, vosk_s)
         if 6 in parts:
-            stored_feats = dict(kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp")))
+            stored_feats = dict(kaldiio.load_scp(L.feats_scp(args.set)))
             ivs = online_ivectors(data.spk2utt, stored_feats, system, 1)
             log_priors = final["state_dict"]["log_priors"].double()
-            decoder = GraphDecoder(load_graph(r / "graph" / "words"), SearchOptions(), [0.0])
+            decoder = GraphDecoder(load_graph(L.graph_dir("words")), SearchOptions(), [0.0])
             ours = {}
             for u, x in stored_feats.items():
                 with torch.no_grad():
@@ -200,12 +205,12 @@ def main() -> None:
     reader = AudioReader(data, 16000)
     audio = {u: reader(u) for u in data.utterances}
     feats = {u: compute_mfcc(audio[u], mfcc) for u in data.utterances}
-    stored = dict(kaldiio.load_scp(str(iv / args.set / "ivector_online.scp")))
+    stored = dict(kaldiio.load_scp(L.ivector_scp(args.set)))
     with tempfile.TemporaryDirectory() as tmp:
         kaldi = Path(tmp) / "kaldi"
         export_experiment(
-            exp / "final.pt", kaldi, {"dither": 0.0}, 16000, files,
-            graph_dir=(r / "graph" / "words").resolve(),
+            final_pt, kaldi, {"dither": 0.0}, 16000, files,
+            graph_dir=Path(L.graph_dir("words")).resolve(),
         )  # fmt: skip
         tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
         tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])

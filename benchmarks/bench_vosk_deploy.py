@@ -33,6 +33,8 @@ from pathlib import Path
 
 import kaldialign
 
+from paravg.layout import Layout
+
 
 def set_decoder_options(model_dir: Path, beam: float, lattice_beam: float, max_active: int):
     conf = model_dir / "conf" / "model.conf"
@@ -73,16 +75,17 @@ def main() -> None:
     ap.add_argument("--beams", nargs="+", default=None, help="beam,lattice_beam,max_active")
     args = ap.parse_args()
     r = Path(args.results).resolve()
-    os.chdir(r.parent)
-    export = r / "exp" / args.exp / "kaldi"
-    conf = (export / "conf" / "model.conf").read_text()
+    os.chdir(r.parent)  # the run's scp files hold paths relative to its directory
+    L = Layout(r.name)
+    export = L.kaldi_dir(args.exp)
+    conf = Path(L.kaldi_file(args.exp, "conf/model.conf")).read_text()
     own = [
         re.search(rf"^--{k}=(\S+)$", conf, re.M).group(1)
         for k in ("beam", "lattice-beam", "max-active")
     ]
     settings = args.beams or ["15,8,7000", ",".join(own)]
-    data = r / "data" / args.set
-    wav_scp = dict(line.split(maxsplit=1) for line in (data / "wav.scp").read_text().splitlines())
+    wav_scp = Path(L.data_file(args.set, "wav.scp")).read_text().splitlines()
+    wav_scp = dict(line.split(maxsplit=1) for line in wav_scp)
     utts = sorted(wav_scp)[: args.max_utts]
     wavs = {u: wav_scp[u].strip() for u in utts}
     audio = 0.0
@@ -90,7 +93,7 @@ def main() -> None:
         with wave.open(path) as w:
             audio += w.getnframes() / w.getframerate()
     refs = {}
-    for line in (data / "text").read_text().splitlines():
+    for line in Path(L.text(args.set)).read_text().splitlines():
         utt, *words = line.split()
         if utt in wavs:
             refs[utt] = words

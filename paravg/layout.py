@@ -360,6 +360,11 @@ class Layout:
         """``kaldi/``: the model in Kaldi's formats (am/ conf/ ivector/ graph/)."""
         return f"{self.exp_dir(exp)}/kaldi"
 
+    def kaldi_file(self, exp: str, name: str) -> str:
+        """A file of the export (Kaldi's model directory): ``am/final.mdl``,
+        ``conf/model.conf``, ``ivector/final.ie``, ``graph/HCLG.fst``, ..."""
+        return f"{self.kaldi_dir(exp)}/{name}"
+
     def report_figure(self, exp: str, name: str) -> str:
         return f"{self.exp_dir(exp)}/report/{name}.png"
 
@@ -389,6 +394,11 @@ class Layout:
     def report_file(self, name: str) -> str:
         """``results/report/<name>``: the comparison across experiments."""
         return f"{self.report_dir()}/{name}"
+
+    def tool_dir(self, name: str) -> str:
+        """``results/<name>/``: the files of a tool outside the workflow that reads the run
+        (a benchmark's cache of its own evaluations), beside the run's files."""
+        return f"{self.results}/{name}"
 
     def benchmark(self, rule: str, wildcards: str) -> str:
         """Snakemake ``benchmark:`` file of a heavy rule."""

@@ -40,12 +40,16 @@ from paravg.plots.runs import ExperimentRun, load_run
 log = logging.getLogger(__name__)
 
 
-def load_config(paths: Sequence[str | Path]) -> dict:
-    """Merge config files in order (later ones override, as Snakemake's ``--configfile``)."""
+def load_config(paths: Sequence[str | Path | dict]) -> dict:
+    """Merge config files in order (later ones override, as Snakemake's ``--configfile``);
+    a dict in the list is merged as it is (an overlay a benchmark writes)."""
     from paravg.config import deep_merge, validate_config
 
     config: dict = {}
     for p in paths:
+        if isinstance(p, dict):
+            config = deep_merge(config, p)
+            continue
         with open(p) as f:
             config = deep_merge(config, yaml.safe_load(f) or {})
     return validate_config(config)

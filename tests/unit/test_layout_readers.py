@@ -16,6 +16,13 @@ def test_data_files_of_readers():
     assert L.targets_scp("{set}") == "res/data/{set}/targets.scp"  # a pattern, as every method
 
 
+def test_files_of_the_export_and_of_tools_beside_the_run():
+    L = Layout("res")
+    assert L.kaldi_file("e", "conf/model.conf") == "res/exp/e/kaldi/conf/model.conf"
+    assert L.kaldi_file("e", "am/final.mdl").startswith(L.kaldi_dir("e") + "/")
+    assert L.tool_dir("bench_sync_paper") == "res/bench_sync_paper"
+
+
 def test_eval_of_another_final_model_and_log_dirs():
     L = Layout("res", "lg")
     assert L.eval_model_result("e", "ema", "test") == L.eval_ema_result("e", "test")

@@ -94,3 +94,14 @@ def test_status_line_of_a_finished_run(full_run):
     line = status_line(load_run(full_run))
     assert line.startswith("default: 12 iterations synced; model 12: valid")
     assert "2 jobs rejected" in line and line.endswith("finished (eval accuracy: test 45.0%)")
+
+
+def test_load_config_merges_files_and_overlays_in_order(tmp_path):
+    from paravg.config import REPO_CONFIG
+    from paravg.progress import load_config
+
+    mine = tmp_path / "my.yaml"
+    mine.write_text(yaml.safe_dump({"results": "out", "trainer": {"num_epochs": 2.0}}))
+    config = load_config([REPO_CONFIG, mine, {"trainer": {"num_jobs_final": 3}}])
+    assert config["results"] == "out" and config["trainer"]["num_epochs"] == 2.0
+    assert config["trainer"]["num_jobs_final"] == 3  # a dict is an overlay, merged last
