@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import shutil
 import statistics
@@ -38,11 +37,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from paravg.config import REPO_CONFIG  # noqa: E402
+from paravg.io import read_json  # noqa: E402
 from paravg.layout import Layout  # noqa: E402
+from paravg.plan import ExperimentPlan, experiment_plans  # noqa: E402
+from paravg.progress import load_config  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
-L = Layout("results")
 
 
 def snakemake(workdir: Path, args: list[str], timeout_s: int) -> float:
@@ -60,11 +62,19 @@ def snakemake(workdir: Path, args: list[str], timeout_s: int) -> float:
     return time.monotonic() - t0
 
 
-def overhead_per_iteration(ws: Path, iterations: int, jobs: int, seconds: float) -> list[float]:
+def plan_of(overlay: dict, info: dict) -> ExperimentPlan:
+    """The plan of experiment ``default`` under the tiny config and ``overlay``."""
+    return experiment_plans(load_config([REPO_CONFIG, TINY, overlay]), info)["default"]
+
+
+def overhead_per_iteration(
+    ws: Path, plan: ExperimentPlan, iterations: int, seconds: float
+) -> list[float]:
     """(end of iteration t) − (end of iteration t − 1) − L for t = 1 .. iterations − 1."""
+    L = Layout.in_workdir(ws, plan.layout.results, plan.layout.logs)
     ends = []
     for t in range(1, iterations + 1):
-        stats = [json.loads((ws / L.job_stats("default", t, j)).read_text()) for j in range(jobs)]
+        stats = [read_json(L.job_stats("default", t, j)) for j in range(plan.num_jobs(t - 1))]
         assert all(s.get("simulated") == seconds for s in stats), "not a simulated run"
         ends.append(max(s["wall"]["finished_at"] for s in stats))
     return [b - a - seconds for a, b in itertools.pairwise(ends)]
@@ -97,19 +107,22 @@ def main() -> None:
         upstream.mkdir()
         print("building the tiny egs ...", flush=True)
         snakemake(upstream, ["--configfile", str(TINY), "--cores", "2", "egs_all"], 1800)
-        info = json.loads((upstream / L.egs_info()).read_text())
+        results = load_config([REPO_CONFIG, TINY])["results"]
+        info = read_json(Layout.in_workdir(upstream, results).egs_info())
+        # epochs for the iterations wanted (num_iters = int(epochs · A · F / N)); the plan
+        # says how many there are
         per_epoch = info["num_archives"] * info["frames_per_eg"] / args.jobs
-        epochs = (args.iterations + 0.5) / per_epoch  # num_iters = int(epochs · A · F / N)
-        targets = [L.job_stats("default", args.iterations, j) for j in range(args.jobs)]
+        trainer = {
+            "num_epochs": (args.iterations + 0.5) / per_epoch,
+            "num_jobs_initial": args.jobs,
+            "num_jobs_final": args.jobs,
+        }
+        plan = plan_of({"trainer": trainer}, info)
+        if plan.num_iters < args.iterations:
+            sys.exit(f"the plan has {plan.num_iters} iterations, not {args.iterations}")
+        targets = plan.job_outputs(args.iterations)  # the last timed iteration's jobs
         for seconds in args.train_seconds:
-            overlay = {
-                "trainer": {
-                    "num_epochs": epochs,
-                    "num_jobs_initial": args.jobs,
-                    "num_jobs_final": args.jobs,
-                },
-                "simulate": {"train_seconds": seconds},
-            }
+            overlay = {"trainer": trainer, "simulate": {"train_seconds": seconds}}
             row = {"L": seconds}
             runs = [
                 (
@@ -126,7 +139,7 @@ def main() -> None:
                 cfg = ["--configfile", str(TINY), str(ws / "overlay.yaml")]
                 budget = int(args.iterations * (seconds + 120) + 600)
                 wall = snakemake(ws, [*profile, *targets, *cfg], budget)
-                over = overhead_per_iteration(ws, args.iterations, args.jobs, seconds)
+                over = overhead_per_iteration(ws, plan, args.iterations, seconds)
                 row[name] = statistics.mean(over)
                 row[f"{name}_max"] = max(over)
                 row[f"{name}_wall"] = wall

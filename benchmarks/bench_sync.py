@@ -13,6 +13,11 @@ them run ahead of the slow one.
 
     .venv/bin/python benchmarks/bench_sync.py [--cores 4] [--epochs 1] [--repeats 1]
         [--factor 3] [--demo-minutes 20] [--methods average,ring,...] [--workdir DIR]
+        [--results DIR]
+
+Every path and number of a run (its iterations, jobs, the synced model of each method,
+the files read) comes from its plan (:func:`paravg.plan.experiment_plans`) on the
+workspace's config (``config/config.yaml`` and the overlay written here) and egs.
 
 The quality of the methods (equally fast learners, held-out accuracy, the EMA) is
 ``config/experiments/sync_paper.yaml`` with ``benchmarks/bench_sync_paper.py``. The numbers
@@ -22,6 +27,8 @@ are noisy on a shared 2-core machine; compare ratios within one run.
 from __future__ import annotations
 
 import argparse
+import glob
+import os
 import re
 import shutil
 import statistics
@@ -33,8 +40,11 @@ from pathlib import Path
 
 import yaml
 
+from paravg.config import REPO_CONFIG
+from paravg.io import read_json
 from paravg.layout import Layout
-from paravg.sync.registry import get_method
+from paravg.plan import ExperimentPlan, experiment_plans
+from paravg.progress import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -45,13 +55,24 @@ SLOW_JOB = 1
 def base_overlay(args) -> dict:
     """The demo, with archives small enough for N jobs (the timed experiments are added)."""
     jobs = {"num_jobs_initial": args.jobs, "num_jobs_final": args.jobs}
-    return {
+    overlay = {
         "demo": {"minutes": args.demo_minutes},
         "egs": {"samples_per_iter": args.samples_per_iter},
         "trainer": {**jobs, "num_epochs": args.epochs},
         "decode": {"enabled": False},
         "experiments": {"average": {}},
     }
+    if args.results:
+        overlay["results"] = args.results
+    return overlay
+
+
+def plan_of(overlay: dict, name: str) -> ExperimentPlan:
+    """The plan of experiment ``name`` of the workspace (the current directory) under the
+    config ``config/config.yaml`` + ``overlay``, on the egs built there."""
+    config = load_config([REPO_CONFIG, overlay])
+    info = read_json(Layout(config["results"]).egs_info())
+    return experiment_plans(config, info)[name]
 
 
 def snakemake(ws: Path, overlay: dict, *targets: str, cores: int) -> float:
@@ -68,54 +89,43 @@ def snakemake(ws: Path, overlay: dict, *targets: str, cores: int) -> float:
     return wall
 
 
-def schedule_iters(ws: Path, args, epochs: float) -> int:
-    from paravg.egs import EgsInfo
-    from paravg.schedule import num_iters as kaldi_num_iters
-
-    info = EgsInfo.load(ws / "results" / "egs" / "info.json")
-    return kaldi_num_iters(epochs, info.num_archives, info.frames_per_eg, args.jobs, args.jobs)
-
-
-def synced_model(method: str, exp: str, t: int) -> str:
-    """The model after t iterations of ``exp`` (``<t>.pt``, ``consensus/<t>.pt``, …)."""
-    return get_method(method).synced_model(Layout(), exp, t)
-
-
 def first_log_time(path: Path) -> float:
     m = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)", path.read_text())
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def straggler_run(ws: Path, args, method: str, slow: bool, rep: int, iters: int) -> dict:
+def straggler_run(ws: Path, args, method: str, slow: bool, rep: int) -> dict:
     name = f"strag-{method}-{'slow' if slow else 'none'}-{rep}"
     overlay = base_overlay(args)
     overlay["experiments"] = {name: {"sync": {"method": method}}}
     overlay["simulate"] = {"straggler": {"job": SLOW_JOB if slow else -1, "factor": args.factor}}
-    e = ws / "results" / "exp" / name
-    if e.exists():
-        shutil.rmtree(e)
-    shutil.rmtree(ws / "logs" / "train_job" / name, ignore_errors=True)
-    snakemake(ws, overlay, f"results/exp/{name}/0.pt", cores=args.cores)  # untimed
-    last = synced_model(method, name, iters)
+    plan = plan_of(overlay, name)
+    L, iters = plan.layout, plan.num_iters
+    if os.path.exists(L.exp_dir(name)):
+        shutil.rmtree(L.exp_dir(name))
+    shutil.rmtree(L.log_dir("train_job", name), ignore_errors=True)
+    snakemake(ws, overlay, L.init_model(name), cores=args.cores)  # untimed
+    last = plan.synced_model(iters)
     wall = snakemake(ws, overlay, last, cores=args.cores)
-    start = min(first_log_time(p) for p in (ws / "logs" / "train_job" / name / "1").glob("*.log"))
-    end = (ws / last).stat().st_mtime
+    first_jobs = glob.glob(L.log("train_job", f"{name}/1/*"))  # the jobs of iteration 0
+    start = min(first_log_time(Path(p)) for p in first_jobs)
+    end = Path(last).stat().st_mtime
     fast = [
-        (ws / Layout().job_stats(name, iters, j)).stat().st_mtime - start
-        for j in range(args.jobs)
+        Path(L.job_stats(name, iters, j)).stat().st_mtime - start
+        for j in range(plan.num_jobs(iters - 1))
         if j != SLOW_JOB
     ]
     return {"span": end - start, "wall": wall, "fast": statistics.mean(fast)}
 
 
 def stragglers(ws: Path, args) -> None:
-    iters = schedule_iters(ws, args, args.epochs)
+    iters = plan_of(base_overlay(args), "average").num_iters
     results: dict[tuple[str, bool], list[dict]] = {}
     methods = args.methods.split(",")
     for rep in range(args.repeats):
         for m in methods:
             for slow in (False, True):
-                r = straggler_run(ws, args, m, slow, rep, iters)
+                r = straggler_run(ws, args, m, slow, rep)
                 results.setdefault((m, slow), []).append(r)
                 print(
                     f"  {m:13s} straggler={slow!s:5s} rep {rep}: training {r['span']:.1f} s, "
@@ -155,9 +165,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--factor", type=float, default=3.0)
     ap.add_argument("--methods", default=",".join(STRAGGLER_METHODS), help="average first")
+    ap.add_argument(
+        "--results",
+        default=None,
+        help="the run's results directory, relative to the workspace "
+        "(default: config/config.yaml's results)",
+    )
     args = ap.parse_args()
-    ws = args.workdir
+    ws = args.workdir.resolve()
     ws.mkdir(parents=True, exist_ok=True)
+    os.chdir(ws)  # the plan's paths are relative to the workspace, as Snakemake's
     print(f"workspace {ws}: building the demo up to the egs ...", flush=True)
     wall = snakemake(ws, base_overlay(args), "egs_all", cores=min(args.cores, 2))
     print(f"  done in {wall:.0f} s", flush=True)

@@ -14,7 +14,8 @@ Prints two tables, both on the held-out test speakers (frame accuracy, log-prob 
    as configured), the final model the pipeline chose between the two (``final.pt``,
    ``combine.ema: candidate``: better combine-egs objective), and the EMA at the decay per
    archive picked on the combine egs from a sweep (the EMA recomputed offline over the
-   synced models m_1 … m_T, :func:`paravg.sync.ema.ema_update` with α^N per iteration).
+   synced models m_1 … m_T, :func:`paravg.sync.ema.ema_update` with the decay the plan
+   gives ``sync.ema: {decay: α, decay_per: archive}``, α^N per iteration).
 2. **Cui et al.** (delay-by-one and d-psgd vs ring, random ring and averaging, N = 4,
    equally fast learners): validation log-prob of the synced model at 25/50/75/100 % of
    the iterations, the first iteration at which it is within 0.05 of the run's best final
@@ -37,7 +38,8 @@ Prints two tables, both on the held-out test speakers (frame accuracy, log-prob 
 
 Test figures of models that the pipeline did not evaluate (``combined.pt`` when the EMA was
 chosen, the swept EMAs) are computed here by :func:`paravg.evaluate.evaluate_set`, the
-pipeline's own evaluation, into ``<results>/bench_sync_paper/``.
+pipeline's own evaluation, into ``<results>/bench_sync_paper/``. The results directory
+is the config's (``results: results/sync_paper``); every path comes from its layout.
 """
 
 from __future__ import annotations
@@ -60,17 +62,30 @@ def read_json(path: Path) -> dict:
 class Run:
     """A finished ``sync_paper`` run: its config, plans and the test set's files."""
 
-    def __init__(self, results: Path, configs: list[Path]) -> None:
+    def __init__(self, results: Path | None, configs: list[Path]) -> None:
         from paravg.layout import Layout
         from paravg.plan import experiment_plans
         from paravg.progress import load_config
 
         self.config = load_config(configs)
-        if Path(self.config["results"]) != results:
+        if results is not None and Path(self.config["results"]) != results:
             sys.exit(f"{results}: the config names results {self.config['results']!r}")
-        self.layout = Layout(str(results))
-        self.plans = experiment_plans(self.config, read_json(Path(self.layout.egs_info())))
-        self.scratch = results / "bench_sync_paper"
+        self.layout = Layout(self.config["results"])
+        self.egs_info = read_json(Path(self.layout.egs_info()))
+        self.plans = experiment_plans(self.config, self.egs_info)
+        self.scratch = Path(self.layout.tool_dir("bench_sync_paper"))
+
+    def ema_plan(self, exp: str, alpha: float):
+        """``exp``'s plan with its EMA at decay α per archive processed (one of the sweep)."""
+        from paravg.config import deep_merge
+        from paravg.plan import experiment_plans
+
+        config = dict(self.config)
+        ema = {"sync": {"ema": {"decay": alpha, "decay_per": "archive"}}}
+        experiments = dict(config["experiments"])
+        experiments[exp] = deep_merge(experiments[exp] or {}, ema)
+        config["experiments"] = experiments
+        return experiment_plans(config, self.egs_info)[exp]
 
     def evaluate(self, model: Path | str, name: str) -> dict:
         """Test-set frame accuracy and log-prob of ``model`` (cached by ``name``)."""
@@ -83,7 +98,7 @@ class Run:
         return evaluate_set(
             model,
             lay.feats_scp("test"),
-            Path(lay.data_dir("test")) / "targets.scp",
+            lay.targets_scp("test"),
             out,
             ivectors_scp=lay.ivector_scp("test"),
             period_path=lay.ivector_period("test"),
@@ -121,10 +136,10 @@ class Run:
         objectives, emas = {}, {}
         with torch.no_grad():
             for alpha in EMA_SWEEP:
+                ema_plan = self.ema_plan(exp, alpha)
                 ema = dict(models[0]["state_dict"])
-                for t, m in enumerate(models[1:], start=2):
-                    decay = alpha ** plan.num_jobs(t - 1)
-                    ema = ema_update(ema, m["state_dict"], decay)  # as stored
+                for t, m in enumerate(models[1:], start=2):  # m_t = the model after t
+                    ema = ema_update(ema, m["state_dict"], ema_plan.ema_decay(t))  # as stored
                 file_dict = {**models[-1], "state_dict": ema}
                 objectives[alpha] = combine_objective(file_dict, archive)
                 emas[alpha] = file_dict
@@ -283,7 +298,13 @@ def cui_table(run: Run) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results", type=Path, nargs="?", default=Path("results/sync_paper"))
+    ap.add_argument(
+        "results",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="the run's results directory (default: the config's, results/sync_paper)",
+    )
     ap.add_argument(
         "--configfile",
         type=Path,
