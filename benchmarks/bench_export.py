@@ -1,6 +1,7 @@
 """Export to Kaldi, and vosk's decode beside paravg's own decode of the same set.
 
 Usage: .venv/bin/python benchmarks/bench_export.py --workdir WS [--exp default] [--set test]
+       [--results results]
 
 ``WS`` is a finished pipeline workspace (``results/exp/<exp>/final.pt``, the i-vector
 models, the eval set's features and i-vectors), e.g. a tiny run::
@@ -15,7 +16,8 @@ online i-vectors, nnet3 and lattice decoder: everything from audio), and paravg'
 of the same graph from its stored features and i-vectors (network + Kaldi FasterDecoder).
 Prints the real-time factor of each decode (CPU seconds / audio seconds) and their ratio,
 and the agreement of the two decodes. The graph is the workspace's word graph
-(``results/graph/words``) if it has one, else the export's phone loop.
+(``results/graph/words``) if it has one, else the export's phone loop. Every path is the
+run's layout's (:class:`paravg.layout.Layout` of ``--results``, the config's ``results``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from paravg.export.verify import (  # noqa: E402
     reference_decode,
     vosk_decode,
 )  # fmt: skip
+from paravg.layout import Layout  # noqa: E402
 from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
 
 
@@ -59,16 +62,21 @@ def main() -> None:
     p.add_argument("--workdir", required=True, type=Path)
     p.add_argument("--exp", default="default")
     p.add_argument("--set", default="test")
+    p.add_argument(
+        "--results", default="results", help="the run's results directory, relative to WS"
+    )
     args = p.parse_args()
     torch.set_num_threads(1)
-    model_path = (args.workdir / "results" / "exp" / args.exp / "final.pt").resolve()
     os.chdir(args.workdir)  # its scp files name arks relative to it
-    r = Path("results")
-    iv = r / "ivector"
-    last = lambda stem: max(iv.glob(f"{stem}.*.npz"), key=lambda q: int(q.stem.split(".")[1]))  # noqa: E731
-    files = {"pca": iv / "pca.npz", "ubm": last("ubm"), "extractor": last("extractor")}
-    graph = r / "graph" / "words"
-    graph = graph.resolve() if (graph / "HCLG.fst").is_file() else None
+    L = Layout(args.results)
+    model_path = Path(L.final_model(args.exp)).resolve()
+    files = {  # the i-vector models of the last EM iteration
+        "pca": L.ivector_pca(),
+        "ubm": L.ubm(max(L.existing("ubm"))[0]),
+        "extractor": L.extractor(max(L.existing("extractor"))[0]),
+    }
+    graph = Path(L.graph_dir("words")).resolve()
+    graph = graph if Path(L.graph_file("words", "HCLG.fst")).is_file() else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for binary in (True, False):
@@ -83,7 +91,7 @@ def main() -> None:
         kaldi = Path(tmp) / "bin"
         wavs = dict(
             line.split(maxsplit=1)
-            for line in (r / "data" / args.set / "wav.scp").read_text().splitlines()
+            for line in Path(L.data_file(args.set, "wav.scp")).read_text().splitlines()
         )
         audio = 0.0
         for path in wavs.values():
@@ -96,8 +104,8 @@ def main() -> None:
         t0 = time.process_time()
         model = build_model(load_model_file(model_path))
         model.eval()
-        feats = dict(kaldiio.load_scp(str(r / "feats" / args.set / "feats.scp")))
-        ivs = dict(kaldiio.load_scp(str(r / "ivector" / args.set / "ivector_online.scp")))
+        feats = dict(kaldiio.load_scp(L.feats_scp(args.set)))
+        ivs = dict(kaldiio.load_scp(L.ivector_scp(args.set)))
         tm = TransitionModel.from_file(kaldi / "am" / "final.mdl")
         tid2pdf = np.array([pdf for row in transition_ids(tm) for _t, _d, pdf in row])
         ll = {u: paravg_loglikes(model, feats[u], ivs[u], 10) for u in feats}
