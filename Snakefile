@@ -1,4 +1,4 @@
-# paravg: Kaldi-style parallel DNN training (NG-SGD + parameter averaging) as a DAG.
+# paravg: Kaldi-style parallel DNN training (NG-SGD + parameter averaging) as a PARAVG.
 # This file is a table of contents: configuration, validation, the stage rule files, `all`.
 import resource
 import sys
@@ -7,7 +7,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-# Long iteration chains recurse deeply while the DAG is built (2,500 iterations x 12 jobs
+# Long iteration chains recurse deeply while the PARAVG is built (2,500 iterations x 12 jobs
 # is a real Kaldi scale): raise Python's recursion limit and the C stack that backs it.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 200000))
 _soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
@@ -48,12 +48,12 @@ include: "rules/export.smk"
 
 rule all:
     input:
-        get_final_targets(),
+        PARAVG.final_targets(),
     default_target: True
 
 
 onsuccess:
     # The results table, printed at the end of every successful run (also in results/).
-    _table = Path(config["results"]) / "results.md"
+    _table = Path(LAYOUT.results_table("md"))
     if _table.exists():
         print(f"\n{_table}:\n{_table.read_text()}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -115,8 +116,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     """
     schema = load_schema(schema_path)
     _validate(config, schema, "")
-    for name in config["experiments"]:
-        experiment_config(config, name, schema)
+    resolved_experiments(config, schema_path)
     if config["data"]["sets"]:
         missing = [s for s in config["eval_sets"] if s not in config["data"]["sets"]]
         if missing:
@@ -130,6 +130,20 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                 "(dev only with demo.dev_fraction > 0)"
             )
     return config
+
+
+def resolved_experiments(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict[str, dict]:
+    """Every experiment's effective config (:func:`experiment_config`), resolved once per
+    config content: validation, the DAG and the plans all read the same dicts (read-only)."""
+    key = json.dumps(config, default=str)  # key order kept: experiments keep theirs
+    return copy.deepcopy(_resolved(key, str(schema_path)))  # a caller's edit stays its own
+
+
+@functools.lru_cache(maxsize=8)
+def _resolved(config_json: str, schema_path: str) -> dict[str, dict]:
+    config = json.loads(config_json)
+    schema = load_schema(schema_path)
+    return {name: experiment_config(config, name, schema) for name in config["experiments"]}
 
 
 def demo_set_names(config: dict) -> list[str]:

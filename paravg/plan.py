@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from functools import cached_property
 
+from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
 from paravg.schedule import Schedule
@@ -48,6 +50,50 @@ def _digest(*parts) -> str:
         h.update(json.dumps(part, sort_keys=True, separators=(",", ":")).encode())
         h.update(b"\0")
     return h.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The contract of one train job: everything it computes with beyond its start model
+    (all from the plan: :meth:`ExperimentPlan.job`). Torch-free, so the DAG passes it as a
+    rule param (a rerun trigger) and the job rebuilds it as ``JobSpec(**params.job)``."""
+
+    iteration: int
+    job: int
+    learning_rate: float
+    minibatch_size: int | str  # B or a Kaldi rule string ("256,128", "128=64/256=32")
+    max_param_change: float
+    frame: int
+    shuffle_buffer_size: int
+    srand: int = 0
+    archive: str = ""  # the egs archive's prefix (paravg.layout.Layout.egs_prefix)
+    ngsgd: dict = field(default_factory=dict)  # trainer.ngsgd: the affine layers' optimiser
+    simulate_seconds: float = 0.0  # > 0: sleep this long instead of training (simulate)
+    straggler_factor: float = 1.0  # simulate.straggler: timing only, a resource, not planned
+
+    @property
+    def seed(self) -> int:
+        """Seed of every random choice of this job, from (srand, iteration, job)."""
+        return job_seed(self.srand, self.iteration, self.job)
+
+    def minibatch_rule(self) -> MinibatchRule:
+        """The merging rule of this job: Kaldi halves every size on iteration 0 (the model
+        changes fastest there)."""
+        rule = MinibatchRule.parse(self.minibatch_size)
+        return rule.halved() if self.iteration == 0 else rule
+
+    def effective_minibatch(self) -> int | str:
+        """The minibatch size this job uses: an integer for an integer config, else the
+        (halved on iteration 0) rule string."""
+        if isinstance(self.minibatch_size, int):
+            return max(1, self.minibatch_size // 2) if self.iteration == 0 else self.minibatch_size
+        return self.minibatch_rule().text
+
+    def effective_max_param_change(self) -> float:
+        """Kaldi divides max-param-change by √2 on iteration 0."""
+        return (
+            self.max_param_change / math.sqrt(2) if self.iteration == 0 else self.max_param_change
+        )
 
 
 @dataclass(frozen=True)
@@ -130,6 +176,11 @@ class ExperimentPlan:
         except ConfigError as exc:
             raise ConfigError(f"experiment {name!r}: {exc}") from None
 
+    def restart_from_synced(self, iteration: int | None) -> None:
+        """The jobs of ``iteration`` start from the synced model ``<iteration>.pt`` instead
+        of the job models (gone: :func:`paravg.resume.restart_iteration`); None: none do."""
+        self.restart_at = iteration
+
     # ------------------------------------------------------------ schedule
     @property
     def num_iters(self) -> int:
@@ -178,6 +229,36 @@ class ExperimentPlan:
         if self.simulate.get("train_seconds", 0):
             params["simulate_seconds"] = self.simulate["train_seconds"]
         return params
+
+    def job(self, iteration: int, job: int) -> JobSpec:
+        """The :class:`JobSpec` of job ``job`` of ``iteration`` (:meth:`job_params`)."""
+        return JobSpec(**self.job_params(iteration, job))
+
+    def job_rule_params(self, iteration: int, job: int) -> dict:
+        """The train job's rule params (what changes its result: a rerun trigger): its
+        :class:`JobSpec` as a dict (``job``), the files its start is formed from, the sync
+        settings it forms the start with, its fingerprint, and the fingerprint its inputs
+        and the egs must carry (checked before it trains)."""
+        return {
+            "job": self.job_params(iteration, job),
+            "files": self.start_inputs(iteration, job),
+            "fingerprint": self.fingerprint(iteration + 1),
+            "egs": self.egs.identity,
+            "inputs_fingerprint": self.start_inputs_fingerprint(iteration, job),
+            "sync": self.sync_params(max(iteration - 1, 0)),
+            "method": self.sync.name,
+        }
+
+    def node_rule_params(self, t: int) -> dict:
+        """The sync node of index ``t``'s rule params: the iteration whose jobs it reads,
+        their sync settings (the same the jobs of iteration t use) and its input files."""
+        return {"iteration": t - 1, "sync": self.sync_params(t - 1), "files": self.node_inputs(t)}
+
+    def sync_params(self, iteration: int) -> dict:
+        """The sync settings of the block over ``iteration``'s jobs, resolved (BMUF's block
+        momentum 1 − 1/N for N of that iteration): what the node of index iteration + 1
+        and every job of iteration + 1 compute with, the same numbers in both."""
+        return self.sync.resolve_params(self.sync_fingerprint_part(), self.num_jobs(iteration))
 
     def job_archive(self, iteration: int, job: int) -> int:
         return self.schedule.archive_and_frame(iteration, job)[0]
@@ -290,16 +371,20 @@ class ExperimentPlan:
         return self._fingerprints[index]
 
 
-def experiment_plans(config: dict, egs_info: dict) -> dict[str, ExperimentPlan]:
-    """Every experiment's plan from a validated config and the egs ``info.json``."""
-    from paravg.config import experiment_config
+def experiment_plans(
+    config: dict, egs_info: dict, experiments: dict[str, dict] | None = None
+) -> dict[str, ExperimentPlan]:
+    """Every experiment's plan from a validated config and the egs ``info.json``
+    (``experiments``: the resolved experiment configs, when the caller has them)."""
+    from paravg.config import resolved_experiments
 
     layout = Layout(config["results"])
     egs = EgsGeometry.from_info(egs_info)
+    experiments = experiments or resolved_experiments(config)
     return {
         name: ExperimentPlan(
             name,
-            experiment_config(config, name),
+            experiments[name],
             egs,
             layout,
             config["combine"],

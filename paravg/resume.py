@@ -24,7 +24,8 @@ found by bisection (the chain makes "matches" monotone) and, by ``run.on_plan_ch
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from paravg.errors import ConfigError
@@ -168,10 +169,9 @@ def describe_change(plan, index: int) -> str:
         for key in sorted(set(old) | set(new)):
             if old.get(key) != new.get(key):
                 lines.append(f"job {j}: {key}: {old.get(key)!r} -> {new.get(key)!r}")
-        if rec.get("sync") != plan.sync_fingerprint_part():
-            lines.append(
-                f"job {j}: sync settings {rec.get('sync')!r} -> {plan.sync_fingerprint_part()!r}"
-            )
+        sync = plan.sync_params(max(index - 2, 0))
+        if rec.get("sync") != sync:
+            lines.append(f"job {j}: sync settings {rec.get('sync')!r} -> {sync!r}")
     if not lines:
         lines.append("(no job of that iteration has a plan record: made by another version)")
     return "\n".join(f"    {line}" for line in lines[:12]) + (
@@ -214,3 +214,73 @@ def resume_frontiers(plan, on_change: str = "stop") -> Frontiers:
     if init_is_stale(plan):
         return Frontiers(train=0, node=0, ema=0, diag=-1)
     return check_plan(plan, scan_frontiers(plan), on_change)
+
+
+def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[dict] = ()) -> dict:
+    """The frontiers of every experiment of a run, and each plan's restart iteration.
+
+    A job run by name (``target_jobs``: the wildcards of ``--target-jobs``, what a cluster
+    executor runs on the node) must be producible even if its own outputs appeared (a
+    retry): its experiment's frontiers are capped below its index. A rewound run whose
+    first jobs' inputs (temporary job models) are gone starts those jobs from the synced
+    model, the same bits (:func:`restart_iteration`).
+    """
+    frontiers = {exp: resume_frontiers(p, on_change) for exp, p in plans.items()}
+    for w in target_jobs:
+        if w.get("exp") in frontiers and str(w.get("t", "")).isdigit():
+            frontiers[w["exp"]] = frontiers[w["exp"]].capped(int(w["t"]) - 1)
+    for exp, p in plans.items():
+        p.restart_from_synced(restart_iteration(p, frontiers[exp]))
+    return frontiers
+
+
+def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:
+    """Wildcards of the jobs named by ``--target-jobs RULE:W=V,W=V …`` on a snakemake
+    command line (what an executor runs on a cluster node; Snakemake has not parsed them
+    when the Snakefile is read)."""
+    specs = []
+    for i, arg in enumerate(argv):
+        if arg == "--target-jobs":
+            for value in argv[i + 1 :]:
+                if value.startswith("-"):
+                    break
+                specs.append(value)
+    jobs = []
+    for spec in specs:
+        _, _, wildcards = spec.partition(":")
+        pairs = (item.split("=", 1) for item in wildcards.split(",") if "=" in item)
+        jobs.append({key: value for key, value in pairs})
+    return jobs
+
+
+#: The outputs of each kind of per-iteration rule, as Layout kinds (the sync nodes' from
+#: :data:`paravg.sync.registry.NODE_KINDS`).
+def per_iteration_outputs(kind: str) -> tuple[str, ...]:
+    from paravg.sync.registry import NODE_KINDS
+
+    if kind == "node":
+        return tuple(dict.fromkeys(k for node in NODE_KINDS.values() for k in node.layout_kinds))
+    return {
+        "train": ("job_model", "job_stats", "job_start"),
+        "ema": ("ema_model",),
+        "diag": ("diag",),
+    }[kind]
+
+
+def frontier_regex(layout, frontiers: dict, kind: str) -> str:
+    """Wildcard regex of ``t`` for a per-iteration rule of ``kind`` (train, node, ema,
+    diag): for each experiment, only indices above its frontier. A lookbehind on the path
+    between ``{exp}`` and ``{t}`` ties the index to the experiment of the same path
+    (Snakemake matches whole paths)."""
+    patterns = [
+        getattr(layout, k)("{exp}", "{t}", "{j}")
+        if k.startswith("job_")
+        else getattr(layout, k)("{exp}", "{t}")
+        for k in per_iteration_outputs(kind)
+    ]
+    betweens = sorted({p.split("{exp}", 1)[1].split("{t}", 1)[0] for p in patterns})
+    alts = []
+    for exp, f in frontiers.items():
+        behind = "|".join(f"(?<=/{re.escape(exp)}{re.escape(b)})" for b in betweens)
+        alts.append(f"(?:{behind}){indices_above(getattr(f, kind))}")
+    return "(?:" + "|".join(alts) + ")"

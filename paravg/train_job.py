@@ -30,53 +30,13 @@ from pathlib import Path
 import torch
 
 from paravg.egs import EgsArchive, frame_minibatches
-from paravg.egs.minibatch import MinibatchRule
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.objective import ObjectiveStats, weighted_logprob
 from paravg.nnet.tdnn import TdnnModel, build_model, model_to_file_dict
-from paravg.plan import job_seed
+from paravg.plan import JobSpec
 from paravg.provenance import checksums
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class JobSpec:
-    """Everything one job needs beyond the model and the archive (all from the schedule)."""
-
-    iteration: int
-    job: int
-    learning_rate: float
-    minibatch_size: int | str  # B or a Kaldi rule string ("256,128", "128=64/256=32")
-    max_param_change: float
-    frame: int
-    shuffle_buffer_size: int
-    srand: int = 0
-    straggler_factor: float = 1.0  # benchmarking aid (simulate.straggler): not a param
-    simulate_seconds: float = 0.0  # > 0: sleep this long instead of training (simulate)
-
-    @property
-    def seed(self) -> int:
-        """Seed of every random choice of this job, from (srand, iteration, job)."""
-        return job_seed(self.srand, self.iteration, self.job)
-
-    def minibatch_rule(self) -> MinibatchRule:
-        """The merging rule of this job: Kaldi halves every size on iteration 0 (the model
-        changes fastest there)."""
-        rule = MinibatchRule.parse(self.minibatch_size)
-        return rule.halved() if self.iteration == 0 else rule
-
-    def effective_minibatch(self) -> int | str:
-        """The minibatch size this job uses: an integer for an integer config, else the
-        (halved on iteration 0) rule string."""
-        if isinstance(self.minibatch_size, int):
-            return max(1, self.minibatch_size // 2) if self.iteration == 0 else self.minibatch_size
-        return self.minibatch_rule().text
-
-    def effective_max_param_change(self) -> float:
-        return (
-            self.max_param_change / math.sqrt(2) if self.iteration == 0 else self.max_param_change
-        )
 
 
 @dataclass
@@ -283,7 +243,6 @@ def run_planned_job(
     inputs: dict[str, list[str]],
     plan: dict,
     spec: JobSpec,
-    archive_prefix: str | Path,
     model_out: str | Path,
     stats_out: str | Path,
     start_out: str | Path | None,
@@ -292,11 +251,13 @@ def run_planned_job(
     """One train job of the DAG: check the inputs' plan, form the start model as the sync
     method says (:mod:`paravg.sync.start`), keep it if the method reads it later, train.
 
-    ``plan`` holds the job's ``params``, ``fingerprint`` (recorded in its statistics),
-    the ``inputs_fingerprint`` its inputs must carry, the ``sync`` settings and ``method``.
+    ``plan`` is :meth:`paravg.plan.ExperimentPlan.job_rule_params`: the job's ``job``
+    (``spec`` is built from it), ``fingerprint`` (recorded in its statistics), the
+    ``inputs_fingerprint`` its inputs must carry, the ``sync`` settings and ``method``.
     """
     from paravg.sync.start import form_start_model
 
+    archive_prefix = spec.archive
     check_egs_identity(Path(archive_prefix).parent / "info.json", plan["egs"])
     if "initial" not in inputs:
         check_input_fingerprints(inputs.get("stats", []), plan["inputs_fingerprint"])
@@ -315,5 +276,6 @@ def run_planned_job(
             "sync": plan["sync"],
         },
     }
-    ngsgd = plan["job"]["ngsgd"]
-    return run_train_job(start, archive_prefix, model_out, stats_out, spec, ngsgd, device, record)
+    return run_train_job(
+        start, archive_prefix, model_out, stats_out, spec, spec.ngsgd, device, record
+    )

@@ -4,14 +4,14 @@
 
 rule decode_split:
     input:
-        unpack(get_decode_inputs),
+        unpack(from_dag("decode_inputs")),
     output:
-        **decode_split_outputs("{j}"),
+        **RECOGNITION.split_outputs("{j}"),
     params:
         nj=config["decode"]["nj"],
-        graph_dirs=decode_graph_dirs(),
-        options=decode_options(),
-        text=lambda wc: LAYOUT.data_file(wc.set, "text"),  # may be absent: WER skipped
+        graph_dirs=RECOGNITION.graph_dirs(),
+        options=RECOGNITION.search_options(),
+        text=from_dag("text"),  # may be absent: WER skipped
     log:
         LAYOUT.log("decode", "{exp}/{set}/split{j}"),
     benchmark:
@@ -28,7 +28,7 @@ rule decode_split:
 
 rule score:
     input:
-        unpack(get_score_inputs),
+        unpack(from_dag("score_inputs")),
     output:
         scores=LAYOUT.decode_scores("{exp}", "{set}"),
         wer_details=LAYOUT.decode_details("{exp}", "{set}", "wer"),
@@ -36,12 +36,12 @@ rule score:
         hyps=LAYOUT.decode_hyps("{exp}", "{set}"),
         ctm=LAYOUT.decode_ctm("{exp}", "{set}"),
     params:
-        graph_dirs=decode_graph_dirs(),
-        grids=decode_grids(),
+        graph_dirs=RECOGNITION.graph_dirs(),
+        grids=RECOGNITION.grids(),
         frame_shift=0.01,  # seconds per frame: 10 ms features (paravg.features.MfccOptions)
-        text=lambda wc: LAYOUT.data_file(wc.set, "text"),
-        targets=lambda wc: LAYOUT.data_file(wc.set, "targets.scp"),
-        data_dir=lambda wc: LAYOUT.data_dir(wc.set),  # segments: the CTM in recording time
+        text=from_dag("text"),
+        targets=from_dag("targets_scp"),
+        data_dir=from_dag("data_dir"),  # segments: the CTM in recording time
     log:
         LAYOUT.log("score", "{exp}/{set}"),
     conda:

@@ -1,4 +1,4 @@
-# egs stage rules: Kaldi's steps/nnet3/get_egs.sh as a DAG (package: paravg.egs).
+# egs stage rules: Kaldi's steps/nnet3/get_egs.sh as a PARAVG (package: paravg.egs).
 #   checkpoint egs (plan: held-out utterances, split jobs, number of archives -> info.json)
 #   -> egs_split, one per split job j (fan-out): chunk its utterances, pick each eg's archive
 #   -> egs_archive, one per archive a (fan-in): gather from every job, full shuffle
@@ -9,10 +9,10 @@
 
 checkpoint egs:
     input:
-        **egs_source_files(),
+        **PARAVG.egs_source_files(),
         # Kaldi expands the held-out set over all copies of a source utterance
         # (prepare_data always writes it: the identity when the source has none)
-        utt2uniq=LAYOUT.data_file(config["data"]["train_set"], "utt2uniq"),
+        utt2uniq=LAYOUT.data_file(PARAVG.train_set, "utt2uniq"),
     output:
         info=LAYOUT.egs_info(),
         valid=LAYOUT.egs_list("valid"),
@@ -20,7 +20,7 @@ checkpoint egs:
         jobs=expand(LAYOUT.egs_list("job.{j}"), j=range(config["egs"]["nj"])),
     params:
         egs=config["egs"],
-        context=egs_context(),
+        context=PARAVG.egs_context(),
         num_targets=config["data"]["num_targets"],
     log:
         LAYOUT.log("egs", "plan"),
@@ -38,11 +38,11 @@ checkpoint egs:
 
 rule egs_split:
     input:
-        **{k: v for k, v in egs_source_files().items() if k != "utt2num_frames"},
+        **PARAVG.egs_source_files(without="utt2num_frames"),
         info=LAYOUT.egs_info(),
         uttlist=LAYOUT.egs_list("job.{j}"),
     output:
-        **{k: temp(v) for k, v in egs_split_files("{j}").items()},
+        **{k: temp(v) for k, v in PARAVG.egs_split_files("{j}").items()},
     log:
         LAYOUT.log("egs_split", "{j}"),
     benchmark:
@@ -62,11 +62,11 @@ rule egs_split:
 rule egs_archive:
     input:
         info=LAYOUT.egs_info(),
-        jobs=[f for j in range(config["egs"]["nj"]) for f in egs_split_files(j).values()],
+        jobs=PARAVG.egs_split_jobs_files(),
     output:
-        **egs_fields(egs_prefix("{a}")),
+        **PARAVG.egs_fields(LAYOUT.egs_prefix("{a}")),
     params:
-        job_prefixes=[egs_split_prefix(j) for j in range(config["egs"]["nj"])],
+        job_prefixes=PARAVG.egs_split_prefixes(),
     log:
         LAYOUT.log("egs_archive", "{a}"),
     benchmark:
@@ -85,16 +85,16 @@ rule egs_archive:
 
 rule egs_subsets:
     input:
-        **{k: v for k, v in egs_source_files().items() if k != "utt2num_frames"},
+        **PARAVG.egs_source_files(without="utt2num_frames"),
         info=LAYOUT.egs_info(),
         valid=LAYOUT.egs_list("valid"),
         train_subset=LAYOUT.egs_list("train_subset"),
     output:
-        valid_diag=egs_subset_files("valid_diag"),
-        train_diag=egs_subset_files("train_diag"),
-        combine=egs_subset_files("combine"),
+        valid_diag=PARAVG.egs_subset_files("valid_diag"),
+        train_diag=PARAVG.egs_subset_files("train_diag"),
+        combine=PARAVG.egs_subset_files("combine"),
     params:
-        prefixes={name: egs_subset_prefix(name) for name in ("valid_diag", "train_diag", "combine")},
+        prefixes=PARAVG.egs_subset_prefixes(),
     log:
         LAYOUT.log("egs_subsets", "all"),
     conda:
@@ -113,5 +113,5 @@ rule egs_all:
     # A named target for everything the egs stage makes (used by tests and to prepare
     # data once for several later runs): `snakemake egs_all`.
     input:
-        lambda wc: egs_all_files(),
+        from_dag("egs_all_files"),
     default_target: False

@@ -5,16 +5,16 @@
 
 rule export_kaldi:
     input:
-        unpack(get_export_inputs),
+        unpack(from_dag("export_inputs")),
     output:
         kaldi=directory(LAYOUT.kaldi_dir("{exp}")),
     params:
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
-        ivector_options=export_ivector_options(),
+        ivector_options=PARAVG.online_ivector_options(),
         graph_dir=LAYOUT.graph_dir("words"),
-        decoder=export_decoder_options(),
-        acoustic_scale=DECODE["acoustic_scale"],
+        decoder=PARAVG.export_decoder_options(),
+        acoustic_scale=RECOGNITION.settings["acoustic_scale"],
     log:
         LAYOUT.log("export_kaldi", "{exp}"),
     benchmark:

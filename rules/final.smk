@@ -3,7 +3,7 @@
 
 rule combine:
     input:
-        unpack(get_combine_inputs),
+        unpack(from_dag("combine_inputs")),
     output:
         model=LAYOUT.combined_model("{exp}"),
         summary=LAYOUT.combine_summary("{exp}"),
@@ -28,14 +28,14 @@ rule combine:
 rule priors:
     input:
         model=LAYOUT.combined_model("{exp}"),
-        egs=get_lda_egs,
+        egs=from_dag("lda_egs"),
     output:
         model=LAYOUT.final_model("{exp}"),
         summary=LAYOUT.final_summary("{exp}"),
     params:
-        archives=lambda wc: [LAYOUT.egs_prefix(a) for a in plan(wc.exp).lda_archives()],
+        archives=from_dag("lda_archives"),
         prior_subset_size=config["combine"]["prior_subset_size"],
-        srand=lambda wc: EXPERIMENTS[wc.exp]["trainer"]["srand"],
+        srand=from_dag("srand"),
     log:
         LAYOUT.log("priors", "{exp}"),
     conda:
@@ -50,7 +50,7 @@ rule priors:
 
 rule evaluate:
     input:
-        unpack(get_eval_inputs),
+        unpack(from_dag("eval_inputs")),
     output:
         LAYOUT.eval_result("{exp}", "{set}"),
     params:
@@ -71,21 +71,17 @@ rule evaluate:
 
 rule results_table:
     input:
-        get_results_inputs,
-        decode=get_decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
+        from_dag("results_inputs"),
+        decode=PARAVG.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         md=LAYOUT.results_table("md"),
         tsv=LAYOUT.results_table("tsv"),
     params:
-        experiments=list(EXPERIMENTS),
-        eval_sets=config["eval_sets"],
+        experiments=list(PARAVG.experiments),
+        eval_sets=PARAVG.eval_sets,
         exp_root=layout_param("exp_root"),
         # the options each set's scores must have been decoded with (paravg.report)
-        decode={
-            "enabled": DECODE["enabled"],
-            "options": decode_options(),
-            "tune_set": DECODE["tune_set"],
-        },
+        decode=PARAVG.results_params(),
     log:
         LAYOUT.log("results_table", "all"),
     conda:
@@ -107,7 +103,7 @@ rule digests:
         json=LAYOUT.digests("json"),
         md=LAYOUT.digests("md"),
     params:
-        stages=digest_stages(),
+        stages=PARAVG.digest_stages(),
     log:
         LAYOUT.log("digests", "all"),
     conda:

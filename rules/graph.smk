@@ -3,19 +3,19 @@
 # decoder and the Kaldi export read that directory only (paravg.graph.build documents it).
 
 
-if GRAPH_SOURCE == "demo":
+if RECOGNITION.graph_source == "demo":
 
     rule graph_demo_words:
         input:
             # the corpus rule writes text and phone_ctm beside wav.scp (not declared)
             done=LAYOUT.demo_file("done"),
         output:
-            graph_outputs("words"),
+            RECOGNITION.graph_outputs("words"),
         params:
-            text=LAYOUT.demo_file(f"{config['data']['train_set']}/text"),
-            ctm=LAYOUT.demo_file(f"{config['data']['train_set']}/phone_ctm"),
+            text=RECOGNITION.demo_train_file("text"),
+            ctm=RECOGNITION.demo_train_file("phone_ctm"),
             out_dir=layout_param("graph_dir", "words"),
-            options=graph_options(),
+            options=RECOGNITION.graph_options(),
         log:
             LAYOUT.log("graph", "demo_words"),
         benchmark:
@@ -30,16 +30,16 @@ if GRAPH_SOURCE == "demo":
             "../scripts/graph_demo_words.py"
 
 
-if PER_ENABLED:
+if RECOGNITION.per_enabled:
 
     rule graph_phones:
         input:
-            targets=LAYOUT.data_file(config["data"]["train_set"], "targets.scp"),
+            targets=LAYOUT.targets_scp(PARAVG.train_set),
         output:
-            graph_outputs("phones"),
+            RECOGNITION.graph_outputs("phones"),
         params:
             out_dir=layout_param("graph_dir", "phones"),
-            options=graph_options(),
+            options=RECOGNITION.graph_options(),
             sil_prob=config["graph"]["phone_sil_prob"],
         log:
             LAYOUT.log("graph", "phones"),
@@ -53,17 +53,17 @@ if PER_ENABLED:
             "../scripts/graph_phones.py"
 
 
-if GRAPH_SOURCE == "lang":
+if RECOGNITION.graph_source == "lang":
 
     rule graph_lang:
         input:
-            unpack(get_user_graph_inputs),
+            unpack(from_dag("recognition.user_graph_inputs")),
         output:
-            graph_outputs("words"),
+            RECOGNITION.graph_outputs("words"),
         params:
             lang_dir=config["graph"]["lang_dir"],
             out_dir=layout_param("graph_dir", "words"),
-            options=graph_options(),
+            options=RECOGNITION.graph_options(),
         log:
             LAYOUT.log("graph", "lang"),
         benchmark:
@@ -78,13 +78,13 @@ if GRAPH_SOURCE == "lang":
             "../scripts/graph_lang.py"
 
 
-if GRAPH_SOURCE == "hclg":
+if RECOGNITION.graph_source == "hclg":
 
     rule graph_hclg:
         input:
-            unpack(get_user_graph_inputs),
+            unpack(from_dag("recognition.user_graph_inputs")),
         output:
-            graph_outputs("words"),
+            RECOGNITION.graph_outputs("words"),
         params:
             out_dir=layout_param("graph_dir", "words"),
         log:

@@ -10,7 +10,7 @@ report: "../report/workflow.rst"
 
 rule experiment_figures:
     input:
-        unpack(get_report_figure_inputs),
+        unpack(from_dag("report_figure_inputs")),
     output:
         objective=report_figure("objective", "training curves", "log-prob and frame accuracy"),
         job_objectives=report_figure("job_objectives", "training curves", "job objectives, rejected jobs"),
@@ -18,8 +18,8 @@ rule experiment_figures:
         parameter_change=report_figure("parameter_change", "diagnostics", "parameter change per layer"),
         max_change=report_figure("max_change", "diagnostics", "max-change activation rate"),
     params:
-        exp_dir=lambda wc: LAYOUT.exp_dir(wc.exp),
-        schedule=lambda wc: schedule_params(wc.exp),
+        exp_dir=from_dag("exp_dir"),
+        schedule=from_dag("schedule_params"),
     log:
         LAYOUT.log("experiment_figures", "{exp}"),
     conda:
@@ -36,7 +36,7 @@ rule experiment_config:
     input:
         # the schedule needs the egs; through the checkpoint (a plain path to its output
         # would make `all` look out of date after every finished run)
-        info=lambda wc: checkpoints.egs.get().output.info,
+        info=from_dag("egs_info_file"),
     output:
         yaml=LAYOUT.report_config("{exp}", "yaml"),
         html=report(
@@ -47,9 +47,7 @@ rule experiment_config:
             labels={"figure": "effective configuration"},
         ),
     params:
-        resolved=lambda wc: EXPERIMENTS[wc.exp],
-        overrides=lambda wc: config["experiments"][wc.exp] or {},
-        schedule=lambda wc: schedule_params(wc.exp),
+        **{k: from_dag("experiment_config_param", k) for k in ("resolved", "overrides", "schedule")},
     log:
         LAYOUT.log("experiment_config", "{exp}"),
     conda:
@@ -64,8 +62,8 @@ rule experiment_config:
 
 rule report_comparison:
     input:
-        get_report_comparison_inputs,
-        decode=get_decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
+        from_dag("report_comparison_inputs"),
+        decode=PARAVG.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         figure=report(
             LAYOUT.report_file("comparison.png"),
@@ -81,8 +79,8 @@ rule report_comparison:
         ),
         md=LAYOUT.report_file("results_by_set.md"),
     params:
-        exp_dirs={name: LAYOUT.exp_dir(name) for name in EXPERIMENTS},
-        eval_sets=config["eval_sets"],
+        exp_dirs=PARAVG.exp_dirs(),
+        eval_sets=PARAVG.eval_sets,
     log:
         LAYOUT.log("report_comparison", "all"),
     conda:

@@ -1,91 +1,50 @@
 # The sync nodes, one per iteration and off the critical path: no train job waits for
 # them (the jobs form their start models themselves from the same inputs, bit for bit).
-# paravg.sync.registry says which node a method has: `average` writes <t>.pt (Kaldi's
-# nnet3-average), `bmuf` the block state that the jobs of t + 1 read, `consensus` the mean
-# of the decentralized jobs. The EMA model follows the synced models, read by no job.
+# paravg.sync.registry.NODE_KINDS says which nodes there are and which a method has:
+# `average` writes <t>.pt (Kaldi's nnet3-average), `bmuf` the block state that the jobs of
+# t + 1 read, `consensus` the mean of the decentralized jobs. The EMA model follows the
+# synced models, read by no job.
+from paravg.sync.registry import NODE_KINDS
 
 
-rule average:
-    input:
-        unpack(get_node_inputs),
-    output:
-        model=LAYOUT.model("{exp}", "{t}"),
-        summary=LAYOUT.sync_summary("{exp}", "{t}"),
-    wildcard_constraints:
-        exp=experiments_pattern(experiments_with(node="average")),
-        t=index_after_frontier("node"),
-    params:
-        node=get_node_params,
-    log:
-        LAYOUT.log("average", "{exp}/{t}"),
-    conda:
-        "../envs/paravg.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,  # N models in memory at once
-        runtime=15,
-    script:
-        "../scripts/average.py"
+for node in NODE_KINDS.values():
+    # One rule per kind of sync node (paravg.sync.registry.NODE_KINDS), for the
+    # experiments whose method names it: its files per index are the kind's outputs.
 
-
-rule bmuf:
-    input:
-        unpack(get_node_inputs),
-    output:
-        model=LAYOUT.model("{exp}", "{t}"),
-        global_model=LAYOUT.bmuf_global("{exp}", "{t}"),
-        delta=LAYOUT.bmuf_delta("{exp}", "{t}"),
-        summary=LAYOUT.sync_summary("{exp}", "{t}"),
-    wildcard_constraints:
-        exp=experiments_pattern(experiments_with(node="bmuf")),
-        t=index_after_frontier("node"),
-    params:
-        node=get_node_params,
-    log:
-        LAYOUT.log("bmuf", "{exp}/{t}"),
-    conda:
-        "../envs/paravg.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,  # N models plus g, delta and the start model in memory
-        runtime=15,
-    script:
-        "../scripts/bmuf.py"
-
-
-rule consensus:
-    input:
-        unpack(get_node_inputs),
-    output:
-        model=LAYOUT.consensus_model("{exp}", "{t}"),
-        summary=LAYOUT.consensus_summary("{exp}", "{t}"),
-    wildcard_constraints:
-        exp=experiments_pattern(experiments_with(node="consensus")),
-        t=index_after_frontier("node"),
-    params:
-        node=get_node_params,
-    log:
-        LAYOUT.log("consensus", "{exp}/{t}"),
-    conda:
-        "../envs/paravg.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,  # N models in memory at once
-        runtime=15,
-    script:
-        "../scripts/consensus.py"
+    rule:
+        name:
+            node.name
+        input:
+            unpack(from_dag("node_inputs")),
+        output:
+            **PARAVG.node_outputs(node.name),
+        wildcard_constraints:
+            exp=for_experiments(node=node.name),
+            t=PARAVG.index_after_frontier("node"),
+        params:
+            node=from_dag("node_params"),
+        log:
+            LAYOUT.log(node.name, "{exp}/{t}"),
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        resources:
+            mem_mb=node.mem_mb,  # N models in memory at once (BMUF: and g, delta, s)
+            runtime=15,
+        script:
+            "../scripts/sync_node.py"
 
 
 rule ema:
     input:
-        unpack(get_ema_inputs),
+        unpack(from_dag("ema_inputs")),
     output:
         LAYOUT.ema_model("{exp}", "{t}"),
     wildcard_constraints:
-        exp=experiments_pattern(experiments_with_ema()),
-        t=index_after_frontier("ema"),
+        exp=PARAVG.experiments_pattern(PARAVG.experiments_with_ema()),
+        t=PARAVG.index_after_frontier("ema"),
     params:
-        decay=lambda wc: plan(wc.exp).ema_decay(int(wc.t)),
+        decay=from_dag("ema_decay"),
     log:
         LAYOUT.log("ema", "{exp}/{t}"),
     conda:
@@ -100,11 +59,11 @@ rule ema:
 
 rule evaluate_ema:
     input:
-        unpack(get_eval_ema_inputs),
+        unpack(from_dag("eval_ema_inputs")),
     output:
         LAYOUT.eval_ema_result("{exp}", "{set}"),
     wildcard_constraints:
-        exp=experiments_pattern(experiments_with_ema()),
+        exp=PARAVG.experiments_pattern(PARAVG.experiments_with_ema()),
     params:
         tolerance=config["egs"]["targets_length_tolerance"],
     log:

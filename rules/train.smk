@@ -9,15 +9,15 @@
 rule init_model:
     input:
         info=LAYOUT.egs_info(),
-        egs=get_lda_egs,
+        egs=from_dag("lda_egs"),
     output:
         model=LAYOUT.init_model("{exp}"),
         stats=LAYOUT.init_stats("{exp}"),
     params:
-        init=get_init_params,
-        model=lambda wc: EXPERIMENTS[wc.exp]["model"],
-        use_ivector=lambda wc: EXPERIMENTS[wc.exp]["ivector_enabled"],
-        srand=lambda wc: EXPERIMENTS[wc.exp]["trainer"]["srand"],
+        init=from_dag("init_params"),
+        model=from_dag("model_config"),
+        use_ivector=from_dag("uses_ivectors"),
+        srand=from_dag("srand"),
         num_targets=config["data"]["num_targets"],
     log:
         LAYOUT.log("init_model", "{exp}"),
@@ -35,16 +35,15 @@ rule init_model:
 
 rule train_job:
     input:
-        unpack(get_job_inputs),
+        unpack(from_dag("job_inputs")),
     output:
         model=job_output(LAYOUT.job_model("{exp}", "{t}", "{j}")),
         stats=LAYOUT.job_stats("{exp}", "{t}", "{j}"),
     params:
-        plan=get_job_params,
-        runtime=get_job_runtime,
+        plan=from_dag("job_params"),
     wildcard_constraints:
-        exp=experiments_pattern(experiments_with(writes_start=False)),
-        t=index_after_frontier("train"),
+        exp=for_experiments(writes_start=False),
+        t=PARAVG.index_after_frontier("train"),
     log:
         LAYOUT.log("train_job", "{exp}/{t}/job{j}"),
     benchmark:
@@ -56,9 +55,11 @@ rule train_job:
     threads: 1
     resources:
         mem_mb=2000,  # model + the models its start is formed from + one mapped archive
-        # minutes; a retry after a time limit (SLURM TIMEOUT) asks for twice as long
-        runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=gpu_for_training,
+        runtime=doubling_runtime(60),  # minutes
+        gpu=from_dag("train_gpus"),
+        # where and how fast it runs: no result depends on them, so never params
+        train_device=from_dag("job_device"),
+        straggler_factor=from_dag("job_straggler_factor"),
     script:
         "../scripts/train_job.py"
 
@@ -70,19 +71,19 @@ use rule train_job as train_job_keep_start with:
         stats=LAYOUT.job_stats("{exp}", "{t}", "{j}"),
         start=job_output(LAYOUT.job_start("{exp}", "{t}", "{j}")),
     wildcard_constraints:
-        exp=experiments_pattern(experiments_with(writes_start=True)),
-        t=index_after_frontier("train"),
+        exp=for_experiments(writes_start=True),
+        t=PARAVG.index_after_frontier("train"),
 
 
 checkpoint train_block:
-    # Block b of iterations is trained: the DAG is expanded past it only now (a chain of
+    # Block b of iterations is trained: the PARAVG is expanded past it only now (a chain of
     # checkpoints), so it holds about run.block_jobs training jobs at a time.
     input:
-        get_block_inputs,
+        from_dag("block_inputs"),
     output:
         LAYOUT.block_done("{exp}", "{b}"),
     params:
-        block=get_block_params,
+        block=from_dag("block_params"),
     log:
         LAYOUT.log("train_block", "{exp}/{b}"),
     conda:
@@ -101,14 +102,14 @@ localrules:
 
 rule diagnostics:
     input:
-        unpack(get_diag_inputs),
+        unpack(from_dag("diag_inputs")),
     output:
         LAYOUT.diag("{exp}", "{t}"),
     params:
         valid=LAYOUT.egs_subset_prefix("valid_diag"),
         train=LAYOUT.egs_subset_prefix("train_diag"),
     wildcard_constraints:
-        t=index_after_frontier("diag"),
+        t=PARAVG.index_after_frontier("diag"),
     log:
         LAYOUT.log("diagnostics", "{exp}/{t}"),
     conda:

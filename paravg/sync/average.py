@@ -109,3 +109,18 @@ def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dic
     return average_jobs(
         inputs["models"], inputs["stats"], iteration - 1, sync_cfg["objf_threshold"]
     )
+
+
+def average_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
+    """The ``average`` node (Kaldi's ``nnet3-average``): ``<t>.pt`` of ``iteration``'s jobs
+    and its summary, off the critical path (the jobs of t formed the same model)."""
+    from paravg.io import save_torch_atomic, write_json_atomic
+    from paravg.provenance import checksums
+
+    synced, summary = average_jobs(
+        files["models"], files["stats"], iteration, sync["objf_threshold"]
+    )
+    digest = save_torch_atomic(outputs["model"], synced)
+    summary["sha256"] = checksums({outputs["model"]: digest})
+    write_json_atomic(outputs["summary"], summary)
+    return summary

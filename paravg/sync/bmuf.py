@@ -100,7 +100,7 @@ def bmuf_step(
     start_in: str | Path,
     iteration: int,
     threshold: float,
-    bmuf_cfg: dict,
+    params: BmufParams,
 ) -> tuple[dict[str, dict], dict]:
     """One block over ``iteration``'s jobs: the file dicts ``start`` (s^{t+1}), ``global``
     (g) and ``delta`` (Δ), and a summary.
@@ -109,9 +109,9 @@ def bmuf_step(
     ``delta_in`` (``bmuf/<t>.delta.pt``; ``None`` = 0 for the first block) and the jobs'
     start model s from ``start_in`` (``<t>.pt``). The same function runs inside every
     train job of iteration t + 1 (its start model) and in the ``bmuf`` node (the files):
-    the same inputs give the same bits in both.
+    the same inputs give the same bits in both. ``params``: the plan's (block momentum
+    resolved for the N of ``iteration``: :meth:`paravg.plan.ExperimentPlan.sync_params`).
     """
-    params = BmufParams.from_config(bmuf_cfg, num_jobs=len(model_paths))
     g, delta = read_bmuf_state(global_in, delta_in)  # first: a bad state fails fast
     start_prev = to_float64(load_model_file(start_in)["state_dict"])
     averaged, summary = average_jobs(model_paths, stats_paths, iteration, threshold)
@@ -151,7 +151,7 @@ def bmuf_step(
     return files, summary
 
 
-def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
+def start_model(inputs: dict, iteration: int, sync: dict) -> tuple[dict, dict]:
     """s^t of every job of ``iteration`` ≥ 1, formed inside the job from iteration t − 1's
     jobs and the block state after t − 1 blocks (what the ``bmuf`` node writes)."""
     files, summary = bmuf_step(
@@ -161,34 +161,28 @@ def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dic
         (inputs.get("delta") or [None])[0],
         inputs["start"][0],
         iteration - 1,
-        sync_cfg["objf_threshold"],
-        sync_cfg["bmuf"],
+        sync["objf_threshold"],
+        BmufParams(**sync["bmuf"]),
     )
     return files["start"], summary
 
 
-def bmuf_sync(
-    model_paths: Sequence[str | Path],
-    stats_paths: Sequence[str | Path],
-    global_in: str | Path,
-    delta_in: str | Path | None,
-    start_in: str | Path,
-    iteration: int,
-    threshold: float,
-    bmuf_cfg: dict,
-    model_out: str | Path,
-    global_out: str | Path,
-    delta_out: str | Path,
-    summary_out: str | Path,
-) -> dict:
+def bmuf_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
     """The ``bmuf`` node: write :func:`bmuf_step`'s start model ``<t+1>.pt``, g, Δ and the
     summary (off the critical path: the jobs of t + 1 form the same start themselves)."""
-    files, summary = bmuf_step(
-        model_paths, stats_paths, global_in, delta_in, start_in, iteration, threshold, bmuf_cfg
+    steps, summary = bmuf_step(
+        files["models"],
+        files["stats"],
+        files["global"][0],
+        (files["delta"] or [None])[0],
+        files["start"][0],
+        iteration,
+        sync["objf_threshold"],
+        BmufParams(**sync["bmuf"]),
     )
     written = {}
-    for path, role in ((model_out, "start"), (global_out, "global"), (delta_out, "delta")):
-        written[path] = save_torch_atomic(path, files[role])
+    for role, step in (("model", "start"), ("global_model", "global"), ("delta", "delta")):
+        written[outputs[role]] = save_torch_atomic(outputs[role], steps[step])
     summary["sha256"] = checksums(written)
-    write_json_atomic(summary_out, summary)
+    write_json_atomic(outputs["summary"], summary)
     return summary

@@ -59,3 +59,15 @@ def consensus_model(
     }
     write_json_atomic(summary_out, summary)
     return summary
+
+
+def consensus_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
+    """The ``consensus`` node of a decentralized method (:func:`consensus_model`)."""
+    return consensus_model(
+        files["models"],
+        files["stats"],
+        iteration,
+        sync["objf_threshold"],
+        outputs["model"],
+        outputs["summary"],
+    )

@@ -35,7 +35,7 @@ index t + 1 (``<t+1>/job<j>.pt``); iteration 0 starts every job from ``0.pt``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from paravg.errors import ConfigError
 from paravg.sync import ring
@@ -86,6 +86,10 @@ class SyncMethod:
     fixed_num_jobs: bool = False  # the topology needs the same N every iteration
     writes_start: bool = False  # the job keeps s_j^t (<t+1>/job<j>.start.pt): read later
     restartable: bool = False  # the node's <t>.pt is every job's start s^t (restart_inputs)
+    # the ring a decentralized method mixes on: (num_jobs, iteration, srand) -> job order
+    topology: Callable[[int, int, int], tuple[int, ...]] | None = None
+    # the sync settings as the jobs and the node compute with them (sync_cfg, N) -> dict
+    resolve_params: Callable[[dict, int], dict] = lambda sync_cfg, num_jobs: dict(sync_cfg)
 
     def start_inputs(
         self, iteration: int, job: int, jobs_per_iter: tuple[int, ...], srand: int
@@ -110,7 +114,7 @@ class SyncMethod:
             return None
         return {
             "synced": [FileRef("model", iteration)],
-            "summary": [FileRef(NODE_OUTPUTS[self.node][-1], iteration)],
+            "summary": [FileRef(self.node_summary, iteration)],
             "stats": _jobs(iteration, range(jobs_per_iter[iteration - 1]))["stats"],
         }
 
@@ -127,9 +131,13 @@ class SyncMethod:
         return self._node_inputs(t, 0, jobs_per_iter, srand)
 
     @property
+    def node_kind(self) -> NodeKind:
+        return NODE_KINDS[self.node]
+
+    @property
     def node_outputs(self) -> tuple[str, ...]:
         """Layout kinds the node writes per index (the summary JSON last)."""
-        return NODE_OUTPUTS[self.node]
+        return self.node_kind.layout_kinds
 
     @property
     def node_summary(self) -> str:
@@ -137,25 +145,82 @@ class SyncMethod:
 
     @property
     def decentralized(self) -> bool:
-        return self.node == "consensus"
+        return self.topology is not None
 
 
-NODE_OUTPUTS = {
-    "average": ("model", "sync_summary"),
-    "bmuf": ("model", "bmuf_global", "bmuf_delta", "sync_summary"),
-    "consensus": ("consensus_model", "consensus_summary"),
-}
+@dataclass(frozen=True)
+class NodeKind:
+    """One kind of off-path sync node: the rule (``rules/sync.smk`` makes one per kind,
+    running ``scripts/sync_node.py``), the files it writes per index, and the function
+    that writes them.
+
+    ``outputs``: (role, Layout kind of a per-index file ``kind(exp, t)``), the summary JSON
+    last; the first is the node's model. ``run``: ``"module:function"`` called as
+    ``function(files, sync, iteration, outputs)`` with the node's input files by role, the
+    plan's sync params of that iteration, the iteration whose jobs it reads and the output
+    paths by role. ``writes``: what the model files are (the provenance of each file
+    names the rule that wrote it: :func:`paravg.layout.model_producer`).
+    """
+
+    name: str
+    summary: str
+    outputs: tuple[tuple[str, str], ...]
+    run: str
+    mem_mb: int = 2000
+
+    @property
+    def layout_kinds(self) -> tuple[str, ...]:
+        return tuple(kind for _, kind in self.outputs)
+
+    @property
+    def model_kinds(self) -> tuple[str, ...]:
+        """The Layout kinds of the model files it writes (all but the summary)."""
+        return self.layout_kinds[:-1]
+
+    @property
+    def summary_kind(self) -> str:
+        return self.layout_kinds[-1]
+
+
+#: Every kind of sync node, by rule name. A method names one; a new kind is one entry.
+NODE_KINDS: dict[str, NodeKind] = {
+    k.name: k
+    for k in (
+        NodeKind(
+            "average", "Kaldi's nnet3-average: <t>.pt, every job's next start",
+            (("model", "model"), ("summary", "sync_summary")),
+            "paravg.sync.average:average_node",
+        ),
+        NodeKind(
+            "bmuf", "<t>.pt and the block state (g, delta) the jobs of t + 1 read",
+            (("model", "model"), ("global_model", "bmuf_global"), ("delta", "bmuf_delta"),
+             ("summary", "sync_summary")),
+            "paravg.sync.bmuf:bmuf_node",
+        ),
+        NodeKind(
+            "consensus", "the mean of all learners (diagnostics and the final model)",
+            (("model", "consensus_model"), ("summary", "consensus_summary")),
+            "paravg.sync.consensus:consensus_node",
+        ),
+    )
+}  # fmt: skip
+
+
+def node_kinds_writing(layout_kind: str) -> list[NodeKind]:
+    """The node kinds that write files of ``layout_kind`` (e.g. ``model``: average, bmuf)."""
+    return [k for k in NODE_KINDS.values() if layout_kind in k.layout_kinds]
 
 
 def neighbourhoods(method: str, iteration: int, num_jobs: int, srand: int) -> list[tuple[int, ...]]:
     """N_j of the mixing that builds the start models of ``iteration`` (ring methods)."""
-    if method == "random-ring":
-        order = ring.random_ring_order(num_jobs, iteration, srand)
-    elif method in ("ring", "delay-by-one", "d-psgd"):
-        order = ring.fixed_ring_order(num_jobs)
-    else:
+    topology = get_method(method).topology
+    if topology is None:
         raise ValueError(f"sync method {method!r} has no ring")
-    return ring.ring_neighbourhoods(order)
+    return ring.ring_neighbourhoods(topology(num_jobs, iteration, srand))
+
+
+def _fixed_ring(num_jobs: int, iteration: int, srand: int) -> tuple[int, ...]:
+    return ring.fixed_ring_order(num_jobs)
 
 
 def _average_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
@@ -221,6 +286,11 @@ def _bmuf_lr_scale(sync_cfg: dict, num_jobs: int) -> float:
     return job_learning_rate_scale(BmufParams.from_config(sync_cfg["bmuf"], num_jobs))
 
 
+def _bmuf_params(sync_cfg: dict, num_jobs: int) -> dict:
+    """``sync.bmuf`` resolved for N jobs (block momentum 1 − 1/N when null)."""
+    return {**sync_cfg, "bmuf": asdict(BmufParams.from_config(sync_cfg["bmuf"], num_jobs))}
+
+
 SYNC_METHODS: dict[str, SyncMethod] = {
     m.name: m
     for m in (
@@ -232,27 +302,28 @@ SYNC_METHODS: dict[str, SyncMethod] = {
         SyncMethod(
             "bmuf", "block momentum over the average", "bmuf", "bmuf_global",
             "paravg.sync.bmuf:start_model", 1, _bmuf_inputs, _bmuf_inputs, lr_scale=_bmuf_lr_scale,
-            restartable=True,
+            restartable=True, resolve_params=_bmuf_params,
         ),
         SyncMethod(
             "ring", "mix with fixed ring neighbours", "consensus", "consensus_model",
             "paravg.sync.decentralized:start_model", 1, _ring_inputs("ring"), _all_jobs,
-            fixed_num_jobs=True,
+            fixed_num_jobs=True, topology=_fixed_ring,
         ),
         SyncMethod(
             "random-ring", "mix on a ring re-drawn per iteration", "consensus",
             "consensus_model", "paravg.sync.decentralized:start_model", 1,
             _ring_inputs("random-ring"), _all_jobs, fixed_num_jobs=True,
+            topology=ring.random_ring_order,
         ),
         SyncMethod(
             "delay-by-one", "mix starts, add last progress", "consensus", "consensus_model",
             "paravg.sync.decentralized:start_model", 2, _delay_by_one_inputs, _all_jobs,
-            fixed_num_jobs=True, writes_start=True,
+            fixed_num_jobs=True, writes_start=True, topology=_fixed_ring,
         ),
         SyncMethod(
             "d-psgd", "mix starts, add own progress", "consensus", "consensus_model",
             "paravg.sync.decentralized:start_model", 1, _d_psgd_inputs, _all_jobs,
-            fixed_num_jobs=True, writes_start=True,
+            fixed_num_jobs=True, writes_start=True, topology=_fixed_ring,
         ),
     )
 }  # fmt: skip

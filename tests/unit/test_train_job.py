@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from paravg.nnet.tdnn import TdnnModel
-from paravg.train_job import JobSpec, StepStats, apply_max_change, job_seed
+from paravg.plan import JobSpec, job_seed
+from paravg.train_job import StepStats, apply_max_change
 
 CFG = {
     "input_splice": [0],

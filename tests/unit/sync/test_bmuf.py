@@ -1,6 +1,7 @@
 """BMUF: reduces to averaging at bm = 0, η_b = 1; classic and Nesterov blocks by hand."""
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -8,7 +9,7 @@ import torch
 from paravg.io import save_torch_atomic
 from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
 from paravg.sync.average import average_jobs
-from paravg.sync.bmuf import bmuf_start, bmuf_sync, bmuf_update
+from paravg.sync.bmuf import bmuf_node, bmuf_start, bmuf_update
 from paravg.sync.bmuf_params import BmufParams, default_block_momentum, job_learning_rate_scale
 
 CFG = {
@@ -17,6 +18,16 @@ CFG = {
     "max_change_hidden": 0.75,
     "max_change_output": 1.5,
 }
+
+
+def bmuf_sync(paths, stats, g_in, d_in, s_in, it, threshold, cfg, model_out, g_out, d_out, summary):
+    """The ``bmuf`` node on these files, its block momentum resolved from ``sync.bmuf`` for
+    N = len(paths) as the plan resolves it (paravg.plan.ExperimentPlan.sync_params)."""
+    bmuf = asdict(BmufParams.from_config(cfg, len(paths)))
+    files = {"models": paths, "stats": stats, "global": [g_in], "delta": [d_in] if d_in else []}
+    outputs = {"model": model_out, "global_model": g_out, "delta": d_out, "summary": summary}
+    sync = {"objf_threshold": threshold, "bmuf": bmuf}
+    return bmuf_node({**files, "start": [s_in]}, sync, it, outputs)
 
 
 def model(seed):

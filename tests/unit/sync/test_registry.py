@@ -11,7 +11,7 @@ from paravg.io import save_torch_atomic
 from paravg.layout import Layout
 from paravg.sync.decentralized import mixed_start
 from paravg.sync.registry import (
-    NODE_OUTPUTS,
+    NODE_KINDS,
     SYNC_METHODS,
     get_method,
     methods_with,
@@ -50,7 +50,25 @@ def test_node_and_synced_model_per_method():
         assert m.decentralized and m.synced_model(L, "e", 3) == "r/exp/e/consensus/3.pt"
     for m in SYNC_METHODS.values():
         assert m.synced_model(L, "e", 0) == "r/exp/e/0.pt"
-        assert m.node_outputs == NODE_OUTPUTS[m.node]
+        assert m.node_outputs == NODE_KINDS[m.node].layout_kinds
+    # every node writes its model first and its summary JSON last, through the layout
+    assert {k.name: k.layout_kinds for k in NODE_KINDS.values()} == {
+        "average": ("model", "sync_summary"),
+        "bmuf": ("model", "bmuf_global", "bmuf_delta", "sync_summary"),
+        "consensus": ("consensus_model", "consensus_summary"),
+    }
+    assert not get_method("average").decentralized and not get_method("bmuf").decentralized
+
+
+def test_sync_params_resolve_bmuf_block_momentum_for_the_iterations_jobs():
+    """The plan's sync settings (read by the job and by the node alike): BMUF's null block
+    momentum becomes 1 − 1/N for the N of the iteration; other methods keep theirs."""
+    bmuf = get_method("bmuf").resolve_params(SYNC, 4)
+    assert bmuf["bmuf"] == {"block_momentum": 0.75, "block_lr": 1.0, "nesterov": True}
+    assert get_method("bmuf").resolve_params(SYNC, 1)["bmuf"]["block_momentum"] == 0.0
+    fixed = {**SYNC, "bmuf": {**SYNC["bmuf"], "block_momentum": 0.5}}
+    assert get_method("bmuf").resolve_params(fixed, 4)["bmuf"]["block_momentum"] == 0.5
+    assert get_method("average").resolve_params(SYNC, 4) == SYNC
 
 
 @pytest.mark.parametrize("name", sorted(SYNC_METHODS))

@@ -4,9 +4,9 @@ node writes from the same inputs (average and BMUF): the node is off the critica
 Both sides run the real rule scripts with the files and settings the plan gives their
 rules: ``scripts/train_job.py`` (``run_planned_job`` forms the start from
 ``ExperimentPlan.start_inputs`` and keeps it in ``<t+1>/job<j>.start.pt``; the job itself
-only sleeps, ``simulate.train_seconds``) and ``scripts/average.py`` / ``scripts/bmuf.py``
-(``<t>.pt`` from ``ExperimentPlan.node_inputs``). The params dicts are those of
-``get_job_params``, ``get_job_runtime`` and ``get_node_params`` in ``rules/common.smk``."""
+only sleeps, ``simulate.train_seconds``) and ``scripts/sync_node.py`` as rule ``average`` /
+``bmuf`` (``<t>.pt`` from ``ExperimentPlan.node_inputs``). The params are the plan's
+``job_rule_params`` and ``node_rule_params``, what ``paravg.dag.Dag`` gives the rules."""
 
 import json
 import runpy
@@ -75,19 +75,12 @@ def run_script(name, **snakemake):
 def job_start(p, t, j):
     """Job j of iteration t through ``scripts/train_job.py``: the start model it formed."""
     L, e = p.layout, p.name
-    plan = {
-        "job": p.job_params(t, j),
-        "files": p.start_inputs(t, j),
-        "fingerprint": p.fingerprint(t + 1),
-        "egs": p.egs.identity,
-        "inputs_fingerprint": p.start_inputs_fingerprint(t, j),
-        "sync": p.sync_fingerprint_part(),
-        "method": p.sync.name,
-    }
+    plan = p.job_rule_params(t, j)
     start = L.job_start(e, t + 1, j)
     run_script(
         "train_job.py",
-        params=Snake(plan=plan, runtime={"device": "cpu", "straggler_factor": 1.0}),
+        params=Snake(plan=plan),
+        resources=Snake(train_device="cpu", straggler_factor="1.0"),
         output=Snake(model=L.job_model(e, t + 1, j), stats=L.job_stats(e, t + 1, j), start=start),
         log=[None],
         threads=torch.get_num_threads(),
@@ -100,11 +93,9 @@ def job_start(p, t, j):
 def node(p, t):
     """The sync node of index t through its rule script: ``<t>.pt`` and its summary."""
     L, e = p.layout, p.name
-    params = Snake(node={"iteration": t - 1, "sync": p.sync_cfg, "files": p.node_inputs(t)})
-    out = Snake(model=L.model(e, t), summary=L.sync_summary(e, t))
-    if p.sync.name == "bmuf":
-        out.update(global_model=L.bmuf_global(e, t), delta=L.bmuf_delta(e, t))
-    run_script(f"{p.sync.node}.py", params=params, output=out, log=[None])
+    params = Snake(node=p.node_rule_params(t))
+    out = Snake({role: getattr(L, kind)(e, t) for role, kind in p.sync.node_kind.outputs})
+    run_script("sync_node.py", rule=p.sync.node, params=params, output=out, log=[None])
     summary = json.loads(Path(L.sync_summary(e, t)).read_text())
     return load_model_file(L.model(e, t))["state_dict"], summary
 
