@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from paravg.errors import DataError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -85,7 +87,7 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         return json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+        raise DataError(f"{path}: not valid JSON ({exc})") from exc
 
 
 def save_torch_atomic(path: str | os.PathLike, obj: Any) -> str:

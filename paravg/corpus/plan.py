@@ -37,6 +37,7 @@ import numpy as np
 
 from paravg.corpus.engines import ALL_VOICES, Voice
 from paravg.corpus.text import sentence_pools
+from paravg.errors import ConfigError
 
 #: Speed-perturbation factor of variant ``v`` is ``SPEED_FACTORS[v % 20]``.
 SPEED_FACTORS = (
@@ -93,7 +94,11 @@ def held_out_split(
     ``dev_fraction`` is 0)."""
     sources = list(dict.fromkeys(v.source for v in voices))
     if len(sources) < 2:
-        raise ValueError(f"a train/test split by voice needs >= 2 source voices, found {sources}")
+        raise ConfigError(
+            f"demo: a train/test split by voice needs >= 2 source voices, the installed "
+            f"voices give {sources}; install more flite/festival voices, or libespeak-ng "
+            "with demo.use_espeak: true"
+        )
     order = [s for s in HELD_OUT_ORDER if s in sources]
     order += [s for s in sources if s not in order]
     count = min(max(1, math.ceil(test_fraction * len(sources) - 1e-9)), len(sources) - 1)
@@ -101,9 +106,12 @@ def held_out_split(
     if dev_fraction > 0:
         dev = max(1, round(dev_fraction * len(sources)))
         if count + dev > len(sources) - 1:
-            raise ValueError(
-                f"demo.dev_fraction {dev_fraction}: {len(sources)} source voices cannot give "
-                f"{count} test, {dev} dev and at least one training source"
+            raise ConfigError(
+                f"demo.dev_fraction {dev_fraction} with demo.test_fraction {test_fraction}: "
+                f"the {len(sources)} installed source voices cannot give {count} test, {dev} "
+                "dev and at least one training source; lower demo.dev_fraction (0: no dev "
+                "set) or demo.test_fraction, or install more voices (libespeak-ng with "
+                "demo.use_espeak: true)"
             )
     return {"test": order[:count], "dev": order[count : count + dev]}
 
@@ -118,11 +126,14 @@ def plan_speakers(
 ) -> list[SpeakerPlan]:
     """Plans of all speakers, sorted by speaker id."""
     if minutes <= 0:
-        raise ValueError(f"demo minutes must be > 0, got {minutes}")
+        raise ConfigError(f"demo.minutes must be > 0, got {minutes}")
     if not 0 < test_fraction < 1:
-        raise ValueError(f"demo test_fraction must be in (0, 1), got {test_fraction}")
+        raise ConfigError(f"demo.test_fraction must be in (0, 1), got {test_fraction}")
     if not 0 <= dev_fraction < 1 - test_fraction:
-        raise ValueError(f"demo dev_fraction must be in [0, 1 - test_fraction), got {dev_fraction}")
+        raise ConfigError(
+            f"demo.dev_fraction must be in [0, 1 - demo.test_fraction) = [0, "
+            f"{1 - test_fraction:g}) (the train set needs the rest), got {dev_fraction}"
+        )
     per_voice = variants_per_voice(variants, len(voices))
     held_out = held_out_split(voices, test_fraction, dev_fraction)
     subset_of_source = {src: name for name, srcs in held_out.items() for src in srcs}

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from paravg.errors import DataError
 from paravg.io import atomic_path, preallocate, read_json, write_json_atomic, write_text_atomic
 
 ARRAY_FIELDS = ("feats", "labels", "weights", "ivectors")
@@ -212,7 +213,7 @@ def open_arrays(prefix: str | os.PathLike) -> dict[str, np.ndarray]:
     for name, (shape, dtype) in meta.shapes().items():
         array = np.load(files[name], mmap_mode="r")
         if array.shape != shape or array.dtype != np.dtype(dtype):
-            raise ValueError(
+            raise DataError(
                 f"{files[name]}: shape {array.shape} {array.dtype}, meta says {shape} {dtype}"
             )
         arrays[name] = array

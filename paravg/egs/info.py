@@ -14,6 +14,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from paravg.errors import DataError
 from paravg.io import read_json, write_json_atomic
 
 
@@ -72,11 +73,11 @@ class EgsInfo:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise ValueError(f"{where}: unknown keys {unknown}")
+            raise DataError(f"{where}: unknown keys {unknown}, expected an egs info.json")
         try:
             return cls(**data)
         except TypeError as exc:
-            raise ValueError(f"{where}: {exc}") from exc
+            raise DataError(f"{where}: not an egs info.json ({exc})") from exc
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> EgsInfo:

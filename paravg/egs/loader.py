@@ -33,6 +33,7 @@ import torch
 from paravg.egs.archive import ArchiveMeta, open_arrays, read_keys
 from paravg.egs.minibatch import MinibatchRule
 from paravg.egs.shuffle import buffer_shuffle_order
+from paravg.errors import ConfigError
 
 
 @dataclass
@@ -107,9 +108,12 @@ def _check_context(archive: EgsArchive, left_context: int, right_context: int) -
     if not (
         0 <= left_context <= archive.left_context and 0 <= right_context <= archive.right_context
     ):
-        raise ValueError(
-            f"{archive.prefix}: model context ({left_context}, {right_context}) exceeds the "
-            f"stored context ({archive.left_context}, {archive.right_context}); remake the egs"
+        raise ConfigError(
+            f"{archive.prefix}: the model's context ({left_context}, {right_context}) (from "
+            "model.input_splice and model.hidden[].splice, or an experiment's model "
+            f"override) exceeds the stored context ({archive.left_context}, "
+            f"{archive.right_context}) the egs were cut with: the egs must be rebuilt for "
+            "this model config"
         )
 
 

@@ -115,10 +115,10 @@ def _load_frame_table(path: PathLike, kind: str) -> tuple[dict[str, slice], dict
 
 def _frames_of(table: dict[str, slice], path: PathLike, utt: str, num_frames: int) -> slice:
     if utt not in table:
-        raise ValueError(f"{path}: no entry for utterance {utt!r} (was it made from other data?)")
+        raise DataError(f"{path}: no entry for utterance {utt!r} (was it made from other data?)")
     sl = table[utt]
     if sl.stop - sl.start != num_frames:
-        raise ValueError(
+        raise DataError(
             f"{path}: utterance {utt!r} has {sl.stop - sl.start} frames there but {num_frames} now"
         )
     return sl
@@ -144,7 +144,7 @@ def train_pca(
     for utt in utts:
         x = source[utt]
         if x.shape[1] != pipeline_dim:
-            raise ValueError(
+            raise DataError(
                 f"{feats_scp}: utterance {utt!r} has dimension {x.shape[1]}, but {cmvn_scp} is "
                 f"for {pipeline_dim}-dimensional features"
             )
@@ -239,7 +239,7 @@ def ubm_accumulate(
     source, speakers = _job(feats_scp, spk2utt, job, nj)
     table, arrays = _load_frame_table(gselect, "gselect")
     if arrays["index"].size and arrays["index"].max() >= gmm.num_gauss:
-        raise ValueError(f"{gselect}: Gaussian indices exceed the {gmm.num_gauss} of {ubm_path}")
+        raise DataError(f"{gselect}: Gaussian indices exceed the {gmm.num_gauss} of {ubm_path}")
     stats = ubm.UbmStats.zeros(gmm.num_gauss, gmm.dim)
     for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
         sel = arrays["index"][_frames_of(table, gselect, utt, x.shape[0])]
@@ -323,7 +323,7 @@ def extractor_accumulate(
     extractor = IvectorExtractor.load(extractor_path)
     pipeline = IvectorFeaturePipeline.load(pca)
     if pipeline.output_dim != extractor.feat_dim:
-        raise ValueError(
+        raise DataError(
             f"{pca} gives {pipeline.output_dim}-dim features; {extractor_path} expects "
             f"{extractor.feat_dim}"
         )

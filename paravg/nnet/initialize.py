@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from paravg.egs import EgsArchive, EgsInfo, all_frame_minibatches
+from paravg.errors import ConfigError, DataError
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.lda import LdaStats, estimate_transform
 from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
@@ -39,8 +40,9 @@ def accumulate_lda_stats(
                 x = model.lda_input(mb.feats, ivec)  # (B, F, lda_dim)
             labels = mb.labels.reshape(-1).numpy()
             if labels.max(initial=0) >= model.num_targets:
-                raise ValueError(
-                    f"{prefix}: target {labels.max()} >= num_targets {model.num_targets}"
+                raise DataError(
+                    f"{prefix}: target {labels.max()} >= num_targets {model.num_targets}; "
+                    "expected every target below the model's output count"
                 )
             stats.accumulate(
                 x.reshape(-1, model.lda_dim).numpy(),
@@ -70,9 +72,11 @@ def init_model(
     model = TdnnModel(model_cfg, info.feat_dim, ivector_dim, num_targets)
     left, right = model.left_context, model.right_context
     if left > info.left_context or right > info.right_context:
-        raise ValueError(
-            f"model context ({left}, {right}) exceeds the egs context "
-            f"({info.left_context}, {info.right_context}): regenerate the egs"
+        raise ConfigError(
+            f"the model's context ({left}, {right}) (from model.input_splice and "
+            "model.hidden[].splice, or an experiment's model override) exceeds the egs "
+            f"context ({info.left_context}, {info.right_context}) of {info_path}: the egs "
+            "must be rebuilt for this model config"
         )
     stats = accumulate_lda_stats(model, archives, model_cfg["lda_rand_prune"], seed=srand)
     transform, offset = estimate_transform(

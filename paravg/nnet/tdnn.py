@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from paravg.errors import DataError
 from paravg.nnet.affine import Affine, plain_affine_factory
 from paravg.nnet.context import model_context
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
@@ -291,8 +292,8 @@ def load_model_file(path: str | Path) -> dict:
     bytes differ from the sha256 its producer recorded raises a
     :class:`~paravg.errors.ModelFileError` naming the file, the rule that wrote it and
     how to rebuild it (:mod:`paravg.provenance`); non-finite parameters (a diverged
-    model, not a damaged file) a ``ValueError``. A broken model is never averaged or
-    trained from.
+    model, not a damaged file) a :class:`~paravg.errors.DataError` (a ``ValueError``). A
+    broken model is never averaged or trained from.
     """
     import io
 
@@ -311,7 +312,10 @@ def load_model_file(path: str | Path) -> dict:
         raise damaged(path, f"not a {MODEL_FORMAT} model file")
     for name, tensor in obj["state_dict"].items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(f"{path}: parameter {name} has non-finite values (diverged model)")
+            raise DataError(
+                f"{path}: parameter {name} has non-finite values (a diverged model; expected "
+                "finite parameters)"
+            )
     return obj
 
 

@@ -5,6 +5,7 @@ import pytest
 from paravg.corpus.engines import ALL_VOICES, ESPEAK_VOICES, FESTIVAL_VOICES, FLITE_VOICES
 from paravg.corpus.plan import held_out_sources, plan_speakers, variants_per_voice
 from paravg.corpus.text import kaldi_transcript
+from paravg.errors import ConfigError
 
 NO_ESPEAK = FLITE_VOICES + FESTIVAL_VOICES
 
@@ -59,12 +60,14 @@ def test_plans_are_seeded():
     assert all(35 <= p.pitch <= 65 and 0.9 <= p.tempo <= 1.12 for p in espeak)
 
 
-def test_bad_arguments_are_errors():
-    with pytest.raises(ValueError, match="minutes"):
+def test_bad_arguments_are_config_errors():
+    with pytest.raises(ConfigError, match=r"demo\.minutes"):
         plan_speakers(ALL_VOICES, 0, 0.2, 5, 0)
-    with pytest.raises(ValueError, match="test_fraction"):
+    with pytest.raises(ConfigError, match=r"demo\.test_fraction"):
         plan_speakers(ALL_VOICES, 1, 1.0, 5, 0)
-    with pytest.raises(ValueError, match="source"):
+    with pytest.raises(ConfigError, match=r"demo\.dev_fraction must be in \[0, 1 - demo\.test_"):
+        plan_speakers(ALL_VOICES, 1, 0.6, 5, 0, dev_fraction=0.4)
+    with pytest.raises(ConfigError, match=r">= 2 source voices.*demo\.use_espeak"):
         held_out_sources(FLITE_VOICES[2:], 0.2)
 
 
@@ -89,5 +92,5 @@ def test_the_dev_set_has_its_own_voices_and_leaves_the_test_set_as_it_was(voices
 
 
 def test_a_dev_set_that_leaves_no_training_voice_is_refused():
-    with pytest.raises(ValueError, match="dev_fraction"):
+    with pytest.raises(ConfigError, match=r"demo\.dev_fraction 0\.5 with demo\.test_fraction 0\.4"):
         plan_speakers(FLITE_VOICES[:3], 10, 0.4, 5, 0, dev_fraction=0.5)

@@ -7,6 +7,7 @@ import pytest
 
 from paravg.egs import EgsArchive, all_frame_minibatches, frame_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter, EgsBatch, archive_files, write_archive
+from paravg.errors import DataError
 
 
 def batch(n, meta, seed=0):
@@ -69,5 +70,5 @@ def test_meta_mismatch_is_detected(tmp_path):
     write_archive(tmp_path / "z", batch(4, meta), meta)
     bad = {**json.loads((tmp_path / "z.meta.json").read_text()), "num_egs": 5}
     (tmp_path / "z.meta.json").write_text(json.dumps(bad))
-    with pytest.raises(ValueError, match=r"z.feats.npy: shape"):
+    with pytest.raises(DataError, match=r"z\.feats\.npy: shape"):
         EgsArchive(tmp_path / "z")

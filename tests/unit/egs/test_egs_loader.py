@@ -7,6 +7,7 @@ import torch
 from paravg.egs import EgsArchive, all_frame_minibatches, frame_minibatches
 from paravg.egs.archive import ArchiveMeta, EgsBatch, write_archive
 from paravg.egs.shuffle import buffer_shuffle_order, reservoir_sample
+from paravg.errors import ConfigError
 
 F, LC, RC, D = 8, 4, 3, 3
 
@@ -94,7 +95,7 @@ def test_shuffle_differs_between_seeds(archive):
 
 
 def test_context_wider_than_stored_is_an_error(archive):
-    with pytest.raises(ValueError, match="exceeds the stored context"):
+    with pytest.raises(ConfigError, match=r"model\.input_splice .* exceeds the stored context"):
         next(frame_minibatches(archive, 0, LC + 1, RC, 4, 4, 0))
     with pytest.raises(ValueError, match="frame 8 out of range"):
         next(frame_minibatches(archive, F, LC, RC, 4, 4, 0))

@@ -85,6 +85,20 @@ def plan(data, out, **opts):
     )
 
 
+def test_a_damaged_info_json_is_a_data_error(synth, tmp_path):
+    info = plan(synth, tmp_path / "egs")
+    path = tmp_path / "egs" / "info.json"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(DataError, match=r"info\.json: not valid JSON"):
+        EgsInfo.load(path)
+    with pytest.raises(DataError, match=r"info\.json: unknown keys \['extra'\]"):
+        EgsInfo.from_dict({**info.to_dict(), "extra": 1}, where=str(path))
+    without = {k: v for k, v in info.to_dict().items() if k != "num_archives"}
+    with pytest.raises(DataError, match=r"info\.json: not an egs info\.json"):
+        EgsInfo.from_dict(without, where=str(path))
+
+
 def test_plan_writes_lists_and_info(synth, tmp_path):
     info = plan(synth, tmp_path / "egs")
     assert EgsInfo.load(tmp_path / "egs" / "info.json") == info

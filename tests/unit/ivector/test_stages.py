@@ -191,7 +191,7 @@ def test_posteriors_from_other_data_are_a_clear_error(corpus, trained, tmp_path)
         tmp_path, speaker_utterances(rng, 6, 3, (60, 140), dim=8, num_components=6, rank=2)
     )
     d = trained
-    with pytest.raises(ValueError, match="frames there but"):
+    with pytest.raises(DataError, match="frames there but"):
         stages.extractor_accumulate(
             d / "extractor.1.npz",
             d / "pca.npz",

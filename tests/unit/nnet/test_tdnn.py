@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from paravg.errors import ModelFileError
+from paravg.errors import DataError, ModelFileError
 from paravg.io import save_torch_atomic
 from paravg.nnet.context import model_context
 from paravg.nnet.tdnn import (
@@ -105,7 +105,7 @@ def test_model_file_round_trip_and_corruption(tmp_path):
     bad = model_to_file_dict(model)
     bad["state_dict"]["hidden.0.weight"][0, 0] = float("nan")
     save_torch_atomic(tmp_path / "nan.pt", bad)
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(DataError, match="non-finite"):
         load_model_file(tmp_path / "nan.pt")
 
 
