@@ -46,8 +46,15 @@ _DefaultFillingValidator = _with_defaults(jsonschema.Draft202012Validator)
 
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
-    """The YAML schema (parsed once per process; each caller gets its own copy)."""
-    return copy.deepcopy(_parsed_yaml(str(path)))
+    """The YAML schema (parsed once per process; each caller gets its own copy), with
+    ``sync.method``'s enum from the sync registry (a new method is one registry entry)."""
+    from paravg.sync.registry import SYNC_METHODS
+
+    schema = copy.deepcopy(_parsed_yaml(str(path)))
+    method = schema.get("$defs", {}).get("sync", {}).get("properties", {}).get("method")
+    if method is not None:
+        method["enum"] = list(SYNC_METHODS)
+    return schema
 
 
 @functools.lru_cache(maxsize=8)

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 
 from paravg.config import demo_set_names, resolved_experiments
+from paravg.devices import training_gpus
 from paravg.errors import ConfigError, DataError
 from paravg.io import read_json
 from paravg.layout import Layout
@@ -49,16 +49,6 @@ OFF_PATH_LAG = 2
 
 #: The egs subsets (``valid_diag``, ``train_diag``: diagnostics; ``combine``: combination).
 EGS_SUBSETS = ("valid_diag", "train_diag", "combine")
-
-
-def training_gpus(device: str) -> int:
-    """``resources: gpu`` of a train job: 1 when ``trainer.device`` trains on a GPU of this
-    host ("cuda", or "auto" with an NVIDIA driver installed: nvidia-smi comes with it)."""
-    if device == "cuda":
-        return 1
-    if device == "auto":
-        return int(shutil.which("nvidia-smi") is not None)
-    return 0
 
 
 class Dag:

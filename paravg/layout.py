@@ -41,6 +41,7 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
 
 from __future__ import annotations
 
+import functools
 import glob
 import inspect
 import os
@@ -423,16 +424,12 @@ class ModelProducer:
     key: str  # the file's path relative to its experiment dir: its key in ``sha256``
 
 
-# Layout kind of each model file -> (rule writing it, kind of that rule's JSON). <t>.pt is
-# written by the experiment's sync node: ``average``, or ``bmuf`` (beside bmuf/<t>.pt).
+# Layout kind of each model file outside the sync nodes -> (rule writing it, kind of that
+# rule's JSON); the sync nodes' model files come from paravg.sync.registry.NODE_KINDS.
 _MODEL_KINDS = {
     "init_model": ("init_model", "init_stats"),
     "job_start": ("train_job_keep_start", "job_stats"),
     "job_model": ("train_job", "job_stats"),
-    "model": ("average", "sync_summary"),
-    "bmuf_global": ("bmuf", "sync_summary"),
-    "bmuf_delta": ("bmuf", "sync_summary"),
-    "consensus_model": ("consensus", "consensus_summary"),
     "ema_model": ("ema", None),
     "combined_model": ("combine", "combine_summary"),
     "final_model": ("priors", "final_summary"),
@@ -459,21 +456,44 @@ def _regex(kind: str) -> re.Pattern:
     return re.compile(pattern + "$")
 
 
-_REGEXES = {kind: _regex(kind) for kind in _MODEL_KINDS}
+def _node_writers() -> dict[str, list]:
+    """Layout kind -> the sync node kinds writing it, the most outputs first (``<t>.pt``:
+    bmuf, which also writes bmuf/<t>.pt, before average)."""
+    from paravg.sync.registry import NODE_KINDS
+
+    writers: dict[str, list] = {}
+    for node in sorted(NODE_KINDS.values(), key=lambda k: -len(k.outputs)):
+        for kind in node.model_kinds:
+            writers.setdefault(kind, []).append(node)
+    return writers
+
+
+@functools.cache
+def _regexes() -> dict[str, re.Pattern]:
+    return {kind: _regex(kind) for kind in (*_MODEL_KINDS, *_node_writers())}
+
+
+def _producer_rule(layout: Layout, kind: str, exp: str, t: str) -> tuple[str, str | None]:
+    """(rule, record kind) of a model file of ``kind``: a fixed rule, or the sync node
+    kind writing it whose other model files of the same index exist."""
+    if kind in _MODEL_KINDS:
+        return _MODEL_KINDS[kind]
+    writers = _node_writers()[kind]
+    for node in writers[:-1]:
+        others = [k for k in node.model_kinds if k != kind]
+        if all(os.path.exists(getattr(layout, k)(exp, t)) for k in others):
+            return node.name, node.summary_kind
+    return writers[-1].name, writers[-1].summary_kind
 
 
 def model_producer(path) -> ModelProducer | None:
     """Who writes the model file ``path`` (under any results root); None for other files."""
-    import os
-
     text = str(path)
-    for kind, regex in _REGEXES.items():
+    for kind, regex in _regexes().items():
         if not (m := regex.match(text)):
             continue
-        rule, record_kind = _MODEL_KINDS[kind]
         layout, exp = Layout(m["root"]), m["exp"]
-        if kind == "model" and os.path.exists(layout.bmuf_global(exp, m["t"])):
-            rule = "bmuf"
+        rule, record_kind = _producer_rule(layout, kind, exp, m.groupdict().get("t"))
         record = None
         if record_kind:
             record = getattr(layout, record_kind)(*(m[a] for a in _args(record_kind)))

@@ -18,22 +18,15 @@ running, or a stage that an experiment does not have); unknown keys are kept as 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from paravg.io import read_json
 from paravg.layout import Layout
+from paravg.sync.registry import node_summary_kinds
 
 log = logging.getLogger(__name__)
-
-_NUM_RE = re.compile(r"^(\d+)\.json$")
-
-#: Where the per-iteration sync summaries live, in order of preference: the fan-in
-#: (``average``, ``bmuf``) writes ``sync/<t>.json``; decentralized methods have no fan-in
-#: and their off-critical-path consensus writes ``consensus/<t>.json`` (same keys).
-SYNC_SUMMARY_DIRS = ("sync", "consensus")
 
 
 @dataclass
@@ -111,17 +104,6 @@ def _read(path: Path, run: ExperimentRun, strict: bool) -> Any | None:
     return data
 
 
-def _numbered(directory: Path, pattern: re.Pattern) -> list[tuple[int, Path]]:
-    if not directory.is_dir():
-        return []
-    out = []
-    for p in directory.iterdir():
-        m = pattern.match(p.name)
-        if m and p.is_file():
-            out.append((int(m.group(1)), p))
-    return sorted(out)
-
-
 def load_run(path: str | Path, name: str | None = None, strict: bool = False) -> ExperimentRun:
     """Read ``path`` (an experiment directory) into an :class:`ExperimentRun`.
 
@@ -142,11 +124,13 @@ def load_run(path: str | Path, name: str | None = None, strict: bool = False) ->
         data = _read(Path(job_path), run, strict)
         if data is not None:
             run.jobs.setdefault(t - 1, {})[j] = data
-    for sub in SYNC_SUMMARY_DIRS:  # the fan-in's summary first; a consensus fills gaps
-        for n, p in _numbered(path / sub, _NUM_RE):
+    # the per-iteration sync summaries, in the registry's order of node kinds: the fan-in
+    # (average, bmuf: sync/<t>.json) first; a decentralized method's consensus fills gaps
+    for kind in node_summary_kinds():
+        for (n,), p in layout.existing(kind, exp).items():
             if n - 1 in run.syncs:
                 continue
-            data = _read(p, run, strict)
+            data = _read(Path(p), run, strict)
             if data is not None:
                 run.syncs[n - 1] = data
     for (n,), p in layout.existing("diag", exp).items():

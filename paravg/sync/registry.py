@@ -206,6 +206,12 @@ NODE_KINDS: dict[str, NodeKind] = {
 }  # fmt: skip
 
 
+def node_summary_kinds() -> tuple[str, ...]:
+    """The Layout kinds of the nodes' per-index summaries, in the table's order (the
+    fan-in's ``sync_summary`` before the consensus's): what the plots read."""
+    return tuple(dict.fromkeys(k.summary_kind for k in NODE_KINDS.values()))
+
+
 def node_kinds_writing(layout_kind: str) -> list[NodeKind]:
     """The node kinds that write files of ``layout_kind`` (e.g. ``model``: average, bmuf)."""
     return [k for k in NODE_KINDS.values() if layout_kind in k.layout_kinds]

@@ -36,6 +36,18 @@ def test_every_model_file_names_its_producer(path, rule, record, key):
     assert model_producer(L.egs_info()) is None
 
 
+def test_the_synced_model_of_a_bmuf_run_names_the_bmuf_node(tmp_path):
+    """<t>.pt is written by average or by bmuf (the sync node kinds of
+    paravg.sync.registry.NODE_KINDS): bmuf when its block state of the same index exists."""
+    layout = Layout(str(tmp_path))
+    assert model_producer(layout.model("a", 7)).rule == "average"
+    for path in (layout.bmuf_global("a", 7), layout.bmuf_delta("a", 7)):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(b"")
+    assert model_producer(layout.model("a", 7)).rule == "bmuf"
+    assert model_producer(layout.model("a", 8)).rule == "average"
+
+
 @pytest.fixture
 def job_model(tmp_path):
     """A job model written as train_job writes it: the file, then its JSON with the sha256."""

@@ -1,0 +1,185 @@
+"""The DAG of a run without Snakemake: every rule's inputs, params and resources from
+paravg.dag.Dag, with the checkpoints faked (the egs info.json and "block b is trained")."""
+
+import dataclasses
+import re
+
+import pytest
+import yaml
+
+from paravg.config import REPO_CONFIG, deep_merge, validate_config
+from paravg.dag import Dag
+from paravg.plan import JobSpec
+from paravg.resume import target_jobs_from_argv
+from paravg.sync.registry import NODE_KINDS
+from tests.unit.test_resume import INFO, fabricate
+
+
+class CheckpointPendingError(Exception):
+    """What Snakemake's checkpoint raises before the checkpoint job ran."""
+
+
+def config_in(tmp_path, overrides=None):
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    return validate_config(
+        deep_merge(cfg, {"results": str(tmp_path / "results"), **(overrides or {})})
+    )
+
+
+class Checkpoints:
+    """Fake checkpoints: the egs exist once ``egs_done``; blocks < ``trained`` are done."""
+
+    def __init__(self, egs_done=True, trained=0):
+        self.egs_done, self.trained, self.asked = egs_done, trained, []
+
+    def egs_info(self):
+        if not self.egs_done:
+            raise CheckpointPendingError("egs")
+        return INFO
+
+    def wait_for_block(self, exp, b):
+        self.asked.append((exp, b))
+        if b >= self.trained:
+            raise CheckpointPendingError(f"{exp} block {b}")
+
+
+def dag_of(tmp_path, overrides=None, checkpoints=None, target_jobs=()):
+    cp = checkpoints or Checkpoints()
+    dag = Dag(
+        config_in(tmp_path, overrides),
+        checkpoint_egs_info=cp.egs_info,
+        wait_for_block=cp.wait_for_block,
+        target_jobs=target_jobs,
+    )
+    return dag, cp
+
+
+def test_a_fresh_run_plans_after_the_egs_checkpoint(tmp_path):
+    """Before the egs exist nothing is finished and no plan can be made: the first input
+    function that needs one waits for the egs checkpoint; after it, the jobs are planned."""
+    dag, cp = dag_of(tmp_path, checkpoints=Checkpoints(egs_done=False))
+    assert dag.frontiers["default"].train == 0 and dag.frontiers["default"].diag == -1
+    with pytest.raises(CheckpointPendingError):
+        dag.job_inputs("default", 1, 0)
+    cp.egs_done = True
+    L = dag.layout
+    assert dag.job_inputs("default", 1, 0) == {
+        "egs": dag.egs_archive_mark(0),
+        "initial": [L.init_model("default")],
+    }
+    # iteration 1 (index 2): every job of iteration 0, its stats JSONs not DAG edges
+    assert dag.job_inputs("default", 2, 0) == {
+        "egs": dag.egs_archive_mark(dag.plan("default").job_archive(1, 0)),
+        "models": [L.job_model("default", 1, 0)],
+    }
+
+
+def test_job_params_are_the_plans_job_contract(tmp_path):
+    dag, _ = dag_of(tmp_path, {"trainer": {"num_jobs_initial": 2, "num_jobs_final": 4}})
+    p = dag.plan("default")
+    for t, j in ((1, 0), (3, 1), (p.num_iters, p.num_jobs(p.num_iters - 1) - 1)):
+        params = dag.job_params("default", t, j)
+        assert JobSpec(**params["job"]) == p.job(t - 1, j)
+        assert params["fingerprint"] == p.fingerprint(t)
+        assert params["files"] == p.start_inputs(t - 1, j)
+        assert params["method"] == "average"
+    # execution knobs are resources, never params (a rerun trigger)
+    assert "runtime" not in dag.job_params("default", 2, 0)
+    assert dag.job_device("default") == "auto"
+    assert dag.job_straggler_factor("default", 2, 0) == "1.0"
+    assert dag.train_gpus("default") in (0, 1)
+
+
+def test_bmuf_job_and_node_get_the_same_resolved_block_momentum(tmp_path):
+    """BMUF's block momentum (1 − 1/N of the iteration whose jobs are averaged) is computed
+    once, by the plan: the node of index t and every job of iteration t read it."""
+    dag, _ = dag_of(
+        tmp_path,
+        {"sync": {"method": "bmuf"}, "trainer": {"num_jobs_initial": 2, "num_jobs_final": 4}},
+    )
+    p = dag.plan("default")
+    for t in range(2, p.num_iters + 1):
+        node = dag.node_params("default", t)
+        n = p.num_jobs(t - 2)  # the jobs of iteration t − 2 wrote index t − 1
+        job = dag.job_params("default", t, 0)["sync"]
+        assert job == dag.node_params("default", t - 1)["sync"]
+        assert job["bmuf"]["block_momentum"] == pytest.approx(1 - 1 / n)
+        assert node["iteration"] == t - 1 and len(node["files"]["models"]) == p.num_jobs(t - 1)
+
+
+def test_node_outputs_and_rules_come_from_the_registry(tmp_path):
+    dag, _ = dag_of(tmp_path)
+    for name, kind in NODE_KINDS.items():
+        outputs = dag.node_outputs(name)
+        assert list(outputs) == [role for role, _ in kind.outputs]
+        assert all("{exp}" in p and "{t}" in p for p in outputs.values())
+    assert dag.node_outputs("bmuf")["delta"] == dag.layout.bmuf_delta("{exp}", "{t}")
+
+
+def test_blocks_wait_for_the_block_before_them(tmp_path):
+    """Block b's inputs exist only once block b − 1 is trained (a checkpoint chain); the
+    end of the pipeline waits for the last block."""
+    dag, cp = dag_of(tmp_path, {"run": {"block_jobs": 12}})
+    p = dag.plan("default")
+    assert p.num_blocks > 2
+    files = dag.block_inputs("default", 0)
+    assert p.job_outputs(p.block_end(0))[0] in files and dag.layout.diag("default", 0) in files
+    assert cp.asked == []
+    with pytest.raises(CheckpointPendingError, match="block 0"):
+        dag.block_inputs("default", 1)
+    cp.trained = 1
+    assert dag.layout.diag("default", p.block_end(0) - 1) in dag.block_inputs("default", 1)
+    with pytest.raises(CheckpointPendingError, match=f"block {p.num_blocks - 1}"):
+        dag.combine_inputs("default")
+    cp.trained = p.num_blocks
+    assert dag.combine_inputs("default")["models"] == p.combine_models()
+
+
+def test_frontiers_make_finished_indices_inputs_and_cap_for_a_target_job(tmp_path):
+    """Files of finished iterations are inputs, not jobs: the train rule's index regex
+    matches only indices above the frontier, for that experiment's paths only; a job named
+    by --target-jobs (a cluster job) stays producible."""
+    overrides = {"experiments": {"default": {}, "other": {}}}
+    dag, _ = dag_of(tmp_path, overrides)
+    fabricate(dag.plan("default"), done=5)
+    dag, _ = dag_of(tmp_path, overrides)
+    assert dag.frontiers["default"].train == 5 and dag.frontiers["other"].train == 0
+
+    def producible(exp, t):
+        """Snakemake's match of the train rule's output against a job model's path."""
+        pattern = re.escape(dag.layout.job_model("{exp}", "{t}", "{j}"))
+        for name, regex in (
+            ("exp", "[^/]+"),
+            ("t", dag.index_after_frontier("train")),
+            ("j", r"\d+"),
+        ):
+            pattern = pattern.replace(re.escape(f"{{{name}}}"), f"(?P<{name}>{regex})")
+        return re.fullmatch(pattern, dag.layout.job_model(exp, t, 0)) is not None
+
+    assert not producible("default", 5) and producible("default", 6)
+    assert producible("other", 1)
+    retry = target_jobs_from_argv(["snakemake", "--target-jobs", "train_job:exp=default,t=4,j=0"])
+    assert retry == [{"exp": "default", "t": "4", "j": "0"}]
+    dag, _ = dag_of(tmp_path, overrides, target_jobs=retry)
+    assert dag.frontiers["default"].train == 3
+    assert dag.final_targets()  # no export check inside a cluster job's own snakemake
+
+
+def test_recognition_settings(tmp_path):
+    dag, _ = dag_of(tmp_path)
+    rec = dag.recognition
+    assert set(rec.graph_dirs()) == ({"words", "phones"} if rec.per_enabled else {"words"})
+    assert rec.grids()["words"] == {"lmwts": list(range(7, 18)), "wips": [0.0, 0.5, 1.0]}
+    assert set(dag.score_inputs("default", "test")) >= {"splits", "lattices_words", "tuned"}
+    assert "tuned" not in dag.score_inputs("default", "dev")  # the tuning set itself
+    assert dag.decode_inputs("default", "test")["graph_words"].endswith("words/HCLG.fst")
+    assert dag.online_ivector_options()["period"] == dag.config["ivector"]["period"]
+
+
+def test_experiments_are_resolved_once_and_keep_their_order(tmp_path):
+    overrides = {"experiments": {"zeta": {}, "alpha": {"sync": {"method": "bmuf"}}}}
+    dag, _ = dag_of(tmp_path, overrides)
+    assert list(dag.experiments) == ["zeta", "alpha"]
+    assert dag.experiments_with(node="bmuf") == ["alpha"]
+    assert dag.experiments_pattern([]) == "(?!)"
+    assert dataclasses.asdict(dag.plan("alpha").planned())["num_archives"] == INFO["num_archives"]
