@@ -479,11 +479,12 @@ def _producer_rule(layout: Layout, kind: str, exp: str, t: str) -> tuple[str, st
     if kind in _MODEL_KINDS:
         return _MODEL_KINDS[kind]
     writers = _node_writers()[kind]
-    for node in writers[:-1]:
+    for node in writers:
         others = [k for k in node.model_kinds if k != kind]
-        if all(os.path.exists(getattr(layout, k)(exp, t)) for k in others):
+        if others and all(os.path.exists(getattr(layout, k)(exp, t)) for k in others):
             return node.name, node.summary_kind
-    return writers[-1].name, writers[-1].summary_kind
+    first = min(writers, key=lambda node: len(node.outputs))  # the table's first of those
+    return first.name, first.summary_kind
 
 
 def model_producer(path) -> ModelProducer | None:
