@@ -8,7 +8,7 @@ file>`` of its files in sorted order, each file read with the workspace's absolu
 written as ``<ws>`` (scp files and reports name it) and, in a JSON object, without the
 fields that time a step. Two runs on the same corpus and code that print the same digest
 for a stage computed the same bytes there; the first stage whose digest differs is where
-they part (the README prints the reference run's).
+they part (docs/reproducibility.md, "Digests", prints the reference run's).
 """
 
 from __future__ import annotations

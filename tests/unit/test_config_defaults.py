@@ -72,8 +72,9 @@ def test_a_yaml11_string_number_gets_a_hint_that_parses():
     "path", sorted((REPO_CONFIG.parent / "experiments").glob("*.yaml")), ids=lambda p: p.name
 )
 def test_every_shipped_experiment_config_validates(path):
-    """The README's benchmark commands pass these files to snakemake after config.yaml: a
-    key the schema does not know must fail here, not an hour into a run."""
+    """The experiment commands of docs/experiments.md and docs/sync-methods.md pass these
+    files to snakemake after config.yaml: a key the schema does not know must fail here, not
+    an hour into a run."""
     with open(REPO_CONFIG) as f:
         base = yaml.safe_load(f)
     with open(path) as f:

@@ -195,10 +195,11 @@ def flipping_mode(models) -> float:
 def test_own_progress_overshoots_the_flipping_mode_when_jobs_restore_strongly(
     method, gamma, factor
 ):
-    """What the README's learners table measures on the demo: a learner's deviation from
-    the mean along M's eigenvector of eigenvalue λ = −1/3 (ring of 4) is flipped by the
-    mixing and pulled back by its own job (a fraction γ); d-psgd adds the two, so beyond
-    γ = 2/3 the deviation grows by γ − λ per iteration while the mean still converges."""
+    """What the learners table of docs/sync-methods.md (d-psgd's flipping mode) measures
+    on the demo: a learner's deviation from the mean along M's eigenvector of eigenvalue
+    λ = −1/3 (ring of 4) is flipped by the mixing and pulled back by its own job (a
+    fraction γ); d-psgd adds the two, so beyond γ = 2/3 the deviation grows by γ − λ per
+    iteration while the mean still converges."""
     n, iters = 4, 24
     nb = ring_neighbourhoods(fixed_ring_order(n))
     g = torch.Generator().manual_seed(7)
