@@ -637,6 +637,9 @@ class Dag:
     def targets_scp(self, set_: str) -> str:
         return self.layout.targets_scp(set_)
 
+    def decode_dir(self, exp: str, set_: str) -> str:
+        return self.layout.decode_dir(exp, set_)
+
     def data_dir(self, set_: str) -> str:
         """The set's prepared data dir (its segments: the CTM in recording time)."""
         return self.layout.data_dir(set_)

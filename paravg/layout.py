@@ -231,9 +231,12 @@ class Layout:
     def egs_info(self) -> str:
         return f"{self.egs_dir()}/info.json"
 
+    def egs_lists_dir(self) -> str:
+        return f"{self.egs_dir()}/lists"
+
     def egs_list(self, name: str) -> str:
         """An utterance list of the egs plan: ``valid``, ``train_subset``, ``job.<j>``."""
-        return f"{self.egs_dir()}/lists/{name}"
+        return f"{self.egs_lists_dir()}/{name}"
 
     def egs_prefix(self, archive: Index) -> str:
         """Prefix of training archive ``archive`` (0-based; Kaldi's ``egs.<a+1>.ark``)."""

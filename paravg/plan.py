@@ -244,6 +244,7 @@ class ExperimentPlan:
             "files": self.start_inputs(iteration, job),
             "fingerprint": self.fingerprint(iteration + 1),
             "egs": self.egs.identity,
+            "egs_info": self.layout.egs_info(),
             "inputs_fingerprint": self.start_inputs_fingerprint(iteration, job),
             "sync": self.sync_params(max(iteration - 1, 0)),
             "method": self.sync.name,

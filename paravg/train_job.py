@@ -253,12 +253,13 @@ def run_planned_job(
 
     ``plan`` is :meth:`paravg.plan.ExperimentPlan.job_rule_params`: the job's ``job``
     (``spec`` is built from it), ``fingerprint`` (recorded in its statistics), the
-    ``inputs_fingerprint`` its inputs must carry, the ``sync`` settings and ``method``.
+    ``inputs_fingerprint`` its inputs must carry, the ``egs`` identity the ``egs_info``
+    file must have, the ``sync`` settings and ``method``.
     """
     from paravg.sync.start import form_start_model
 
     archive_prefix = spec.archive
-    check_egs_identity(Path(archive_prefix).parent / "info.json", plan["egs"])
+    check_egs_identity(plan["egs_info"], plan["egs"])
     if "initial" not in inputs:
         check_input_fingerprints(inputs.get("stats", []), plan["inputs_fingerprint"])
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])

@@ -52,6 +52,7 @@ rule prepare_data:
         origin=LAYOUT.data_file("{set}", "origin"),
         report=LAYOUT.data_file("{set}", "report.json"),
     params:
+        data_dir=from_dag("data_dir"),  # where the prepared set is written
         src=from_dag("source_dir"),
         sample_rate=config["data"]["sample_rate"],
         max_missing_fraction=config["data"]["max_missing_targets_fraction"],

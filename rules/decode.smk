@@ -36,6 +36,7 @@ rule score:
         hyps=LAYOUT.decode_hyps("{exp}", "{set}"),
         ctm=LAYOUT.decode_ctm("{exp}", "{set}"),
     params:
+        decode_dir=from_dag("decode_dir"),  # wer_details/, per_details/
         graph_dirs=RECOGNITION.graph_dirs(),
         grids=RECOGNITION.grids(),
         frame_shift=0.01,  # seconds per frame: 10 ms features (paravg.features.MfccOptions)

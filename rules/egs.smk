@@ -19,6 +19,7 @@ checkpoint egs:
         train_subset=LAYOUT.egs_list("train_subset"),
         jobs=expand(LAYOUT.egs_list("job.{j}"), j=range(config["egs"]["nj"])),
     params:
+        lists_dir=layout_param("egs_lists_dir"),
         egs=config["egs"],
         context=PARAVG.egs_context(),
         num_targets=config["data"]["num_targets"],

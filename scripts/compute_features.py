@@ -1,6 +1,5 @@
 """Rule compute_features: hires MFCC of split j of nj (Kaldi steps/make_mfcc.sh, one job)."""
 
-from pathlib import Path
 
 from paravg.features import MfccOptions, compute_features_split
 from paravg.logs import setup_logging
@@ -8,7 +7,7 @@ from paravg.logs import setup_logging
 setup_logging(snakemake.log[0])
 features = snakemake.params.features
 compute_features_split(
-    data_dir=Path(snakemake.input.wav_scp).parent,
+    data_dir=snakemake.params.data_dir,
     nj=int(snakemake.wildcards.nj),
     job=int(snakemake.wildcards.j),
     opts=MfccOptions.from_config(features, snakemake.params.sample_rate),

@@ -1,6 +1,5 @@
 """Checkpoint egs: check the inputs, choose held-out utterances and split jobs, write info."""
 
-from pathlib import Path
 
 from paravg.egs.plan import EgsOptions, plan_egs
 from paravg.logs import setup_logging
@@ -14,7 +13,7 @@ plan_egs(
     targets_scp=inp.targets_scp,
     utt2spk=inp.utt2spk,
     info_out=out.info,
-    lists_dir=Path(out.valid).parent,
+    lists_dir=snakemake.params.lists_dir,
     options=EgsOptions.from_config(params.egs, left, right, params.num_targets),
     ivector_scp=inp.get("ivector_scp"),
     ivector_period_file=inp.get("ivector_period"),

@@ -1,7 +1,6 @@
 """Rule merge_features: one feats.scp + utt2num_frames from the split jobs; the set's
 targets are checked against the feature lengths."""
 
-from pathlib import Path
 
 from paravg.features import merge_feature_splits
 from paravg.logs import setup_logging
@@ -14,6 +13,6 @@ merge_feature_splits(
     utt2num_frames=snakemake.output.utt2num_frames,
     split_reports=list(snakemake.input.reports),
     report=snakemake.output.report,
-    prepared_dir=Path(snakemake.input.targets_scp).parent,
+    prepared_dir=snakemake.params.data_dir,
     targets_length_tolerance=snakemake.params.targets_length_tolerance,
 )

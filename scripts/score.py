@@ -1,6 +1,5 @@
 """Rule score: the LMWT x WIP grid on the set's lattices; WER, PER and the CTM."""
 
-from pathlib import Path
 
 from paravg.decode.score import GraphScoring, score_set
 from paravg.logs import setup_logging
@@ -14,7 +13,7 @@ score_set(
         for kind, directory in params.graph_dirs.items()
     },
     out_json=out.scores,
-    details_dir=Path(out.wer_details).parent.parent,
+    details_dir=snakemake.params.decode_dir,
     hyps_json=out.hyps,
     ctm_path=out.ctm,
     text_path=params.text,

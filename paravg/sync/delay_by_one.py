@@ -31,8 +31,8 @@ eigenvector of M with eigenvalue λ as e, and its job's restoring pull as Δ̃ =
 
 On a ring of N ≥ 4 (even) the most negative λ is −1/3 (the pattern +, −, +, − around the
 ring), so d-psgd's learners fly apart once one job restores more than 2/3 of a deviation,
-while the mean still moves as averaging's. Measured on the demo (README, "the learners";
-``benchmarks/bench_sync_paper.py``): γ climbs past 2/3 mid-training and the flipping
+while the mean still moves as averaging's. Measured on the demo (docs/sync-methods.md,
+"the learners"; ``benchmarks/bench_sync_paper.py``): γ climbs past 2/3 mid-training and the flipping
 mode grows ×1.04–1.15 per iteration until the objective threshold drops a learner.
 
 Files: job (t, j) keeps s_j^t as ``<t+1>/job<j>.start.pt`` beside w_j^t = ``<t+1>/job<j>.pt``,
