@@ -1,6 +1,5 @@
 """Rule compute_features: hires MFCC of split j of nj (Kaldi steps/make_mfcc.sh, one job)."""
 
-
 from paravg.features import MfccOptions, compute_features_split
 from paravg.logs import setup_logging
 

@@ -1,6 +1,5 @@
 """Checkpoint egs: check the inputs, choose held-out utterances and split jobs, write info."""
 
-
 from paravg.egs.plan import EgsOptions, plan_egs
 from paravg.logs import setup_logging
 

@@ -1,7 +1,6 @@
 """Rule merge_features: one feats.scp + utt2num_frames from the split jobs; the set's
 targets are checked against the feature lengths."""
 
-
 from paravg.features import merge_feature_splits
 from paravg.logs import setup_logging
 

@@ -1,6 +1,5 @@
 """Rule prepare_data: validate a Kaldi data dir and write the prepared copy."""
 
-
 from paravg.logs import setup_logging
 from paravg.prepare_data import prepare_data_dir
 

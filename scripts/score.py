@@ -1,6 +1,5 @@
 """Rule score: the LMWT x WIP grid on the set's lattices; WER, PER and the CTM."""
 
-
 from paravg.decode.score import GraphScoring, score_set
 from paravg.logs import setup_logging
 
