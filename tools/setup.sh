@@ -34,11 +34,11 @@ fi
 # torch==2.13.0 is pinned: a bare `torch` would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-# paravg's SLURM executor (executor/): a regular install, since Snakemake does not find
+# paravg's executors (executor/: paravg-slurm, paravg-warm): a regular install, since Snakemake does not find
 # executor plugins installed in editable mode.
 .venv/bin/python -m pip install -q --no-deps --force-reinstall ./executor 2>&1 \
     | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import paravg, torch, kaldiio, kaldi_native_fbank, snakemake, \
-snakemake_executor_plugin_paravg_slurm" \
+snakemake_executor_plugin_paravg_slurm, snakemake_executor_plugin_paravg_warm" \
     || { echo "setup: the virtualenv is incomplete" >&2; exit 1; }
 echo "setup: ready (.venv/bin/snakemake, .venv/bin/pytest)"

@@ -27,8 +27,7 @@ under the ``--paravg-slurm-*`` prefix):
    ``squeue``) still decides success or failure, and runs at least every
    ``max_status_check_seconds``, so a job killed before its last line (time limit, node
    failure, ``scancel``) is noticed as before. An iteration is thus noticed within about
-   a second of its last job's end instead of up to ``max_status_check_seconds``. (Tasks
-   of ``--paravg-slurm-array-jobs`` have other ids: they are noticed by polling.)
+   a second of its last job's end instead of up to ``max_status_check_seconds``.
 4. **Node failures with requeue.** After a ``NODE_FAIL`` the plugin adds the job's node to
    an ``--exclude`` list for every later submission, even when SLURM requeues the job
    itself (``--paravg-slurm-requeue``, paravg's profile), and it reads the node from
@@ -37,18 +36,29 @@ under the ``--paravg-slurm-*`` prefix):
    is left to SLURM (a down node gets no jobs; one that is back is usable) and only the
    nodes the user excludes (``--paravg-slurm-exclude-failed-nodes``) stay excluded; without
    requeue, only real node names are kept.
+5. **Status queries ask about the active jobs only.** The plugin's ``sacct`` (``squeue``)
+   call lists every job of the run from the last two days: near the end of a
+   128 × 1,000 run, about 130,000 rows per poll. Here the same call names the active
+   jobs (``--jobs``), so its answer is as long as the queue.
+6. **No array jobs.** With ``--paravg-slurm-array-jobs`` the plugin dispatches the tasks
+   of an array through the jobstep executor, but the batch script's snakemake runs the
+   job itself (point 2), and the array option would come after the script's last line
+   (point 3): every task would run the first task's job. The option is refused.
 """
 
 # No `from __future__ import annotations`: Snakemake turns each settings field's type into
 # an argparse type, which must be the class itself, not its name.
+import contextlib
 import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import snakemake_executor_plugin_slurm as slurm_plugin
 from snakemake_executor_plugin_slurm import Executor as SlurmExecutor
 from snakemake_executor_plugin_slurm import ExecutorSettings as SlurmExecutorSettings
 from snakemake_executor_plugin_slurm import common_settings  # noqa: F401 (plugin interface)
+from snakemake_interface_common.exceptions import WorkflowError
 
 
 @dataclass
@@ -106,6 +116,24 @@ def excluded_nodes(tracked: set, by_user: set, requeue: bool) -> set:
     return set(by_user) | {n for n in tracked if n and " " not in n and n != "None"}
 
 
+@contextlib.contextmanager
+def status_queries_for(job_ids):
+    """Within: the plugin's ``sacct``/``squeue`` status commands name ``job_ids`` only."""
+    sacct, squeue = slurm_plugin.query_job_status_sacct, slurm_plugin.query_job_status_squeue
+    jobs = ",".join(sorted(job_ids, key=lambda i: (len(i), i)))
+
+    def only(query):
+        return lambda runid: f"{query(runid)} --jobs {shlex.quote(jobs)}"
+
+    slurm_plugin.query_job_status_sacct = only(sacct)
+    slurm_plugin.query_job_status_squeue = only(squeue)
+    try:
+        yield
+    finally:
+        slurm_plugin.query_job_status_sacct = sacct
+        slurm_plugin.query_job_status_squeue = squeue
+
+
 class Executor(SlurmExecutor):
     """The SLURM executor with end files, a capped poll interval and direct job execution."""
 
@@ -116,6 +144,12 @@ class Executor(SlurmExecutor):
 
     def __post_init__(self, test_mode: bool = False):
         settings = self.workflow.executor_settings
+        if settings.array_jobs:
+            raise WorkflowError(
+                "--paravg-slurm-array-jobs is not supported by paravg-slurm: the batch "
+                "script's snakemake runs its job itself, so every task of an array would "
+                "run the first task's job. Leave it out: jobs are submitted one by one."
+            )
         self.user_excluded_nodes = frozenset(
             n.strip() for n in (settings.exclude_failed_nodes or "").split(",") if n.strip()
         )
@@ -152,9 +186,10 @@ class Executor(SlurmExecutor):
             self.next_seconds_between_status_checks = fast
             return
         still_active = set()
-        async for job in super().check_active_jobs(active_jobs):
-            still_active.add(job.external_jobid)
-            yield job
+        with status_queries_for({j.external_jobid for j in active_jobs}):
+            async for job in super().check_active_jobs(active_jobs):
+                still_active.add(job.external_jobid)
+                yield job
         for job in active_jobs:
             if job.external_jobid not in still_active:
                 self.end_file(job).unlink(missing_ok=True)

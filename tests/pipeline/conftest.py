@@ -45,6 +45,8 @@ EXPERIMENTS = {
     "short": {"trainer": {"num_epochs": 0.25, "ngsgd": {"enabled": False}}},
 }
 TRAINED_OVERLAY = {"experiments": EXPERIMENTS}
+#: The tiny default experiment's final model (what the failure tests rebuild and compare).
+FINAL = "results/exp/default/final.pt"
 # One snakemake call never takes longer than this (the longest, a tiny run, takes ~3 min).
 SNAKEMAKE_TIMEOUT_S = 600
 
@@ -182,3 +184,33 @@ def clone_upstream(upstream: Path, tmp_path_factory) -> Callable[[str], Path]:
 def clone_trained(trained: Path, tmp_path_factory) -> Callable[[str], Path]:
     """Return a function that copies the trained workspace to a fresh directory."""
     return lambda name: copy_workspace(trained, tmp_path_factory.mktemp(name) / "ws")
+
+
+# ---------------------------------------------------------------- a slow job to catch
+@pytest.fixture(scope="module")
+def victim(upstream) -> int:
+    """The job directory (t + 1) of a middle iteration t that runs two jobs."""
+    sched = tiny_schedule(upstream)
+    two_jobs = [t for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
+    return two_jobs[len(two_jobs) // 2] + 1
+
+
+@pytest.fixture(scope="module")
+def straggler(victim) -> dict:
+    """Job 1 of the victim's iteration sleeps after training (time to SIGKILL it)."""
+    return {"simulate": {"straggler": {"job": 1, "factor": 40.0, "iteration": victim - 1}}}
+
+
+def find_job_process(log_file: Path) -> int | None:
+    """PID of the process that has ``log_file`` open (the job writing it)."""
+    target = str(log_file.resolve())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return int(pid)
+        except OSError:
+            continue
+    return None

@@ -25,7 +25,9 @@ from pathlib import Path
 import pytest
 
 from .conftest import (
+    FINAL,
     check_ok,
+    find_job_process,
     run_snakemake,
     snakemake_command,
     tiny_plan,
@@ -33,37 +35,6 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.pipeline
-
-FINAL = "results/exp/default/final.pt"
-
-
-@pytest.fixture(scope="module")
-def victim(upstream) -> int:
-    """The job directory (t + 1) of a middle iteration t that runs two jobs."""
-    sched = tiny_schedule(upstream)
-    two_jobs = [t for t in range(sched.num_iters) if sched.num_jobs(t) >= 2]
-    return two_jobs[len(two_jobs) // 2] + 1
-
-
-@pytest.fixture(scope="module")
-def straggler(victim) -> dict:
-    """Job 1 of the victim's iteration sleeps after training (time to SIGKILL it)."""
-    return {"simulate": {"straggler": {"job": 1, "factor": 40.0, "iteration": victim - 1}}}
-
-
-def find_job_process(log_file: Path) -> int | None:
-    """PID of the process that has ``log_file`` open (the job writing it)."""
-    target = str(log_file.resolve())
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                    return int(pid)
-        except OSError:
-            continue
-    return None
 
 
 def model_mtimes(exp: Path) -> dict[str, int]:

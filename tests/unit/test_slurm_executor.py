@@ -92,3 +92,29 @@ def test_nodes_excluded_after_a_node_failure():
     tracked = {"node7", "None assigned", "alice"}
     assert plugin.excluded_nodes(tracked, {"alice"}, requeue=True) == {"alice"}
     assert plugin.excluded_nodes(tracked, {"alice"}, requeue=False) == {"alice", "node7"}
+
+
+def test_status_queries_name_only_the_active_jobs(tmp_path, monkeypatch):
+    """The plugin's sacct/squeue call lists the active jobs (--jobs), not every job of the
+    run from the last two days; outside a status check the plugin's commands are its own."""
+    ex, _ = _executor(tmp_path, monkeypatch, finished_by_sacct=set())
+    seen = []
+
+    async def sacct(self, active_jobs):
+        seen.append(upstream.query_job_status_sacct("run-1"))
+        seen.append(upstream.query_job_status_squeue("run-1"))
+        for job in active_jobs:
+            yield job
+
+    monkeypatch.setattr(upstream.Executor, "check_active_jobs", sacct)
+    jobs = [types.SimpleNamespace(external_jobid=i) for i in ("12", "9", "100")]
+    assert _check(ex, jobs) == ["12", "9", "100"]
+    assert all(cmd.endswith("--jobs 9,12,100") and "--name run-1" in cmd for cmd in seen)
+    assert "--jobs" not in upstream.query_job_status_sacct("run-1")
+
+
+def test_array_jobs_are_refused(tmp_path):
+    ex = plugin.Executor.__new__(plugin.Executor)
+    ex.workflow = types.SimpleNamespace(executor_settings=plugin.ExecutorSettings(array_jobs="all"))
+    with pytest.raises(Exception, match="array-jobs is not supported"):
+        ex.__post_init__()

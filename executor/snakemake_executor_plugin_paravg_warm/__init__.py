@@ -1,0 +1,164 @@
+"""paravg-warm: Snakemake's local executor, with Python ``script:`` jobs run in processes
+forked from a warm server instead of a fresh interpreter each.
+
+A paravg job that trains for a second paid about three CPU-seconds to start: a new Python,
+Snakemake's script preamble, and ``import torch`` (1.5 s). Here the job runs in a child of
+Python's own ``multiprocessing`` forkserver, started once per run with torch, Snakemake's
+script module and paravg's job modules imported (``set_forkserver_preload``): each job is a
+fresh ``fork`` of that server, so no state passes from one job to the next.
+
+Everything else is Snakemake's local executor, unchanged: Snakemake writes the script file
+(its preamble unpickles the ``snakemake`` object) exactly as for ``python <file>``, and the
+child runs that file as ``__main__``. So a job keeps every guarantee of a job in its own
+process:
+
+* the same bits: the same file runs with the same environment (the CPU kernel pins are set
+  before the server imports torch; the BLAS thread variables are those ``shell()`` sets
+  for a one-thread job, so only one-thread jobs run warm) and the script sets its own
+  threads and seeds;
+* benchmarks: ``benchmark:`` files measure the child, as they measure ``python <file>``;
+* failures: a non-zero exit, or a child killed by a signal (a dead worker), fails the job
+  with the exit status, and Snakemake reruns it as any failed job (``--retries``);
+* cancellation: Ctrl-C / SIGTERM of snakemake terminates the running children.
+
+Jobs with a conda env, a container or environment modules, and every non-Python job, run
+as Snakemake's local executor runs them. Select it with ``--executor paravg-warm`` (the
+``profiles/local`` profile does).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import runpy
+import subprocess
+import threading
+from dataclasses import dataclass
+
+from snakemake.benchmark import benchmarked
+from snakemake.executors.local import Executor as LocalExecutor
+from snakemake.executors.local import common_settings  # noqa: F401 (the plugin's settings)
+from snakemake.script import PythonScript
+from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
+
+#: Imported once by the server, so that a job's fork has them: torch, Snakemake's script
+#: module (the preamble unpickles the ``snakemake`` object with it) and paravg's job modules.
+PRELOAD = (
+    "torch",
+    "snakemake.script",
+    "paravg.train_job",
+    "paravg.diagnostics",
+    "paravg.sync.average",
+    "paravg.sync.bmuf",
+    "paravg.sync.consensus",
+    "paravg.sync.ema",
+    "paravg.sync.decentralized",
+    "paravg.logs",
+    "paravg.devices",
+)
+
+
+@dataclass
+class ExecutorSettings(ExecutorSettingsBase):
+    """No settings: the server imports :data:`PRELOAD`."""
+
+
+#: The thread variables Snakemake's ``shell()`` sets to a job's ``threads`` for
+#: ``python <file>``; the server starts with them at 1 (numpy's BLAS reads them once, at
+#: import), so it serves the jobs of one thread: the others run as Snakemake runs them.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+_context: multiprocessing.context.ForkServerContext | None = None
+_running: set[multiprocessing.process.BaseProcess] = set()
+_lock = threading.Lock()
+_python_execute_script = PythonScript.execute_script
+
+
+def _run_file(path: str, environment: dict[str, str]) -> None:
+    """In the forked child: run Snakemake's script file as ``python <path>`` would, with
+    the environment ``shell()`` would give it."""
+    os.environ.update(environment)
+    runpy.run_path(path, run_name="__main__")
+
+
+def _job_environment(script: PythonScript) -> dict[str, str]:
+    """What Snakemake's ``shell()`` adds to a one-thread job's environment."""
+    environment = dict.fromkeys(THREAD_VARIABLES, "1")
+    tmpdir = script.resources.get("tmpdir", None)
+    if tmpdir:
+        environment.update(TMPDIR=tmpdir, TMP=tmpdir, TEMPDIR=tmpdir, TEMP=tmpdir)
+    return environment
+
+
+def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
+    """``PythonScript.execute_script`` through the warm server (host Python jobs only)."""
+    if (
+        _context is None
+        or edit
+        or self.threads != 1
+        or self.conda_env
+        or self.container_img
+        or self.env_modules
+    ):
+        return _python_execute_script(self, fname, edit)
+    child = _context.Process(target=_run_file, args=(str(fname), _job_environment(self)))
+    with _lock:
+        child.start()
+        _running.add(child)
+    try:
+        if self.bench_record is not None:
+            with benchmarked(child.pid, self.bench_record):
+                child.join()
+        else:
+            child.join()
+    finally:
+        with _lock:
+            _running.discard(child)
+    if child.exitcode != 0:
+        why = f"killed by signal {-child.exitcode}" if child.exitcode < 0 else "failed"
+        raise subprocess.CalledProcessError(
+            child.exitcode, f"warm worker (pid {child.pid}) {why}: python {fname}"
+        )
+    return None
+
+
+class Executor(LocalExecutor):
+    """Snakemake's local executor; Python scripts run in forks of a warm server."""
+
+    def __post_init__(self):
+        global _context
+        super().__post_init__()
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(PRELOAD))
+        saved = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+        os.environ.update(dict.fromkeys(THREAD_VARIABLES, "1"))
+        try:
+            multiprocessing.forkserver.ensure_running()  # imports PRELOAD, one thread each
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        _context = context
+        PythonScript.execute_script = _warm_execute_script
+
+    def _terminate_children(self) -> None:
+        with _lock:
+            for child in list(_running):
+                child.terminate()
+
+    def cancel(self):
+        self._terminate_children()
+        super().cancel()
+
+    def shutdown(self):
+        super().shutdown()

@@ -1,0 +1,53 @@
+"""paravg-warm (``--executor paravg-warm``): Python jobs forked from a warm server keep
+every guarantee of a job in its own process.
+
+One run trains the tiny default experiment from the shared egs to ``final.pt`` with the
+warm executor and ``--retries 1``. One training job of a middle iteration is slow (the
+``simulate.straggler`` aid, timing only): while it sleeps, its forked worker is killed
+with SIGKILL (a dead worker). Snakemake must notice, rerun that job, and finish; and
+``final.pt`` must be bit-identical to the shared workspace's, trained by Snakemake's own
+local executor (a fresh interpreter per job).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .conftest import FINAL, TRAINED_OVERLAY, find_job_process, snakemake_command
+
+pytestmark = pytest.mark.pipeline
+
+
+def test_a_killed_warm_worker_is_rerun_and_the_bits_are_those_of_fresh_processes(
+    clone_upstream, trained, straggler, victim
+):
+    ws = clone_upstream("warm")
+    overlay = {**TRAINED_OVERLAY, **straggler}
+    log_file = ws / "logs" / "train_job" / "default" / str(victim) / "job1.log"
+    cmd = [*snakemake_command(ws, overlay), "--cores", "2", "--executor", "paravg-warm"]
+    proc = subprocess.Popen(
+        [*cmd, "--retries", "1", FINAL],
+        cwd=ws,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    killed, deadline = None, time.time() + 300
+    while killed is None and time.time() < deadline and proc.poll() is None:
+        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
+            killed = find_job_process(log_file)
+        time.sleep(0.2)
+    assert killed is not None, "the slow job was never caught sleeping"
+    # the job runs in a fork of the warm server, not in a process snakemake started
+    assert os.getppid() != killed and proc.pid != killed
+    os.kill(killed, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-6000:]
+    assert f"warm worker (pid {killed}) killed by signal 9" in out
+    assert "Trying to restart job" in out
+    assert (ws / FINAL).read_bytes() == (trained / FINAL).read_bytes()
