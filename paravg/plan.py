@@ -138,10 +138,14 @@ class EgsGeometry:
     num_archives: int
     frames_per_eg: int
     identity: str = ""  # a digest of info.json: new egs start a new chain
+    feat_dim: int = 0  # the model's input and output sizes (its size: run.synced_start_mb)
+    ivector_dim: int = 0
+    num_targets: int = 0
 
     @classmethod
     def from_info(cls, info: dict) -> EgsGeometry:
-        return cls(info["num_archives"], info["frames_per_eg"], _digest(info))
+        dims = (info.get("feat_dim", 0), info.get("ivector_dim", 0), info.get("num_targets", 0))
+        return cls(info["num_archives"], info["frames_per_eg"], _digest(info), *dims)
 
 
 class ExperimentPlan:
@@ -156,6 +160,7 @@ class ExperimentPlan:
         combine: dict,
         simulate: dict | None = None,
         block_jobs: int = 600,
+        synced_start_mb: float = float("inf"),
     ) -> None:
         self.name = name
         self.experiment = experiment
@@ -166,6 +171,7 @@ class ExperimentPlan:
         self.combine = combine
         self.simulate = simulate or {}
         self.block_jobs = block_jobs
+        self.synced_start_mb = synced_start_mb
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
         self.restart_at: int | None = None
@@ -271,12 +277,33 @@ class ExperimentPlan:
         return float(s.get("factor", 1.0)) if hit else 1.0
 
     # ------------------------------------------------------------ files
+    @cached_property
+    def model_mb(self) -> float:
+        """The model's size in MB (float32 parameters and buffers)."""
+        from paravg.nnet.context import model_megabytes
+
+        e = self.egs
+        ivector_dim = e.ivector_dim if self.experiment.get("ivector_enabled", True) else 0
+        return model_megabytes(self.experiment["model"], e.feat_dim, ivector_dim, e.num_targets)
+
+    def starts_from_synced(self, iteration: int) -> bool:
+        """Whether the jobs of ``iteration`` read the node's ``<iteration>.pt`` instead of
+        averaging the N job models of the iteration before themselves: for methods whose
+        node writes every job's start (average, bmuf), once N × the model size exceeds
+        ``run.synced_start_mb`` (2N model reads per iteration instead of N²), or when
+        those job models are gone (a rewound run: :attr:`restart_at`)."""
+        if iteration < 1 or not self.sync.restartable:
+            return False
+        if iteration == self.restart_at:
+            return True
+        return self.num_jobs(iteration - 1) * self.model_mb > self.synced_start_mb
+
     def start_inputs(self, iteration: int, job: int) -> dict[str, list[str]]:
         """Role -> files job ``job`` of ``iteration`` forms its start model from."""
         refs = self.sync.start_inputs(
             iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
         )
-        if iteration == self.restart_at:
+        if self.starts_from_synced(iteration):
             refs = self.sync.restart_inputs(iteration, self.schedule.jobs_per_iter)
         return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
 
@@ -391,6 +418,7 @@ def experiment_plans(
             config["combine"],
             config.get("simulate"),
             config["run"]["block_jobs"],
+            config["run"]["synced_start_mb"],
         )
         for name in config["experiments"]
     }

@@ -8,6 +8,20 @@ model config: the input splice plus each hidden layer's splice offsets add up.
 from __future__ import annotations
 
 
+def model_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_targets: int) -> float:
+    """The size of a TDNN's float32 parameters and buffers in MB (2^20 bytes): the fixed
+    LDA-like transform (d² + d, d = feat_dim · |input splice| + ivector_dim), every affine
+    layer ((in · |splice| + 1) · out), the output layer and the log-priors
+    (:class:`paravg.nnet.tdnn.TdnnModel`'s state dict)."""
+    lda = feat_dim * len(model_cfg["input_splice"]) + ivector_dim
+    values, prev = lda * lda + lda + num_targets, lda
+    for layer in model_cfg["hidden"]:
+        values += (prev * len(layer.get("splice", [0])) + 1) * layer["dim"]
+        prev = layer["dim"]
+    values += (prev + 1) * num_targets
+    return 4 * values / 2**20
+
+
 def model_context(model_cfg: dict) -> tuple[int, int]:
     """Return ``(left_context, right_context)`` in frames for a model config.
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.provenance import checksums
-from paravg.sync.average import NoAcceptableJobError, load_job_results, select_jobs
-from paravg.sync.tensors import file_header, weighted_sum
+from paravg.sync.average import NoAcceptableJobError, select_jobs, stream_jobs
+from paravg.sync.tensors import file_header
 
 
 def consensus_model(
@@ -33,18 +33,23 @@ def consensus_model(
     summary_out: str | Path,
 ) -> dict:
     """Write the consensus of iteration ``iteration``'s jobs and a summary; return the summary."""
-    models, objfs, problems = load_job_results(model_paths, stats_paths, iteration)
     # iteration ≥ 1 disables the "best job at iteration 0" rule of ``average``
-    accepted = select_jobs(objfs, iteration=max(iteration, 1), threshold=threshold)
+    jobs = stream_jobs(
+        model_paths,
+        stats_paths,
+        iteration,
+        lambda o: select_jobs(o, iteration=max(iteration, 1), threshold=threshold),
+        weight=lambda n: 1.0 / n,
+    )
+    objfs, accepted, problems = jobs.objfs, jobs.accepted, jobs.problems
     if not accepted:
         raise NoAcceptableJobError(
             f"iteration {iteration}: no usable job for the consensus among {len(model_paths)}: "
             + "; ".join(problems or ["all objectives non-finite"])
         )
-    sds = [models[j]["state_dict"] for j in accepted]
     out = {
-        **file_header(models[accepted[0]]),
-        "state_dict": weighted_sum(sds, [1.0 / len(sds)] * len(sds)),
+        **file_header(jobs.header),
+        "state_dict": jobs.total.result(),
         "meta": {"iteration": iteration + 1, "consensus_of": accepted},
     }
     digest = save_torch_atomic(model_out, out)

@@ -24,7 +24,7 @@ def form_start_model(
 
         path = inputs["initial"][0]
         return load_model_file(path), {"initial": str(path)}
-    if "synced" in inputs:  # a rewound run: the node's copy of the start (registry)
+    if "synced" in inputs:  # the node's copy of the start: a rewound run, or a large N
         from paravg.io import read_json
         from paravg.nnet.tdnn import load_model_file
 

@@ -23,6 +23,55 @@ def _check_same_keys(state_dicts: Sequence[dict]) -> None:
             )
 
 
+class RunningSum:
+    """Σ_k c_k · sd_k per tensor, one state dict at a time: a float64 accumulator and the
+    state dict being added are all it holds (memory ≈ 3 × a float32 model, whatever the
+    number of models). Integer tensors are the first's. The sum of each element is formed
+    in the order the state dicts come, so streaming them gives the bits of a list."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._acc: dict = {}
+        self._first: dict = {}
+
+    def add(self, sd: dict, weight: float | None = None) -> None:
+        """Add ``sd`` (times ``weight``; ``None``: 1, as a mean's terms)."""
+        if self.count == 0:
+            self._first = {k: (v.dtype, v.clone() if not v.is_floating_point() else None)
+                           for k, v in sd.items()}  # fmt: skip
+            self._acc = {
+                k: torch.zeros_like(v, dtype=torch.float64)
+                for k, v in sd.items()
+                if v.is_floating_point()
+            }
+        elif set(sd) != set(self._first):
+            missing = sorted(set(self._first) ^ set(sd))
+            raise ValueError(
+                f"state dict {self.count} has different parameters from state dict 0: {missing}"
+            )
+        for name, acc in self._acc.items():
+            if weight is None:
+                acc.add_(sd[name])  # in float64, without a float64 copy of the term
+            elif weight != 0.0:
+                acc += float(weight) * sd[name].to(torch.float64)
+        self.count += 1
+
+    def result(self, divide: bool = False, dtype=None) -> dict:
+        """The sum (``divide``: over the count, once: the mean), cast to ``dtype`` or each
+        tensor's first dtype. Once: the accumulator is released as it is read."""
+        if self.count == 0:
+            raise ValueError("nothing to combine")
+        out = {}
+        for name, (first_dtype, integer) in self._first.items():
+            if integer is not None:
+                out[name] = integer
+                continue
+            acc = self._acc.pop(name)  # freed tensor by tensor: the sum is read once
+            out[name] = (acc.div_(self.count) if divide else acc).to(dtype or first_dtype)
+        self._first, self.count = {}, 0
+        return out
+
+
 def weighted_sum(state_dicts: Sequence[dict], weights: Sequence[float], dtype=None) -> dict:
     """Σ_k c_k · sd_k per tensor (float64 accumulation, cast to ``dtype`` or the first's dtype)."""
     if not state_dicts:
@@ -30,17 +79,10 @@ def weighted_sum(state_dicts: Sequence[dict], weights: Sequence[float], dtype=No
     if len(weights) != len(state_dicts):
         raise ValueError(f"{len(weights)} weights for {len(state_dicts)} state dicts")
     _check_same_keys(state_dicts)
-    out = {}
-    for name, first in state_dicts[0].items():
-        if not first.is_floating_point():
-            out[name] = first.clone()
-            continue
-        acc = torch.zeros_like(first, dtype=torch.float64)
-        for c, sd in zip(weights, state_dicts, strict=True):
-            if c != 0.0:
-                acc += float(c) * sd[name].to(torch.float64)
-        out[name] = acc.to(dtype or first.dtype)
-    return out
+    total = RunningSum()
+    for c, sd in zip(weights, state_dicts, strict=True):
+        total.add(sd, c)
+    return total.result(dtype=dtype)
 
 
 def mean(state_dicts: Sequence[dict]) -> dict:
@@ -53,16 +95,10 @@ def mean(state_dicts: Sequence[dict]) -> dict:
     if not state_dicts:
         raise ValueError("nothing to average")
     _check_same_keys(state_dicts)
-    out = {}
-    for name, first in state_dicts[0].items():
-        if not first.is_floating_point():
-            out[name] = first.clone()
-            continue
-        acc = torch.zeros_like(first, dtype=torch.float64)
-        for sd in state_dicts:
-            acc += sd[name].to(torch.float64)
-        out[name] = (acc / len(state_dicts)).to(first.dtype)
-    return out
+    total = RunningSum()
+    for sd in state_dicts:
+        total.add(sd)
+    return total.result(divide=True)
 
 
 def to_float64(sd: dict) -> dict:

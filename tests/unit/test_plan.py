@@ -361,3 +361,41 @@ def test_ema_decay_per_iteration_or_per_archive_processed():
         assert jobs[0] == 1 and jobs[-1] == 4
         for t in range(1, p.num_iters + 1):
             assert p.ema_decay(t) == pytest.approx(expect(jobs[t - 1]))
+
+
+def test_large_iterations_read_the_synced_model_2n_reads():
+    """While N × the model size is at most run.synced_start_mb, every job of average and
+    bmuf averages the N job models itself (N² model reads per iteration, the node off the
+    critical path); above it, every job reads the node's <t>.pt (2N reads: N by the node,
+    one per job, as Kaldi's). Decentralized learners always read their neighbours."""
+    dims = {**INFO, "feat_dim": 40, "ivector_dim": 40, "num_targets": 2000}
+    over = {"trainer": {"num_jobs_initial": 4, "num_jobs_final": 4}}
+
+    def reads(p, t):
+        """Model files read per iteration t: every job's start inputs and the node's."""
+        jobs = sum(len(p.start_inputs(t, j).get(r, [])) for j in range(4)
+                   for r in ("models", "synced", "global", "delta", "start"))  # fmt: skip
+        return jobs + len(p.node_inputs(t)["models"])
+
+    for method in ("average", "bmuf"):
+        cfg = deep_merge(over, {"sync": {"method": method}})
+        small = experiment_plans(config(cfg), dims)["default"]
+        # the default TDNN with 2000 outputs, by hand: LDA 240² + 240, priors 2000, layers
+        # (240 + 1)·256 + 3·(3·256 + 1)·256, output (256 + 1)·2000; float32
+        values = 240 * 240 + 240 + 2000 + 241 * 256 + 3 * 769 * 256 + 257 * 2000
+        assert small.model_mb == 4 * values / 2**20 == pytest.approx(4.677, abs=1e-3)
+        assert not small.starts_from_synced(3) and reads(small, 3) >= 4 * 4 + 4
+        # 4 jobs × 4.68 MB = 18.7 MB: above a 10-MB threshold
+        big = experiment_plans(config(deep_merge(cfg, {"run": {"synced_start_mb": 10}})), dims)
+        p = big["default"]
+        assert not p.starts_from_synced(0) and p.starts_from_synced(3)
+        assert reads(p, 3) == 4 + 4
+        assert p.start_inputs(3, 1) == {
+            "synced": [p.layout.model("default", 3)],
+            "summary": [p.layout.sync_summary("default", 3)],
+            "stats": [p.layout.job_stats("default", 3, k) for k in range(4)],
+        }
+        # the chain of fingerprints is the same: the start model has the same bits
+        assert [p.fingerprint(t) for t in range(5)] == [small.fingerprint(t) for t in range(5)]
+    ring = deep_merge(over, {"sync": {"method": "ring"}, "run": {"synced_start_mb": 0}})
+    assert not experiment_plans(config(ring), dims)["default"].starts_from_synced(3)

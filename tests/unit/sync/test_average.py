@@ -90,3 +90,39 @@ def test_all_diverged_names_iteration_and_jobs(tmp_path):
     paths, stats = write_jobs(tmp_path, [float("nan"), float("-inf")])
     with pytest.raises(NoAcceptableJobError, match=r"iteration 7.*job 0.*job 1"):
         average_jobs(paths, stats, iteration=7)
+
+
+def test_models_are_read_one_at_a_time_and_give_the_bits_of_the_list_mean(tmp_path, monkeypatch):
+    """The node and every job average N models holding one at a time (a float64 running
+    sum beside it: memory ≈ 3 models, not N), bit for bit the mean of the list; only the
+    accepted jobs' models are read, and an unreadable best job is dropped and the
+    selection made again without it."""
+    import gc
+    import weakref
+
+    import paravg.nnet.tdnn as tdnn
+
+    paths, stats = write_jobs(tmp_path, [-1.0, -1.1, -5.0, -1.2, -0.9])
+    real_load, alive, reads = tdnn.load_model_file, [], []
+
+    def load(path):
+        gc.collect()
+        alive.append(sum(r() is not None for r in refs))
+        reads.append(str(path))
+        model = real_load(path)
+        refs.append(weakref.ref(model["state_dict"]["hidden.0.weight"]))
+        return model
+
+    refs = []
+    monkeypatch.setattr(tdnn, "load_model_file", load)
+    synced, summary = average_jobs(paths, stats, iteration=4)
+    assert summary["accepted"] == [0, 1, 3, 4] and summary["rejected"] == [2]
+    assert max(alive) == 0  # the previous model is gone before the next is read
+    assert str(paths[2]) not in reads  # a rejected job's model is never read
+    monkeypatch.setattr(tdnn, "load_model_file", real_load)
+    listed = mean([real_load(paths[j])["state_dict"] for j in (0, 1, 3, 4)])
+    assert all(torch.equal(synced["state_dict"][k], v) for k, v in listed.items())
+    # the best job's file is damaged: it is excluded and job 2 is judged against job 0
+    paths[4].write_bytes(paths[4].read_bytes()[:100])
+    _synced, summary = average_jobs(paths, stats, iteration=4)
+    assert summary["accepted"] == [0, 1, 3] and "job 4" in summary["problems"][0]
