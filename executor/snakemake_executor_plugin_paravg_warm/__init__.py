@@ -28,12 +28,15 @@ as Snakemake's local executor runs them. Select it with ``--executor paravg-warm
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
 import os
 import runpy
 import subprocess
+import sys
 import threading
+import types
 from dataclasses import dataclass
 
 from snakemake.benchmark import benchmarked
@@ -47,6 +50,7 @@ from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 PRELOAD = (
     "torch",
     "snakemake.script",
+    __name__,  # _run_file, the child's target
     "paravg.train_job",
     "paravg.diagnostics",
     "paravg.sync.average",
@@ -98,6 +102,19 @@ def _job_environment(script: PythonScript) -> dict[str, str]:
     return environment
 
 
+@contextlib.contextmanager
+def _without_main_module():
+    """While a child starts: no ``__main__`` for multiprocessing to import in it. The
+    parent's is the ``snakemake`` command, whose import loads every executor plugin (the
+    SLURM plugin runs ``scontrol``, 10 s without a controller) for nothing."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
     """``PythonScript.execute_script`` through the warm server (host Python jobs only)."""
     if (
@@ -110,7 +127,7 @@ def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
     ):
         return _python_execute_script(self, fname, edit)
     child = _context.Process(target=_run_file, args=(str(fname), _job_environment(self)))
-    with _lock:
+    with _lock, _without_main_module():
         child.start()
         _running.add(child)
     try:
