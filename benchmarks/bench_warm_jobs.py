@@ -6,10 +6,12 @@ upstream stages (data, features, i-vectors, egs: copied from a workspace, so not
 upstream reruns) to ``final.pt``. Printed side by side:
 
 * wall time of the stage;
-* per train job: CPU seconds (``benchmark:`` files: psutil on the job's process, the same
-  measure for both), the training part's own seconds (the job's statistics:
-  ``wall.finished_at − wall.started_at``, one thread), and their difference, the job's
-  fixed cost (interpreter, imports, reading the start models, writing);
+* its CPU time, every process included (snakemake, its jobs; the warm server and its
+  forks, which the executor stops and waits for at the end): ``getrusage`` of the
+  finished snakemake, per DAG job;
+* the train jobs' training parts (their statistics: ``wall.finished_at − wall.started_at``,
+  one thread), and what is left per job: an upper bound of a job's fixed cost
+  (interpreter, imports, reading and writing models, and the small jobs' own work);
 * whether ``final.pt`` is bit-identical between the two.
 
     .venv/bin/python benchmarks/bench_warm_jobs.py --workspace . --cores 2
@@ -23,10 +25,10 @@ the config says); the runs happen in copies under ``--scratch``.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import re
+import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,16 +76,18 @@ def snakemake(ws: Path, configfiles: list[Path], *args: str) -> subprocess.Compl
     return subprocess.run(cmd, cwd=ws, capture_output=True, text=True)
 
 
-def train_job_costs(layout: Layout, exp: str) -> list[tuple[float, float]]:
-    """(CPU seconds of the job's process, seconds of its training part) per train job."""
-    costs = []
-    for (t, j), stats_path in layout.existing("job_stats", exp).items():
-        bench = Path(layout.benchmark("train_job", f"{exp}/{t}/job{j}"))
-        with open(bench) as f:
-            row = next(csv.DictReader(f, delimiter="\t"))
+def training_seconds(layout: Layout, exp: str) -> list[float]:
+    """Seconds of each train job's training part (its statistics)."""
+    out = []
+    for stats_path in layout.existing("job_stats", exp).values():
         wall = json.loads(Path(stats_path).read_text())["wall"]
-        costs.append((float(row["cpu_time"]), wall["finished_at"] - wall["started_at"]))
-    return costs
+        out.append(wall["finished_at"] - wall["started_at"])
+    return out
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(args, executor: str, cfg: dict) -> dict:
@@ -97,20 +101,21 @@ def run(args, executor: str, cfg: dict) -> dict:
     ]
     if dry.returncode != 0 or upstream_jobs:
         sys.exit(f"{ws}: the upstream stages would rerun ({upstream_jobs}):\n{dry.stdout[-3000:]}")
-    started = time.perf_counter()
+    cpu, started = children_cpu(), time.perf_counter()
     proc = snakemake(
         ws, args.configfile, "--cores", str(args.cores), "--executor", executor, target
     )
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, children_cpu() - cpu
     if proc.returncode != 0:
         sys.exit(f"{executor}: snakemake failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    costs = train_job_costs(layout, args.experiment)
+    training = training_seconds(layout, args.experiment)
     result = {
         "executor": executor,
         "wall": wall,
-        "jobs": len(costs),
-        "cpu": statistics.mean(c for c, _ in costs),
-        "train": statistics.mean(t for _, t in costs),
+        "cpu": cpu,
+        "jobs": len(re.findall(r"^Finished jobid", proc.stdout + proc.stderr, re.M)),
+        "train_jobs": len(training),
+        "training": sum(training),
         "final": Path(layout.final_model(args.experiment)).read_bytes(),
     }
     if not args.keep:
@@ -143,16 +148,18 @@ def main() -> None:
     results = [run(args, executor, cfg) for executor in EXECUTORS]
     base = results[0]
     stage = f"training stage of {args.experiment!r} to final.pt"
-    print(f"{stage}, {args.cores} cores, {base['jobs']} train jobs")
-    print("| executor | wall s | ratio | CPU s / train job | training part s "
-          "| fixed cost s / job | ratio |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
-    base_fixed = base["cpu"] - base["train"]
+    print(
+        f"{stage}, {args.cores} cores: {base['jobs']} jobs, {base['train_jobs']} of them train jobs"
+    )
+    print("| executor | wall s | ratio | CPU s | ratio | CPU s / job "
+          "| training parts s / train job | the rest, CPU s / job |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        fixed = r["cpu"] - r["train"]
+        rest = (r["cpu"] - r["training"]) / r["jobs"]
         print(
             f"| {r['executor']} | {r['wall']:.1f} | {r['wall'] / base['wall']:.2f} "
-            f"| {r['cpu']:.2f} | {r['train']:.2f} | {fixed:.2f} | {fixed / base_fixed:.2f} |"
+            f"| {r['cpu']:.1f} | {r['cpu'] / base['cpu']:.2f} | {r['cpu'] / r['jobs']:.2f} "
+            f"| {r['training'] / r['train_jobs']:.2f} | {rest:.2f} |"
         )
     same = all(r["final"] == base["final"] for r in results)
     print(f"final.pt bit-identical across executors: {'yes' if same else 'NO'}")

@@ -173,9 +173,20 @@ class Executor(LocalExecutor):
             for child in list(_running):
                 child.terminate()
 
+    @staticmethod
+    def _stop_server() -> None:
+        """Stop the forkserver and wait for it (no orphan process; its CPU time and its
+        children's count for snakemake's own, as a job run in a fresh process does)."""
+        global _context
+        _context = None
+        PythonScript.execute_script = _python_execute_script
+        multiprocessing.forkserver._forkserver._stop()  # the standard library's own stop
+
     def cancel(self):
         self._terminate_children()
         super().cancel()
+        self._stop_server()
 
     def shutdown(self):
         super().shutdown()
+        self._stop_server()
