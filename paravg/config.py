@@ -141,16 +141,24 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
 
 def resolved_experiments(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict[str, dict]:
     """Every experiment's effective config (:func:`experiment_config`), resolved once per
-    config content: validation, the DAG and the plans all read the same dicts (read-only)."""
-    key = json.dumps(config, default=str)  # key order kept: experiments keep theirs
-    return copy.deepcopy(_resolved(key, str(schema_path)))  # a caller's edit stays its own
+    config content: validation, the DAG and the plans all read copies of the same dicts.
+
+    Resolved from ``config`` itself (not from its JSON): a model config's strings stay the
+    objects they are in ``config``, and pickling (``torch.save`` of a model file that
+    carries its config) writes the same bytes as from a config resolved without a cache.
+    """
+    key = (json.dumps(config, default=str), str(schema_path))  # order kept: experiments'
+    if key not in _RESOLVED:
+        schema = load_schema(schema_path)
+        if len(_RESOLVED) >= 8:
+            _RESOLVED.pop(next(iter(_RESOLVED)))
+        _RESOLVED[key] = {
+            name: experiment_config(config, name, schema) for name in config["experiments"]
+        }
+    return copy.deepcopy(_RESOLVED[key])  # a caller's edit stays its own
 
 
-@functools.lru_cache(maxsize=8)
-def _resolved(config_json: str, schema_path: str) -> dict[str, dict]:
-    config = json.loads(config_json)
-    schema = load_schema(schema_path)
-    return {name: experiment_config(config, name, schema) for name in config["experiments"]}
+_RESOLVED: dict[tuple[str, str], dict[str, dict]] = {}
 
 
 def demo_set_names(config: dict) -> list[str]:

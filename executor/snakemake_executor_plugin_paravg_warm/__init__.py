@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import runpy
@@ -115,6 +116,18 @@ def _without_main_module():
         sys.modules["__main__"] = main
 
 
+def _wait(child: multiprocessing.process.BaseProcess) -> None:
+    """Wait for ``child`` to end, and take its exit status under the lock.
+
+    A forkserver child's status is a few bytes on a pipe from the server, read by the
+    first ``poll`` that finds the pipe readable: ``Process.start`` polls every other
+    child, so two threads could read one pipe, and the loser would see EOF and the status
+    255 (as if the server had died). Every start and every status read hold the lock."""
+    multiprocessing.connection.wait([child.sentinel])
+    with _lock:
+        child.join()
+
+
 def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
     """``PythonScript.execute_script`` through the warm server (host Python jobs only)."""
     if (
@@ -133,9 +146,9 @@ def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
     try:
         if self.bench_record is not None:
             with benchmarked(child.pid, self.bench_record):
-                child.join()
+                _wait(child)
         else:
-            child.join()
+            _wait(child)
     finally:
         with _lock:
             _running.discard(child)
