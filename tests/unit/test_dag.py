@@ -87,7 +87,15 @@ def test_job_params_are_the_plans_job_contract(tmp_path):
     assert "runtime" not in dag.job_params("default", 2, 0)
     assert dag.job_device("default") == "auto"
     assert dag.job_straggler_factor("default", 2, 0) == "1.0"
-    assert dag.train_gpus("default") in (0, 1)
+
+
+def test_train_jobs_reserve_a_gpu_where_they_will_train_on_one(tmp_path, monkeypatch):
+    monkeypatch.setattr("paravg.devices.nvidia_driver_installed", lambda: False)
+    for device, gpus in (("cpu", 0), ("cuda", 1), ("auto", 0)):
+        dag, _ = dag_of(tmp_path, {"trainer": {"device": device}})
+        assert dag.train_gpus("default") == gpus, device
+    monkeypatch.setattr("paravg.devices.nvidia_driver_installed", lambda: True)
+    assert dag_of(tmp_path, {"trainer": {"device": "auto"}})[0].train_gpus("default") == 1
 
 
 def test_bmuf_job_and_node_get_the_same_resolved_block_momentum(tmp_path):
@@ -162,7 +170,26 @@ def test_frontiers_make_finished_indices_inputs_and_cap_for_a_target_job(tmp_pat
     assert retry == [{"exp": "default", "t": "4", "j": "0"}]
     dag, _ = dag_of(tmp_path, overrides, target_jobs=retry)
     assert dag.frontiers["default"].train == 3
-    assert dag.final_targets()  # no export check inside a cluster job's own snakemake
+
+
+def test_a_damaged_export_stops_the_main_run_but_not_a_cluster_job(tmp_path, monkeypatch):
+    """The final targets hold every experiment's Kaldi export when decoding is on; a
+    finished export that lost a file stops the main snakemake, never a cluster job's own
+    (it runs one job)."""
+    checked = []
+
+    def damaged(kaldi_dir):
+        checked.append(kaldi_dir)
+        raise RuntimeError(f"{kaldi_dir} is damaged")
+
+    monkeypatch.setattr("paravg.export.manifest.check_finished_export", damaged)
+    dag, _ = dag_of(tmp_path)
+    assert dag.recognition.enabled
+    with pytest.raises(RuntimeError, match="damaged"):
+        dag.final_targets()
+    retry = [{"exp": "default", "t": "4", "j": "0"}]
+    targets = dag_of(tmp_path, target_jobs=retry)[0].final_targets()
+    assert dag.layout.kaldi_dir("default") in targets and len(checked) == 1
 
 
 def test_recognition_settings(tmp_path):
