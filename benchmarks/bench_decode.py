@@ -59,7 +59,7 @@ def main() -> None:
     from paravg.graph.lexicon import read_text
     from paravg.graph.load import load_graph
     from paravg.layout import Layout
-    from paravg.nnet.tdnn import build_model, load_model_file
+    from paravg.nnet.model_file import build_model, load_model_file
 
     r = Path(args.results).resolve()
     os.chdir(r.parent)  # the run's scp files hold paths relative to its directory

@@ -49,7 +49,7 @@ from paravg.export.verify import (  # noqa: E402
     vosk_decode,
 )  # fmt: skip
 from paravg.layout import Layout  # noqa: E402
-from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
+from paravg.nnet.model_file import build_model, load_model_file  # noqa: E402
 
 
 def _children_cpu() -> float:

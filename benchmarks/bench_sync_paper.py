@@ -127,7 +127,7 @@ class Run:
         from paravg.combine import combine_objective
         from paravg.egs import EgsArchive
         from paravg.io import save_torch_atomic
-        from paravg.nnet.tdnn import load_model_file
+        from paravg.nnet.model_file import load_model_file
         from paravg.sync.ema import ema_update
 
         plan = self.plans[exp]
@@ -169,7 +169,7 @@ def learner_modes(run: Run, exp: str) -> list[dict] | None:
     training objective; None when the job models were not kept."""
     import torch
 
-    from paravg.nnet.tdnn import load_model_file
+    from paravg.nnet.model_file import load_model_file
 
     plan, lay = run.plans[exp], run.layout
     n = plan.num_jobs(0)

@@ -55,7 +55,7 @@ def reads_per_iteration(n: int, args, synced_start_mb: float):
 
 CHILD = r"""
 import json, os, sys, threading, time, torch
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 from paravg.sync.average import average_jobs
 from paravg.sync.tensors import mean
 paths, stats, how = json.loads(sys.argv[1])
@@ -89,7 +89,8 @@ def peak_memory(n: int, mb: float, scratch: Path) -> list[tuple[str, float]]:
     import torch
 
     from paravg.io import save_torch_atomic
-    from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+    from paravg.nnet.model_file import model_to_file_dict
+    from paravg.nnet.tdnn import TdnnModel
 
     dim = int((mb * 2**20 / 4 / 3) ** 0.5)  # three dim × dim layers
     cfg = {"input_splice": [0], "hidden": [{"dim": dim}, {"dim": dim}],

@@ -42,7 +42,8 @@ from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.io import save_torch_atomic
 from paravg.layout import Layout
 from paravg.nnet.context import model_context
-from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 from paravg.plan import experiment_plans
 from paravg.progress import load_config
 from paravg.train_job import JobSpec, train_one_job

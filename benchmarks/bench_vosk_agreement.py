@@ -78,7 +78,7 @@ from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
 from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
 from paravg.ivector.online import OnlineIvectorOptions, extract_speaker  # noqa: E402
 from paravg.layout import Layout  # noqa: E402
-from paravg.nnet.tdnn import build_model, load_model_file  # noqa: E402
+from paravg.nnet.model_file import build_model, load_model_file  # noqa: E402
 
 
 def wer(text: dict[str, list[str]], hyps: dict[str, str]) -> float:

@@ -33,8 +33,8 @@ import torch
 
 from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import evaluate_minibatches
-from paravg.nnet.tdnn import build_model, load_model_file
 from paravg.provenance import checksums
 from paravg.sync.tensors import mean
 

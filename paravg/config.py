@@ -175,6 +175,8 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
     out: dict[str, Any] = {}
     for section in EXPERIMENT_SECTIONS:
         merged = deep_merge(config[section], overrides.get(section, {}))
+        if section == "model" and merged.get("family") == "tdnnf":
+            merged.setdefault("tdnnf", {})  # its keys get their defaults
         sub = dict(schema["$defs"][section])
         sub["$defs"] = schema["$defs"]
         _validate(merged, sub, f"experiments.{name}.{section}")
@@ -197,6 +199,24 @@ def _check_experiment(name: str, exp: dict) -> None:
     from paravg.egs.minibatch import MinibatchRule
 
     MinibatchRule.parse(trainer["minibatch_size"], f"experiments.{name}.trainer.minibatch_size")
+    model = exp["model"]
+    if trainer.get("dropout_schedule"):
+        from paravg.nnet.dropout_schedule import parse_dropout_schedule
+
+        if model.get("family", "tdnn") == "tdnn":
+            raise ConfigError(
+                f"experiments.{name}.trainer.dropout_schedule is set but the model family "
+                "tdnn has no dropout: use model.family tdnnf or remove the schedule"
+            )
+        parse_dropout_schedule(trainer["dropout_schedule"])
+    if model.get("family") == "tdnnf":
+        f = model["tdnnf"]
+        if f["time_strides"] and f["bypass_scale"] and f["tdnn1_dim"] != f["dim"]:
+            raise ConfigError(
+                f"experiments.{name}.model.tdnnf: tdnn1_dim ({f['tdnn1_dim']}) must equal dim "
+                f"({f['dim']}): the first tdnnf layer's bypass adds tdnn1's output (or set "
+                "bypass_scale: 0)"
+            )
     # --- end fidelity ---
     if trainer["num_jobs_final"] < trainer["num_jobs_initial"]:
         raise ConfigError(

@@ -16,11 +16,12 @@ import torch
 
 from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.io import write_json_atomic
+from paravg.nnet.acoustic import AcousticModel
+from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import evaluate_minibatches
-from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file
 
 
-def subset_stats(model: TdnnModel, prefix: str | Path, minibatch_size: int = 512) -> dict:
+def subset_stats(model: AcousticModel, prefix: str | Path, minibatch_size: int = 512) -> dict:
     archive = EgsArchive(prefix)
     batches = all_frame_minibatches(
         archive, model.left_context, model.right_context, minibatch_size
@@ -28,16 +29,16 @@ def subset_stats(model: TdnnModel, prefix: str | Path, minibatch_size: int = 512
     return evaluate_minibatches(model, batches, torch.device("cpu")).as_dict()
 
 
-def parameter_progress(model: TdnnModel, prev: TdnnModel) -> dict:
-    """Per component: absolute and relative Frobenius change of weights + bias."""
+def parameter_progress(model: AcousticModel, prev: AcousticModel) -> dict:
+    """Per component: absolute and relative Frobenius change of its parameters (weights
+    and bias together)."""
     out = {}
     for name, cur, old in zip(
         model.component_names(), model.components(), prev.components(), strict=True
     ):
-        diff = torch.sqrt(
-            ((cur.weight - old.weight) ** 2).sum() + ((cur.bias - old.bias) ** 2).sum()
-        )
-        norm = torch.sqrt((old.weight**2).sum() + (old.bias**2).sum())
+        pairs = list(zip(cur.update_params(), old.update_params(), strict=True))
+        diff = torch.sqrt(sum(((c - o) ** 2).sum() for c, o in pairs))
+        norm = torch.sqrt(sum((o**2).sum() for _, o in pairs))
         out[name] = {
             "change": float(diff),
             "relative_change": float(diff / norm) if norm > 0 else None,

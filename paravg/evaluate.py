@@ -27,8 +27,8 @@ from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.errors import DataError
 from paravg.io import write_json_atomic
 from paravg.kaldi_io import load_scp
+from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import ObjectiveStats
-from paravg.nnet.tdnn import build_model, load_model_file
 
 log = logging.getLogger(__name__)
 

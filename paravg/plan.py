@@ -32,6 +32,7 @@ from functools import cached_property
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
+from paravg.nnet.dropout_schedule import dropout_proportion
 from paravg.schedule import Schedule
 from paravg.sync.registry import SyncMethod, get_method
 
@@ -69,6 +70,8 @@ class JobSpec:
     archive: str = ""  # the egs archive's prefix (paravg.layout.Layout.egs_prefix)
     ngsgd: dict = field(default_factory=dict)  # trainer.ngsgd: the affine layers' optimiser
     simulate_seconds: float = 0.0  # > 0: sleep this long instead of training (simulate)
+    dropout_proportion: float = 0.0  # p of every dropout component (trainer.dropout_schedule)
+    l2_regularize_factor: float = 1.0  # Kaldi's --l2-regularize-factor: 1 / num_jobs
     straggler_factor: float = 1.0  # simulate.straggler: timing only, a resource, not planned
 
     @property
@@ -234,6 +237,14 @@ class ExperimentPlan:
         }
         if self.simulate.get("train_seconds", 0):
             params["simulate_seconds"] = self.simulate["train_seconds"]
+        if t.get("dropout_schedule"):
+            params["dropout_proportion"] = dropout_proportion(
+                t["dropout_schedule"], self.schedule.data_fraction(iteration)
+            )
+        if self.experiment["model"].get("family", "tdnn") != "tdnn":
+            # the families with l2-regularize (the TDNN has none): train_dnn.py passes
+            # --l2-regularize-factor=1/num_jobs so that the average keeps the l2 of one job
+            params["l2_regularize_factor"] = 1.0 / self.num_jobs(iteration)
         return params
 
     def job(self, iteration: int, job: int) -> JobSpec:

@@ -25,7 +25,7 @@ import torch
 from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.egs.shuffle import reservoir_sample
 from paravg.io import save_torch_atomic, write_json_atomic
-from paravg.nnet.tdnn import build_model, load_model_file
+from paravg.nnet.model_file import build_model, load_model_file
 from paravg.provenance import checksums
 
 NUM_JOBS_COMPUTE_PRIOR = 10  # Kaldi's --trainer.num-jobs-compute-prior

@@ -4,7 +4,7 @@ Every rule that writes a model file records its sha256 in the JSON it writes bes
 (``init.json``, ``<t>/job<j>.json``, ``sync/<t>.json``, ``consensus/<t>.json``,
 ``combine.json``, ``final.json``: key ``sha256``, by the file's path relative to the
 experiment dir; :func:`paravg.layout.model_producer` knows which JSON). Every reader
-(:func:`paravg.nnet.tdnn.load_model_file`) compares the bytes it read with that record,
+(:func:`paravg.nnet.model_file.load_model_file`) compares the bytes it read with that record,
 so a file damaged after it was written (a truncated copy, a bad disk, an edit) is caught
 even when it still unpickles, and is never trained or averaged from.
 

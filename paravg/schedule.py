@@ -143,6 +143,13 @@ class Schedule:
         self._check(t)
         return self.jobs_per_iter[t]
 
+    def data_fraction(self, t: int) -> float:
+        """x_t = archives processed before iteration t / archives to process, ≤ 1: where
+        a per-iteration schedule (the dropout schedule) is evaluated
+        (``train_rnn.py``/``train_dnn.py``: ``data_fraction``)."""
+        self._check(t)
+        return min(1.0, self.archives_processed_before[t] / self.num_archives_to_process)
+
     def effective_lrate(self, t: int) -> float:
         """Exponential in archives processed; exactly the final rate on the last iteration."""
         self._check(t)

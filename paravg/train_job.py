@@ -12,8 +12,15 @@ Mirrors ``steps/libs/nnet3/train/frame_level_objf/common.py: train_new_models`` 
 * per-component max-change: s_c = min(1, max_change_c / ‖Δ_c‖) (Frobenius over weights
   and bias together), then the global max-param-change on the clipped total
   ‖(s_c Δ_c)_c‖: g = min(1, max_param_change / total) (max_param_change / √2 at iteration 0);
+* before max-change, a component with ``l2-regularize`` λ_c adds the plain-gradient term
+  Δ_c += −2 · S · lr · λ_c · θ_c, S = egs in the minibatch × ``l2_regularize_factor``
+  (1 / num_jobs) (``ApplyL2Regularization``, ``nnet-utils.cc``);
 * a non-finite total skips the update (Kaldi only catches ∞; NaN is skipped here too);
-* θ_c += g s_c Δ_c.
+* θ_c += g s_c Δ_c; then every batch-norm's statistics × 0.8 (``ScaleBatchnormStats``)
+  and, each with probability 1/4, the semi-orthogonal constraint on the constrained
+  components (``ConstrainOrthonormal``; :mod:`paravg.nnet.orthonormal`), as
+  ``NnetTrainer::TrainInternal`` orders them;
+* the dropout proportion of the whole job is the plan's (``trainer.dropout_schedule``).
 
 The job writes ``<t+1>/job<j>.pt`` and a JSON of its statistics beside it; natural-
 gradient state is never saved (every job starts it afresh, as Kaldi).
@@ -27,12 +34,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from paravg.egs import EgsArchive, frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.acoustic import AcousticModel
+from paravg.nnet.model_file import build_model, model_to_file_dict
 from paravg.nnet.objective import ObjectiveStats, weighted_logprob
-from paravg.nnet.tdnn import TdnnModel, build_model, model_to_file_dict
+from paravg.nnet.orthonormal import constrain_components
 from paravg.plan import JobSpec
 from paravg.provenance import checksums
 
@@ -51,8 +61,22 @@ class StepStats:
         self.per_component: list[int] = []
 
 
+def add_l2_regularization(
+    model: AcousticModel, deltas: list[list[torch.Tensor]], lr: float, scale: float
+) -> None:
+    """Δ_c += −2 · scale · lr · λ_c · θ_c for every component with ``l2_regularize`` λ_c
+    (``scale`` = egs in the minibatch × ``l2_regularize_factor``)."""
+    for comp, ds in zip(model.components(), deltas, strict=True):
+        if comp.l2_regularize:
+            for param, d in zip(comp.update_params(), ds, strict=True):
+                d.add_(param.detach(), alpha=-2.0 * scale * lr * comp.l2_regularize)
+
+
 def apply_max_change(
-    model: TdnnModel, deltas: list[list[torch.Tensor]], max_param_change: float, stats: StepStats
+    model: AcousticModel,
+    deltas: list[list[torch.Tensor]],
+    max_param_change: float,
+    stats: StepStats,
 ) -> bool:
     """Scale and add the steps as ``UpdateNnetWithMaxChange``; return False if skipped."""
     comps = model.components()
@@ -76,13 +100,13 @@ def apply_max_change(
         stats.global_limited += 1
     with torch.no_grad():
         for comp, s, ds in zip(comps, scales, deltas, strict=True):
-            comp.weight.add_(ds[0], alpha=g * s)
-            comp.bias.add_(ds[1], alpha=g * s)
+            for param, d in zip(comp.update_params(), ds, strict=True):
+                param.add_(d, alpha=g * s)
     return True
 
 
 def train_one_job(
-    model: TdnnModel, archive: EgsArchive, spec: JobSpec, device: torch.device
+    model: AcousticModel, archive: EgsArchive, spec: JobSpec, device: torch.device
 ) -> dict:
     """Train ``model`` in place on one archive/frame; return the job statistics."""
     started = time.perf_counter()
@@ -90,6 +114,11 @@ def train_one_job(
     for comp in model.components():
         comp.reset_state()
     model.reset_nonlinearity_stats(spec.seed)
+    model.set_dropout_proportion(spec.dropout_proportion)
+    batchnorms = model.batchnorms()
+    constrained = [c for c in model.components() if c.orthonormal_constraint]
+    constraint_rng = np.random.default_rng([spec.seed, 0, 2])
+    regularized = any(c.l2_regularize for c in model.components())
     objective = ObjectiveStats()
     steps = StepStats()
     mpc = spec.effective_max_param_change()
@@ -112,7 +141,14 @@ def train_one_job(
         (-objf).backward()
         objective.add(logp.detach(), labels, weights)
         deltas = [comp.delta(spec.learning_rate) for comp in model.components()]
+        if regularized:
+            scale = feats.shape[0] * spec.l2_regularize_factor
+            add_l2_regularization(model, deltas, spec.learning_rate, scale)
         apply_max_change(model, deltas, mpc, steps)
+        for bn in batchnorms:
+            bn.scale_stats()
+        if constrained:
+            constrain_components(constrained, constraint_rng)
         steps.num_minibatches += 1
     elapsed = time.perf_counter() - started
     log.info("trained %d minibatches in %.2f s", steps.num_minibatches, elapsed)
@@ -141,7 +177,7 @@ def train_one_job(
     }
 
 
-def simulated_job(model: TdnnModel, spec: JobSpec) -> dict:
+def simulated_job(model: AcousticModel, spec: JobSpec) -> dict:
     """``simulate.train_seconds``: sleep instead of training, keep the start model.
 
     For measuring the workflow's own overhead (scheduling, start-up, I/O) at a fixed job

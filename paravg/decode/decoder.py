@@ -115,7 +115,7 @@ def decode_split(
     one search each; write each graph's lattices to ``lattice_paths[kind]`` and the
     split's summary (timing, options, lattice sizes, the reference check) as JSON. The
     model/graph pdf counts and the set's ``text`` are checked first."""
-    from paravg.nnet.tdnn import build_model, load_model_file
+    from paravg.nnet.model_file import build_model, load_model_file
 
     file_dict = load_model_file(model_path)
     model = build_model(file_dict).eval()

@@ -76,7 +76,7 @@ class IvectorSystem:
 
 
 def _load_model(model_path: Path):
-    from paravg.nnet.tdnn import build_model, load_model_file
+    from paravg.nnet.model_file import build_model, load_model_file
 
     try:
         file_dict = load_model_file(model_path)

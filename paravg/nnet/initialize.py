@@ -18,15 +18,16 @@ import torch
 from paravg.egs import EgsArchive, EgsInfo, all_frame_minibatches
 from paravg.errors import ConfigError, DataError
 from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.lda import LdaStats, estimate_transform
-from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict, new_model
 from paravg.provenance import checksums
 
 log = logging.getLogger(__name__)
 
 
 def accumulate_lda_stats(
-    model: TdnnModel, archives: Sequence[str | Path], rand_prune: float, seed: int
+    model: AcousticModel, archives: Sequence[str | Path], rand_prune: float, seed: int
 ) -> LdaStats:
     """LDA statistics of ``model.lda_input`` over every labelled frame of ``archives``."""
     stats = LdaStats(model.lda_dim, model.num_targets)
@@ -69,12 +70,13 @@ def init_model(
     info = EgsInfo.load(info_path)
     num_targets = num_targets or info.num_targets
     ivector_dim = info.ivector_dim if use_ivector else 0
-    model = TdnnModel(model_cfg, info.feat_dim, ivector_dim, num_targets)
+    model = new_model(model_cfg, info.feat_dim, ivector_dim, num_targets)
     left, right = model.left_context, model.right_context
     if left > info.left_context or right > info.right_context:
         raise ConfigError(
             f"the model's context ({left}, {right}) (from model.input_splice and "
-            "model.hidden[].splice, or an experiment's model override) exceeds the egs "
+            "model.hidden[].splice or model.tdnnf.time_strides, or an experiment's model "
+            "override) exceeds the egs "
             f"context ({info.left_context}, {info.right_context}) of {info_path}: the egs "
             "must be rebuilt for this model config"
         )

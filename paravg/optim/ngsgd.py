@@ -638,6 +638,8 @@ class NaturalGradientAffine(Affine):
     P_in of rank min(rank_in, (in+1)//2) and dimension in+1, P_out of rank
     min(rank_out, (out+1)//2) and dimension out; the preconditioned ones column drives
     the bias (``nnet-simple-component.cc``, ``NaturalGradientAffineComponent::Update``).
+    Without bias (``use_bias=False``: Kaldi's ``LinearComponent`` and the bias-free
+    ``TdnnComponent``) X_in = x, of dimension in, and the step is ΔW alone.
     With ``enabled=False`` the same path runs without preconditioning (plain SGD step, a
     test oracle); :func:`make_affine_factory` returns plain :class:`Affine` instead.
 
@@ -655,8 +657,9 @@ class NaturalGradientAffine(Affine):
         out_dim: int,
         max_change: float = 0.0,
         ngsgd: Mapping[str, Any] | NgsgdOptions | None = None,
+        use_bias: bool = True,
     ) -> None:
-        super().__init__(in_dim, out_dim, max_change)
+        super().__init__(in_dim, out_dim, max_change, use_bias)
         self.ngsgd = NgsgdOptions.from_config(ngsgd)
         self.rank_in = min(self.ngsgd.rank_in, (self.in_dim + 1) // 2)
         self.rank_out = min(self.ngsgd.rank_out, (self.out_dim + 1) // 2)
@@ -670,12 +673,15 @@ class NaturalGradientAffine(Affine):
         self._in_buffer: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() and (self.weight.requires_grad or self.bias.requires_grad):
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.update_params()):
             return _StashingLinear.apply(x, self.weight, self.bias, self)
         return nn.functional.linear(x, self.weight, self.bias)
 
     def _input_with_ones(self, x: torch.Tensor) -> torch.Tensor:
-        """[x | 1] in a buffer reused across minibatches (it is preconditioned in place)."""
+        """[x | 1] in a buffer reused across minibatches (it is preconditioned in place);
+        [x] itself (a copy) for a component without bias."""
+        if self.bias is None:
+            return x.clone()
         N = x.shape[0]
         buf = self._in_buffer
         if buf is None or buf.shape[0] != N or buf.device != x.device or buf.dtype != x.dtype:
@@ -709,6 +715,8 @@ class NaturalGradientAffine(Affine):
         else:
             step = torch.mm(g.t(), x_in)
             step.mul_(-lr)
+        if self.bias is None:
+            return [step]
         return [step[:, : self.in_dim], step[:, self.in_dim]]
 
     def extra_repr(self) -> str:

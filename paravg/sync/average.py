@@ -52,7 +52,7 @@ def load_job_results(
 ) -> tuple[list[dict | None], list[float | None], list[str]]:
     """Load every job's model and objective; unusable jobs become ``None`` with a reason
     (the decentralized mixing of a few neighbours: all of them in memory)."""
-    from paravg.nnet.tdnn import load_model_file
+    from paravg.nnet.model_file import load_model_file
 
     models: list[dict | None] = []
     objfs: list[float | None] = []
@@ -119,7 +119,7 @@ def stream_jobs(
     """Read the objectives, choose the jobs (``select``), then add their models one at a
     time, each times ``weight(number chosen)`` (None: 1). A model that cannot be read (or
     has non-finite parameters) excludes its job, and the choice is made again without it."""
-    from paravg.nnet.tdnn import load_model_file
+    from paravg.nnet.model_file import load_model_file
 
     objfs, problems = read_job_objectives(stats_paths, iteration)
     while True:

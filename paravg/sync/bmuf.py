@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from paravg.io import save_torch_atomic, write_json_atomic
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 from paravg.provenance import checksums
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf_params import BmufParams

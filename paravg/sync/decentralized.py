@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 from paravg.sync.average import NoAcceptableJobError, load_job_results, select_jobs
 from paravg.sync.delay_by_one import mix_plus_displacement
 from paravg.sync.tensors import file_header, mean

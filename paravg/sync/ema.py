@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 from paravg.sync.tensors import file_header, weighted_sum
 
 

@@ -20,13 +20,13 @@ def form_start_model(
 ) -> tuple[dict, dict]:
     """(start model file dict, record of how it was formed) of a job of ``iteration``."""
     if "initial" in inputs:
-        from paravg.nnet.tdnn import load_model_file
+        from paravg.nnet.model_file import load_model_file
 
         path = inputs["initial"][0]
         return load_model_file(path), {"initial": str(path)}
     if "synced" in inputs:  # the node's copy of the start: a rewound run, or a large N
         from paravg.io import read_json
-        from paravg.nnet.tdnn import load_model_file
+        from paravg.nnet.model_file import load_model_file
 
         path, summary = inputs["synced"][0], read_json(inputs["summary"][0])
         summary.pop("sha256", None)

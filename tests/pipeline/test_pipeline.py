@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 
 from .conftest import EXPERIMENTS, REPO, SNAKEMAKE, check_ok, run_snakemake, tiny_schedule
 

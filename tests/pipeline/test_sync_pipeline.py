@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 from paravg.sync.registry import get_method, neighbourhoods
 
 from .conftest import check_ok, run_snakemake

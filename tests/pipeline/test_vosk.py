@@ -132,7 +132,7 @@ def _decode(
     from paravg.data import read_data_dir
     from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
     from paravg.features import MfccOptions, compute_mfcc
-    from paravg.nnet.tdnn import build_model, load_model_file
+    from paravg.nnet.model_file import build_model, load_model_file
 
     r = ws / "results"
     utts = utterances(ws)

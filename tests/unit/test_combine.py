@@ -10,8 +10,9 @@ from paravg.combine import combine_models
 from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.io import save_torch_atomic
+from paravg.nnet.model_file import build_model, load_model_file, model_to_file_dict
 from paravg.nnet.objective import weighted_logprob
-from paravg.nnet.tdnn import TdnnModel, build_model, load_model_file, model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 
 CFG = {
     "input_splice": [-1, 0, 1],

@@ -9,7 +9,8 @@ from paravg.errors import DataError
 from paravg.evaluate import evaluate_set
 from paravg.io import read_json, save_torch_atomic
 from paravg.kaldi_io import write_ark_scp
-from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 
 CFG = {
     "input_splice": [0],

@@ -9,7 +9,7 @@ import torch
 from paravg.errors import ModelFileError
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.layout import Layout, model_producer
-from paravg.nnet.tdnn import MODEL_FORMAT, load_model_file
+from paravg.nnet.model_file import MODEL_FORMAT, load_model_file
 from paravg.provenance import checksums
 
 L = Layout("results")

@@ -11,7 +11,8 @@ import torch
 from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.evaluate import evaluate_set
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 
 CFG = {
     "input_splice": [-2, -1, 0, 1, 2],

@@ -17,7 +17,7 @@ from export_models import FEAT_DIM, IVECTOR_DIM, random_model
 from paravg.ivector.extractor import IvectorExtractor
 from paravg.ivector.features import IvectorFeaturePipeline
 from paravg.ivector.ubm import DiagGmm
-from paravg.nnet.tdnn import model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from paravg.export.layout import IvectorSystem, export_model
 from paravg.export.phone_loop import monophone_transition_model, write_phone_loop_graph
 from paravg.export.verify import vosk_decode
 from paravg.features import MfccOptions, num_frames
-from paravg.nnet.tdnn import model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict
 
 
 @pytest.fixture(scope="module")

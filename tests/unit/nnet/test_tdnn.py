@@ -6,14 +6,8 @@ import torch
 from paravg.errors import DataError, ModelFileError
 from paravg.io import save_torch_atomic
 from paravg.nnet.context import model_context
-from paravg.nnet.tdnn import (
-    TdnnModel,
-    build_model,
-    load_model_file,
-    model_to_file_dict,
-    normalize_rms,
-    splice,
-)
+from paravg.nnet.model_file import build_model, load_model_file, model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel, normalize_rms, splice
 
 CFG = {
     "input_splice": [-2, -1, 0, 1, 2],

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import TdnnModel, model_to_file_dict
+from paravg.nnet.model_file import model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.average import NoAcceptableJobError, average_jobs, select_jobs
 from paravg.sync.tensors import mean
 
@@ -100,7 +101,7 @@ def test_models_are_read_one_at_a_time_and_give_the_bits_of_the_list_mean(tmp_pa
     import gc
     import weakref
 
-    import paravg.nnet.tdnn as tdnn
+    import paravg.nnet.model_file as tdnn
 
     paths, stats = write_jobs(tmp_path, [-1.0, -1.1, -5.0, -1.2, -0.9])
     real_load, alive, reads = tdnn.load_model_file, [], []

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
+from paravg.nnet.model_file import load_model_file, model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf import bmuf_node, bmuf_start, bmuf_update
 from paravg.sync.bmuf_params import BmufParams, default_block_momentum, job_learning_rate_scale

@@ -5,7 +5,7 @@ import json
 import torch
 
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import load_model_file
+from paravg.nnet.model_file import load_model_file
 from paravg.sync.consensus import consensus_model
 
 

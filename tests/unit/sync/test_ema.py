@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
+from paravg.nnet.model_file import load_model_file, model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.ema import ema_update, update_ema_file
 
 CFG = {

@@ -18,7 +18,8 @@ import yaml
 
 from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.io import save_torch_atomic
-from paravg.nnet.tdnn import TdnnModel, load_model_file, model_to_file_dict
+from paravg.nnet.model_file import load_model_file, model_to_file_dict
+from paravg.nnet.tdnn import TdnnModel
 from paravg.plan import experiment_plans
 
 SCRIPTS = REPO_CONFIG.parents[1] / "scripts"

@@ -1,0 +1,132 @@
+"""What every model family shares: the spliced input, the fixed LDA-like transform, the
+log-priors, the header of a model file, and the hooks the training loop calls.
+
+The input of every family is Kaldi's ``fixed-affine-layer name=lda
+input=Append(<input_splice offsets>, ReplaceIndex(ivector, t, 0))``: the feature frames
+at the input-splice offsets and the utterance's (or the frame's) i-vector, through
+y = A x + b with A, b estimated once (:mod:`paravg.nnet.lda`, ``lda_weight``,
+``lda_bias``: buffers, never trained). A family's network (:mod:`paravg.nnet.tdnn`,
+:mod:`paravg.nnet.tdnnf`) says at which times 𝒯_0 it needs the LDA rows, and
+:meth:`AcousticModel.lda_rows` forms them.
+
+Hooks of the training loop (:mod:`paravg.train_job`), each a no-op where a family has
+nothing to do: :meth:`~AcousticModel.components` (the updatable components, Kaldi's
+order), :meth:`~AcousticModel.reset_nonlinearity_stats` (``ZeroComponentStats`` and the
+job's seeds), :meth:`~AcousticModel.set_dropout_proportion`,
+:meth:`~AcousticModel.batchnorms` (``ScaleBatchnormStats`` after every minibatch).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from paravg.nnet.context import model_context
+from paravg.nnet.rows import Selector, selector, take
+
+
+class AcousticModel(nn.Module):
+    """Base of the families. Buffers: ``lda_weight``, ``lda_bias`` (fixed), ``log_priors``."""
+
+    family = ""
+
+    def __init__(self, model_cfg: dict, feat_dim: int, ivector_dim: int, num_targets: int):
+        super().__init__()
+        self.model_cfg = model_cfg
+        self.feat_dim, self.ivector_dim, self.num_targets = feat_dim, ivector_dim, num_targets
+        self.input_splice = list(model_cfg["input_splice"])
+        self.left_context, self.right_context = model_context(model_cfg)
+        lda_dim = feat_dim * len(self.input_splice) + ivector_dim
+        self.lda_dim = lda_dim
+        self.register_buffer("lda_weight", torch.eye(lda_dim))
+        self.register_buffer("lda_bias", torch.zeros(lda_dim))
+        self.register_buffer("log_priors", torch.zeros(num_targets))
+
+    # ------------------------------------------------------------------ training hooks
+    def components(self) -> list[nn.Module]:
+        """Updatable components in order (Kaldi's component list)."""
+        raise NotImplementedError
+
+    def component_names(self) -> list[str]:
+        raise NotImplementedError
+
+    def init_parameters(self, seed: int) -> None:
+        raise NotImplementedError
+
+    def reset_nonlinearity_stats(self, seed: int) -> None:
+        raise NotImplementedError
+
+    def set_dropout_proportion(self, proportion: float) -> None:
+        """Set p on every dropout component (a family without dropout takes only 0)."""
+        if proportion != 0.0:
+            raise ValueError(f"a {self.family} model has no dropout (proportion {proportion})")
+
+    def batchnorms(self) -> list[nn.Module]:
+        """The batch-norm components (none in a family without them)."""
+        return []
+
+    # ------------------------------------------------------------------ input
+    def input_rows(self, times: tuple[int, ...]) -> tuple[Selector, ...]:
+        """For each input-splice offset o, the input frames t + o of the LDA rows at
+        ``times``."""
+        return tuple(selector([t + o for t in times]) for o in self.input_splice)
+
+    def lda_rows(
+        self,
+        feats: torch.Tensor,
+        ivectors: torch.Tensor | None,
+        times: tuple[int, ...],
+        input_rows: tuple[Selector, ...],
+    ) -> torch.Tensor:
+        """The vectors the LDA-like transform sees at ``times`` (window frame t = time
+        t): the spliced features and the i-vector, (B, |times|, lda_dim)."""
+        parts = [take(feats, rows) for rows in input_rows]
+        x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        if self.ivector_dim:
+            if ivectors is None:
+                raise ValueError("this model takes i-vectors but none were given")
+            if ivectors.dim() == 2:
+                ivectors = ivectors[:, None, :].expand(-1, x.shape[1], -1)
+            else:
+                # per-frame i-vectors: for every spliced frame or for the whole window
+                num_frames = feats.shape[1]
+                lo = -min(self.input_splice)
+                spliced = num_frames - lo - max(self.input_splice)
+                first = times[0] - lo if ivectors.shape[1] == spliced else times[0]
+                if ivectors.shape[1] not in (spliced, num_frames):
+                    raise ValueError(
+                        f"per-frame i-vectors for {ivectors.shape[1]} frames; expected "
+                        f"{num_frames} (the window) or {spliced} (its spliced frames)"
+                    )
+                rows = selector([t - times[0] + first for t in times])
+                ivectors = take(ivectors, rows)
+            x = torch.cat([x, ivectors.to(x.dtype)], dim=-1)
+        return x
+
+    def lda_input(self, feats: torch.Tensor, ivectors: torch.Tensor | None) -> torch.Tensor:
+        """The vector the LDA-like transform sees at every spliced frame (and the
+        i-vector): (B, T − span(input_splice), lda_dim)."""
+        lo, hi = max(0, -min(self.input_splice)), max(0, max(self.input_splice))
+        times = tuple(range(lo, feats.shape[1] - hi))
+        if not times:
+            raise ValueError(
+                f"window of {feats.shape[1]} frames is too short for input splice "
+                f"{self.input_splice}"
+            )
+        return self.lda_rows(feats, ivectors, times, self.input_rows(times))
+
+    def lda(self, x: torch.Tensor) -> torch.Tensor:
+        """y = A x + b of the fixed transform."""
+        return nn.functional.linear(x, self.lda_weight, self.lda_bias)
+
+    # ------------------------------------------------------------------ persistence
+    def header(self) -> dict:
+        from paravg.nnet.model_file import MODEL_FORMAT
+
+        return {
+            "format": MODEL_FORMAT,
+            "model": self.model_cfg,
+            "feat_dim": self.feat_dim,
+            "ivector_dim": self.ivector_dim,
+            "num_targets": self.num_targets,
+        }
