@@ -18,6 +18,13 @@ newest model alone), would change ``final.pt`` whenever the EMA is on. With
 * ``none``: the EMA is not read; the final model is Kaldi's combination (the name is not
   ``off``, which YAML reads as false).
 
+A model with batch-norm (TDNN-F) has its statistics recomputed on the combine egs before
+it is scored, as ``nnet3-combine`` does (``RecomputeStats``, ``nnet-utils.cc``): the
+statistics are zeroed, every combine eg is forwarded with batch-norm in training mode
+(each component normalises with its minibatch's statistics and stores them) and dropout
+off, and test mode then reads the stored sums. The candidate is scored, and written, with
+those statistics. A model without batch-norm is scored as it is.
+
 ``combine.json`` holds all three: ``combined`` (Kaldi's choice and its objective), ``ema``
 (its objective) and ``chosen``; with ``none`` or the EMA disabled it is exactly Kaldi's.
 """
@@ -33,6 +40,7 @@ import torch
 
 from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
+from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import evaluate_minibatches
 from paravg.provenance import checksums
@@ -44,11 +52,41 @@ log = logging.getLogger(__name__)
 EMA_CHOICES = ("candidate", "final", "none")
 
 
-def combine_objective(file_dict: dict, archive: EgsArchive) -> float:
-    """Average log-prob per frame of a model on every frame of the combine egs."""
+COMBINE_MINIBATCH = 512
+
+
+@torch.no_grad()
+def recompute_batchnorm_stats(model: AcousticModel, archive: EgsArchive) -> None:
+    """Kaldi's ``RecomputeStats`` on every frame of ``archive`` (module docstring); the
+    model is left in eval (test) mode. A no-op for a model without batch-norm."""
+    batchnorms = model.batchnorms()
+    if not batchnorms:
+        return
+    for bn in batchnorms:
+        bn.zero_stats()
+    model.set_dropout_proportion(0.0)
+    model.train()
+    batches = all_frame_minibatches(
+        archive, model.left_context, model.right_context, COMBINE_MINIBATCH
+    )
+    for mb in batches:
+        model(mb.feats, mb.ivectors if model.ivector_dim else None)
+    model.eval()
+
+
+def combine_objective(file_dict: dict, archive: EgsArchive) -> tuple[float, dict]:
+    """Average log-prob per frame of a model on every frame of the combine egs, and its
+    state dict as scored (batch-norm statistics recomputed on those egs)."""
     model = build_model(file_dict)
-    batches = all_frame_minibatches(archive, model.left_context, model.right_context, 512)
-    return evaluate_minibatches(model, batches, torch.device("cpu")).logprob
+    recompute_batchnorm_stats(model, archive)
+    batches = all_frame_minibatches(
+        archive, model.left_context, model.right_context, COMBINE_MINIBATCH
+    )
+    objf = evaluate_minibatches(model, batches, torch.device("cpu")).logprob
+    if not model.batchnorms():
+        return objf, file_dict["state_dict"]
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    return objf, state
 
 
 @torch.no_grad()
@@ -75,8 +113,9 @@ def combine_models(
     for n in range(1, n_total + 1):
         if not (n == 1 or n == n_total or (n - 1) % step == 0):
             continue
-        sd = mean([f["state_dict"] for f in files[:n]])
-        objf = combine_objective({**files[0], "state_dict": sd}, archive)
+        objf, sd = combine_objective(
+            {**files[0], "state_dict": mean([f["state_dict"] for f in files[:n]])}, archive
+        )
         evaluated[n] = objf
         log.info("average of newest %d models: objective %.5f", n, objf)
         if objf > best_objf:
@@ -93,11 +132,15 @@ def combine_models(
     }
     if ema_path is not None and ema_choice != "none":
         ema = load_model_file(ema_path)
-        ema_objf = combine_objective(ema, archive)
+        ema_objf, ema_sd = combine_objective(ema, archive)
         log.info("EMA model %s: objective %.5f (combination %.5f)", ema_path, ema_objf, best_objf)
         summary["ema"] = {"path": str(ema_path), "objective": ema_objf, "choice": ema_choice}
         if ema_choice == "final" or ema_objf > best_objf:
-            combined = {**ema, "meta": {"combined_models": "EMA", "ema": str(ema_path)}}
+            combined = {
+                **ema,
+                "state_dict": ema_sd,
+                "meta": {"combined_models": "EMA", "ema": str(ema_path)},
+            }
             summary.update(chosen="ema", objective=ema_objf)
     summary["sha256"] = checksums({model_out: save_torch_atomic(model_out, combined)})
     write_json_atomic(summary_out, summary)

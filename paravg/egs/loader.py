@@ -110,7 +110,7 @@ def _check_context(archive: EgsArchive, left_context: int, right_context: int) -
     ):
         raise ConfigError(
             f"{archive.prefix}: the model's context ({left_context}, {right_context}) (from "
-            "model.input_splice and model.hidden[].splice, or an experiment's model "
+            "model.input_splice and model.hidden[].splice or model.tdnnf.time_strides, or an experiment's model "
             f"override) exceeds the stored context ({archive.left_context}, "
             f"{archive.right_context}) the egs were cut with: the egs must be rebuilt for "
             "this model config"

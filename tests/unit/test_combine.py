@@ -119,3 +119,63 @@ def test_a_better_ema_is_chosen_and_final_always_takes_it(setup):
     sd, s = run(tmp, paths[:3], "final", ema_path=worst, ema_choice="final")
     assert s["chosen"] == "ema" and same(sd, load_model_file(worst)["state_dict"])
     assert s["combined"]["objective"] == s0["objective"]
+
+
+TDNNF_CFG = {
+    "family": "tdnnf",
+    "input_splice": [-1, 0, 1],
+    "max_change_hidden": 0.75,
+    "max_change_output": 1.5,
+    "tdnnf": {
+        "tdnn1_dim": 8,
+        "dim": 8,
+        "bottleneck_dim": 3,
+        "time_strides": [1],
+        "bypass_scale": 0.66,
+        "l2_regularize": 0.01,
+        "output_l2_regularize": 0.002,
+        "linear_dim": 3,
+        "prefinal_big_dim": 6,
+        "prefinal_small_dim": 4,
+    },
+}
+
+
+def test_batchnorm_statistics_are_recomputed_on_the_combine_egs(tmp_path):
+    """nnet3-combine's RecomputeStats: the final TDNN-F's batch-norm statistics are the
+    combine egs' own (zeroed, then every row of every eg), not the jobs' averages."""
+    from paravg.nnet.model_file import new_model
+
+    rng = np.random.default_rng(1)
+    meta = ArchiveMeta(40, 1, 2, 2, FEAT, 0, "float32")
+    with ArchiveWriter(tmp_path / "combine", meta) as w:
+        w.arrays["feats"][:] = rng.standard_normal((40, meta.window, FEAT)).astype(np.float32)
+        w.arrays["labels"][:] = rng.integers(0, TARGETS, (40, 1))
+        w.arrays["weights"][:] = 1.0
+        w.set_keys([f"u{i}" for i in range(40)])
+    paths = []
+    for seed in range(2):
+        m = new_model(TDNNF_CFG, FEAT, 0, TARGETS)
+        m.init_parameters(seed)
+        m.train()(torch.randn(16, 5, FEAT) * 3 + 2)  # job-like statistics, far from the egs'
+        p = tmp_path / f"{seed + 1}.pt"
+        save_torch_atomic(p, model_to_file_dict(m, {}))
+        paths.append(p)
+    final, summary = run(tmp_path, paths, "final")
+    model = build_model({**load_model_file(paths[0]), "state_dict": final})
+    tdnn1 = model.layers[0]
+    # tdnn1 runs at the 3 times the stride-1 layer needs (-1, 0, 1) of each of the 40 egs
+    assert float(final["layers.0.batchnorm.stats_count"]) == 40 * 3
+    feats = torch.from_numpy(np.asarray(EgsArchive(tmp_path / "combine").feats[:], np.float32))
+    with torch.no_grad():
+        lda = model.lda(model.lda_input(feats, None))  # rows at times 1..3 of the window
+        rows = tdnn1.relu(tdnn1.affine(lda)).reshape(-1, 8).double()
+    torch.testing.assert_close(final["layers.0.batchnorm.stats_sum"] / 120, rows.mean(0))
+    # the objective was scored with those statistics
+    batches = all_frame_minibatches(EgsArchive(tmp_path / "combine"), 2, 2, 512)
+    with torch.no_grad():
+        stats = [
+            weighted_logprob(model(mb.feats, None)[:, 0], mb.labels[:, 0], mb.weights[:, 0])
+            for mb in batches
+        ]
+    assert float(sum(stats)) / 40 == pytest.approx(summary["objective"], rel=1e-5)

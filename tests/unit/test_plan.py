@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from paravg.config import REPO_CONFIG, deep_merge, validate_config
+from paravg.errors import ConfigError
 from paravg.layout import Layout
 from paravg.plan import EgsGeometry, ExperimentPlan, experiment_plans, job_seed
 from paravg.schedule import Schedule, num_jobs
@@ -399,3 +400,38 @@ def test_large_iterations_read_the_synced_model_2n_reads():
         assert [p.fingerprint(t) for t in range(5)] == [small.fingerprint(t) for t in range(5)]
     ring = deep_merge(over, {"sync": {"method": "ring"}, "run": {"synced_start_mb": 0}})
     assert not experiment_plans(config(ring), dims)["default"].starts_from_synced(3)
+
+
+TDNNF = {"model": {"family": "tdnnf", "input_splice": [-1, 0, 1]}}
+
+
+def test_a_tdnnf_job_gets_the_dropout_schedule_and_one_over_n_l2():
+    schedule = "0,0@0.20,0.5@0.50,0"
+    p = plans({"experiments": {"f": {**TDNNF, "trainer": {"dropout_schedule": schedule}}}})["f"]
+    s = p.schedule
+    for t in range(p.num_iters):
+        x = s.archives_processed_before[t] / s.num_archives_to_process
+        want = 0.0 if x <= 0.2 else (x - 0.2) / 0.3 * 0.5 if x <= 0.5 else 0.5 * (1 - x) / 0.5
+        job = p.job(t, 0)
+        assert job.dropout_proportion == pytest.approx(want)
+        assert job.l2_regularize_factor == pytest.approx(1.0 / s.num_jobs(t))
+    assert max(p.job(t, 0).dropout_proportion for t in range(p.num_iters)) > 0.4
+
+
+def test_a_tdnn_experiments_params_and_model_config_are_unchanged_by_the_families():
+    """A TDNN's job params carry neither field, and its model config no family key: the
+    rerun triggers and the model files of existing workspaces stay what they were."""
+    p = plans({"experiments": {"a": {}}})["a"]
+    assert {"dropout_proportion", "l2_regularize_factor"}.isdisjoint(p.job_params(2, 0))
+    assert "family" not in p.experiment["model"] and "tdnnf" not in p.experiment["model"]
+
+
+def test_tdnnf_keys_get_their_defaults_and_wrong_combinations_are_config_errors():
+    f = plans({"experiments": {"f": TDNNF}})["f"].experiment["model"]["tdnnf"]
+    assert f["bypass_scale"] == 0.66 and f["time_strides"] == [1, 1, 1, 0, 3, 3, 3]
+    with pytest.raises(ConfigError, match=r"dropout_schedule.*tdnn has no dropout"):
+        config({"experiments": {"a": {"trainer": {"dropout_schedule": "0,0.5,0"}}}})
+    with pytest.raises(ConfigError, match="tdnn1_dim"):
+        config({"experiments": {"f": {"model": {**TDNNF["model"], "tdnnf": {"tdnn1_dim": 9}}}}})
+    with pytest.raises(ConfigError, match="outside"):
+        config({"experiments": {"f": {**TDNNF, "trainer": {"dropout_schedule": "0,1.5,0"}}}})
