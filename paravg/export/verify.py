@@ -13,6 +13,10 @@
   with it computes what vosk computes;
 * :func:`agreement` counts identical hypotheses and the error rate between them.
 
+Everything here takes a model of either family (TDNN, TDNN-F): only its contexts, input
+splice and forward are used (``tests/unit/export/test_nnet3_tdnnf.py`` checks vosk against
+:func:`reference_decode` on an exported TDNN-F, with and without i-vectors).
+
 How vosk 0.3.45 uses i-vectors (Kaldi's ``online2`` code it embeds, read in its source):
 
 * a fresh recogniser per utterance starts a fresh ``OnlineIvectorFeature`` (no speaker
@@ -93,8 +97,9 @@ def paravg_loglikes(model, feats: np.ndarray, ivectors: np.ndarray | None, perio
     iv = None
     if model.ivector_dim:
         rows = np.asarray(ivectors, dtype=np.float32)
-        # per-frame i-vectors for the whole padded window (TdnnModel.lda_input keeps those
-        # of the spliced frames): window frame j is utterance frame clip(j - left)
+        # per-frame i-vectors for the whole padded window (AcousticModel.lda_rows, in both
+        # families, keeps those of the frames it computes): window frame j is utterance
+        # frame clip(j - left)
         if period is None:
             if rows.shape[0] != xp.shape[0]:
                 raise ValueError(
