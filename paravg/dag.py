@@ -58,7 +58,8 @@ class Dag:
     checkpoint (raising Snakemake's incomplete-checkpoint exception before);
     ``wait_for_block(exp, b)`` returns once block ``b`` of ``exp`` is trained (raising
     before). ``target_jobs``: the wildcards of the jobs named by ``--target-jobs`` (what a
-    cluster job's own snakemake runs).
+    cluster job's own snakemake runs). ``fingerprint_dir``: where the plans memoise their
+    fingerprint chains (:mod:`paravg.fingerprint_memo`; None: they compute them).
     """
 
     def __init__(
@@ -68,8 +69,10 @@ class Dag:
         checkpoint_egs_info: Callable[[], dict] | None = None,
         wait_for_block: Callable[[str, int], None] | None = None,
         target_jobs: Iterable[dict] = (),
+        fingerprint_dir: str | None = None,
     ) -> None:
         self.config = config
+        self.fingerprint_dir = fingerprint_dir
         self.layout = Layout(config["results"])
         self.experiments = resolved_experiments(config)
         self.ivectors = bool(config["ivector"]["enabled"])
@@ -85,7 +88,10 @@ class Dag:
 
     # ------------------------------------------------------------ plans and frontiers
     def _make_plans(self, info: dict) -> dict[str, ExperimentPlan]:
-        return experiment_plans(self.config, info, self.experiments)
+        plans = experiment_plans(self.config, info, self.experiments)
+        for p in plans.values():
+            p.fingerprint_dir = self.fingerprint_dir  # the chain's memo (O(T·N) to compute)
+        return plans
 
     def plan(self, exp: str) -> ExperimentPlan:
         """The :class:`~paravg.plan.ExperimentPlan` of ``exp``."""

@@ -14,7 +14,9 @@ iteration t (0-based, writing layout index t + 1) it holds
 * a **fingerprint chain** f_0, f_1, …: f_0 hashes what the initial model depends on,
   f_{t+1} = H(f_t, params of every job of iteration t, the sync settings). Job j of
   iteration t records f_{t+1} in its statistics, so a run's files say which plan made
-  them; :mod:`paravg.resume` compares them with the current plan in O(log T) reads.
+  them; :mod:`paravg.resume` compares them with the current plan in O(log T) reads. The
+  chain costs O(T · N) to compute; the DAG memoises it on disk
+  (:mod:`paravg.fingerprint_memo`), so a cluster job reads it instead.
 
 Only what changes a result enters a job's params (and so the fingerprint): fault
 injection and benchmarking knobs (``simulate.straggler``) and execution choices
@@ -396,18 +398,71 @@ class ExperimentPlan:
         """The sync settings that change the start models (not EMA: never a start)."""
         return {k: v for k, v in self.sync_cfg.items() if k != "ema"}
 
-    @cached_property
-    def _fingerprints(self) -> list[str]:
+    #: Where the chain is memoised across processes (:mod:`paravg.fingerprint_memo`);
+    #: None: nowhere. The DAG sets it (``.snakemake/paravg-plan`` of the workflow).
+    fingerprint_dir: str | None = None
+
+    def _chain_link(self, iteration: int, before: str) -> str:
+        """f_{iteration+1} = H(f_iteration, the params of every job of ``iteration``, the
+        sync settings), from ``before`` = f_iteration: O(N) job params."""
+        jobs = [self.job_params(iteration, j) for j in range(self.num_jobs(iteration))]
+        return _digest(before, jobs, self.sync_fingerprint_part())
+
+    def _compute_chain(self) -> list[str]:
         chain = [self.init_fingerprint()]
-        sync = self.sync_fingerprint_part()
         for t in range(self.num_iters):
-            jobs = [self.job_params(t, j) for j in range(self.num_jobs(t))]
-            chain.append(_digest(chain[-1], jobs, sync))
+            chain.append(self._chain_link(t, chain[-1]))
         return chain
 
+    def _chain_key(self) -> str:
+        """Everything the chain is a function of: what the plan is built from, its class
+        (a subclass may plan otherwise) and the package's source."""
+        from dataclasses import asdict
+
+        from paravg.fingerprint_memo import source_digest
+
+        cls = f"{type(self).__module__}.{type(self).__qualname__}"
+        return _digest(
+            "chain", cls, self.experiment, asdict(self.egs), asdict(self.layout),
+            self.combine, self.simulate, source_digest(),
+        )  # fmt: skip
+
+    @cached_property
+    def _chain(self) -> tuple[list[str], set[int] | None]:
+        """(f_0 … f_T, the links checked so far; None: all, computed here). From the memo
+        in :attr:`fingerprint_dir` when there is one with f_0 right, else computed (O(T·N))
+        and memoised."""
+        from paravg import fingerprint_memo as memo
+
+        if self.fingerprint_dir is not None:
+            key = self._chain_key()
+            path = memo.memo_path(self.fingerprint_dir, self.name, key)
+            chain = memo.read_chain(path, self.num_iters + 1)
+            if chain is not None and chain[0] == self.init_fingerprint():
+                return chain, set()
+        chain = self._compute_chain()
+        if self.fingerprint_dir is not None:
+            memo.write_chain(self.fingerprint_dir, self.name, key, chain)
+        return chain, None
+
     def fingerprint(self, index: int) -> str:
-        """f_index: the plan of everything up to layout index ``index`` (0 = ``0.pt``)."""
-        return self._fingerprints[index]
+        """f_index: the plan of everything up to layout index ``index`` (0 = ``0.pt``).
+
+        A memoised link is checked once, the first time it is asked for: f_index must be
+        H(f_{index−1}, the jobs of iteration index − 1, sync) (O(N)); if it is not, the
+        memo is not this plan's and the chain is recomputed (and memoised again)."""
+        chain, checked = self._chain
+        if checked is not None and index > 0 and index not in checked:
+            if self._chain_link(index - 1, chain[index - 1]) != chain[index]:
+                fresh = self._compute_chain()
+                if self.fingerprint_dir is not None:
+                    from paravg.fingerprint_memo import write_chain
+
+                    write_chain(self.fingerprint_dir, self.name, self._chain_key(), fresh)
+                self.__dict__["_chain"] = (fresh, None)
+                return fresh[index]
+            checked.add(index)
+        return chain[index]
 
 
 def experiment_plans(

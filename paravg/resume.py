@@ -209,11 +209,35 @@ def init_is_stale(plan) -> bool:
         return True
 
 
-def resume_frontiers(plan, on_change: str = "stop") -> Frontiers:
-    """The checked frontiers of one experiment (all −1/0 when its initial model is stale)."""
+def resume_frontiers(plan, on_change: str = "stop", below: int | None = None) -> Frontiers:
+    """The checked frontiers of one experiment (all −1/0 when its initial model is stale).
+
+    ``below``: the layout index just below a job run by name (a cluster job of index
+    ``below`` + 1). Its inputs are the files of index ``below``; if that index is finished
+    (its jobs' outputs exist: O(N) stats), every frontier is ``below`` and the plan is
+    checked there, without scanning the run's history (O(t · N) stats): the job's
+    snakemake then starts in the same time at iteration 5 and at iteration 1,000.
+    Otherwise (a damaged or rewound run) the history is scanned as for the main
+    snakemake. Either way the caller caps the frontiers at ``below``.
+    """
     if init_is_stale(plan):
         return Frontiers(train=0, node=0, ema=0, diag=-1)
+    if below is not None and (below < 1 or _all_exist(plan.job_outputs(below))):
+        k = max(below, -1)
+        return check_plan(plan, Frontiers(train=k, node=k, ema=k, diag=k), on_change)
     return check_plan(plan, scan_frontiers(plan), on_change)
+
+
+def _indices_below_targets(plans: dict, target_jobs: list[dict]) -> dict[str, int] | None:
+    """Experiment -> the smallest index of its jobs named by ``--target-jobs``, minus one;
+    None when some named job is of no iteration of a known experiment (``init_model``,
+    ``combine``, the stages before training: rare jobs, which scan)."""
+    below: dict[str, int] = {}
+    for w in target_jobs:
+        if w.get("exp") not in plans or not str(w.get("t", "")).isdigit():
+            return None
+        below[w["exp"]] = min(below.get(w["exp"], int(w["t"])), int(w["t"])) - 1
+    return below
 
 
 def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[dict] = ()) -> dict:
@@ -221,14 +245,30 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
 
     A job run by name (``target_jobs``: the wildcards of ``--target-jobs``, what a cluster
     executor runs on the node) must be producible even if its own outputs appeared (a
-    retry): its experiment's frontiers are capped below its index. A rewound run whose
-    first jobs' inputs (temporary job models) are gone starts those jobs from the synced
-    model, the same bits (:func:`restart_iteration`).
+    retry): its experiment's frontiers are capped below its index. When every named job is
+    one of an iteration (a train job, a sync node, the EMA, diagnostics: the thousands of
+    a run), its experiment's frontiers come from the index below it
+    (:func:`resume_frontiers` with ``below``) and the other experiments count as finished
+    (nothing of theirs is in such a job's DAG): O(N) work whatever the run's length, as
+    Kaldi's ``nnet3-train`` reads only its own inputs. A rewound run whose first jobs'
+    inputs (temporary job models) are gone starts those jobs from the synced model, the
+    same bits (:func:`restart_iteration`).
     """
-    frontiers = {exp: resume_frontiers(p, on_change) for exp, p in plans.items()}
-    for w in target_jobs:
-        if w.get("exp") in frontiers and str(w.get("t", "")).isdigit():
-            frontiers[w["exp"]] = frontiers[w["exp"]].capped(int(w["t"]) - 1)
+    target_jobs = list(target_jobs)
+    below = _indices_below_targets(plans, target_jobs) if target_jobs else None
+    if below is None:
+        frontiers = {exp: resume_frontiers(p, on_change) for exp, p in plans.items()}
+        for w in target_jobs:
+            if w.get("exp") in frontiers and str(w.get("t", "")).isdigit():
+                frontiers[w["exp"]] = frontiers[w["exp"]].capped(int(w["t"]) - 1)
+    else:
+        frontiers = {}
+        for exp, p in plans.items():
+            if exp in below:
+                frontiers[exp] = resume_frontiers(p, on_change, below[exp]).capped(below[exp])
+            else:
+                n = p.num_iters
+                frontiers[exp] = Frontiers(train=n, node=n, ema=n, diag=n)
     for exp, p in plans.items():
         p.restart_from_synced(restart_iteration(p, frontiers[exp]))
     return frontiers

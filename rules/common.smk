@@ -38,6 +38,8 @@ PARAVG = Dag(
     checkpoint_egs_info=_egs_info_from_checkpoint,
     wait_for_block=_wait_for_block,
     target_jobs=target_jobs_from_argv(sys.argv),
+    # the plans' fingerprint chains, computed once by the main snakemake, read by the jobs
+    fingerprint_dir=".snakemake/paravg-plan",
 )
 LAYOUT = PARAVG.layout
 RECOGNITION = PARAVG.recognition

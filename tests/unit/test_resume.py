@@ -154,3 +154,85 @@ def test_a_decentralized_run_cannot_rewind_without_its_learners_models(tmp_path)
     for path in p.job_models(3):
         open(path, "wb").close()
     assert restart_iteration(p, Frontiers(train=3, node=3, ema=3, diag=3)) is None
+
+
+def frontiers_of_run(tmp_path, target, overrides=None, scan=False, monkeypatch=None):
+    """(frontiers, plans) of a run of two experiments as a job named by ``target`` (its
+    wildcards) plans them; ``scan``: the way before, every experiment's history scanned."""
+    import paravg.resume as resume
+
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    over = {"trainer": {"num_jobs_initial": 2, "num_jobs_final": 3}, **(overrides or {})}
+    cfg = validate_config(
+        deep_merge(cfg, {"results": str(tmp_path / "results"), **over,
+                         "experiments": {"default": {}, "other": {}}})
+    )  # fmt: skip
+    plans = experiment_plans(cfg, INFO)
+    if scan:
+        monkeypatch.setattr(resume, "_indices_below_targets", lambda plans, targets: None)
+    frontiers = resume.resume_frontiers_of_run(plans, cfg["run"]["on_plan_change"], [target])
+    monkeypatch.undo()
+    return frontiers, plans
+
+
+def test_a_cluster_job_plans_from_the_index_below_it_as_the_scan_did(tmp_path, monkeypatch):
+    """A job of one iteration named by --target-jobs (what a cluster executor runs on the
+    node) takes its frontiers from the index below it and checks the plan there: no scan
+    of the run's history (O(t · N) stats), and for its own rule the same frontier, restart
+    and params as the scan gave (the off-path files may lag: diagnostics here)."""
+    import paravg.resume as resume
+
+    fabricate(frontiers_of_run(tmp_path, {}, monkeypatch=monkeypatch)[1]["default"], 7, 5)
+    targets = [("train_job", "train", t) for t in range(1, 9)]
+    targets += [("average", "node", t) for t in range(1, 8)]
+    targets += [("diagnostics", "diag", t) for t in range(0, 7)]
+    for rule, kind, t in targets:
+        w = {"exp": "default", "t": str(t), "j": "0"} if rule == "train_job" else {
+            "exp": "default", "t": str(t)}  # fmt: skip
+        before, old = frontiers_of_run(tmp_path, w, scan=True, monkeypatch=monkeypatch)
+        monkeypatch.setattr(resume, "scan_frontiers", lambda p: pytest.fail("scanned"))
+        now, new = frontiers_of_run(tmp_path, w, monkeypatch=monkeypatch)
+        assert getattr(now["default"], kind) == getattr(before["default"], kind) == t - 1
+        assert new["default"].restart_at == old["default"].restart_at, (rule, t)
+        if rule == "train_job":
+            got, want = new["default"], old["default"]
+            assert got.job_rule_params(t - 1, 0) == want.job_rule_params(t - 1, 0), t
+        if rule == "average":
+            assert new["default"].node_rule_params(t) == old["default"].node_rule_params(t)
+        # the other experiment is not in this job's DAG: nothing of it is produced
+        n = new["other"].num_iters
+        assert now["other"] == Frontiers(train=n, node=n, ema=n, diag=n)
+
+
+def test_a_cluster_job_checks_the_plan_and_rewinds_as_the_main_snakemake(tmp_path, monkeypatch):
+    first = frontiers_of_run(tmp_path, {}, monkeypatch=monkeypatch)[1]["default"]
+    fabricate(first, 6)
+    changed = {"trainer": {"num_jobs_initial": 2, "num_jobs_final": 3, "minibatch_size": 128}}
+    job = {"exp": "default", "t": "5", "j": "0"}
+    with pytest.raises(ConfigError, match="minibatch_size: 256 -> 128"):
+        frontiers_of_run(tmp_path, job, changed, monkeypatch=monkeypatch)
+    retrain = {**changed, "run": {"on_plan_change": "retrain"}}
+    now = frontiers_of_run(tmp_path, job, retrain, monkeypatch=monkeypatch)[0]["default"]
+    before = frontiers_of_run(tmp_path, job, retrain, True, monkeypatch)[0]["default"]
+    assert now == before == Frontiers(train=0, node=0, ema=0, diag=0)
+    # a synced model deleted (damaged) with its job models gone: iteration 2 retrains
+    # from <2>.pt, in the job as in the scan
+    os.remove(first.layout.model("default", 3))
+    job = {"exp": "default", "t": "3", "j": "1"}
+    (now, new), (before, old) = (
+        frontiers_of_run(tmp_path, job, monkeypatch=monkeypatch),
+        frontiers_of_run(tmp_path, job, scan=True, monkeypatch=monkeypatch),
+    )
+    assert now["default"].train == before["default"].train == 2
+    assert new["default"].restart_at == old["default"].restart_at == 2
+    assert new["default"].job_rule_params(2, 1) == old["default"].job_rule_params(2, 1)
+
+
+def test_a_cluster_job_whose_index_below_is_unfinished_scans(tmp_path, monkeypatch):
+    first = frontiers_of_run(tmp_path, {}, monkeypatch=monkeypatch)[1]["default"]
+    fabricate(first, 6)
+    os.remove(first.layout.job_stats("default", 5, 1))
+    job = {"exp": "default", "t": "6", "j": "0"}
+    now = frontiers_of_run(tmp_path, job, monkeypatch=monkeypatch)[0]["default"]
+    assert now == frontiers_of_run(tmp_path, job, scan=True, monkeypatch=monkeypatch)[0]["default"]
+    assert now.train == 4
