@@ -12,7 +12,32 @@ def model_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_target
     """The size of a model's parameters and buffers in MB (2^20 bytes), by family."""
     if model_cfg.get("family", "tdnn") == "tdnnf":
         return _tdnnf_megabytes(model_cfg, feat_dim, ivector_dim, num_targets)
+    if model_cfg.get("family", "tdnn") == "tdnn_lstm":
+        return _tdnn_lstm_megabytes(model_cfg, feat_dim, ivector_dim, num_targets)
     return _tdnn_megabytes(model_cfg, feat_dim, ivector_dim, num_targets)
+
+
+def _tdnn_lstm_megabytes(
+    model_cfg: dict, feat_dim: int, ivector_dim: int, num_targets: int
+) -> float:
+    """:class:`paravg.nnet.lstm.TdnnLstmModel`'s state dict, all float32: the LDA-like
+    transform and log-priors, every relu-renorm affine ((in · |splice| + 1) · D), every
+    fast-lstmp layer (W_all (in + R + 1) · 4C, the 3C peepholes, W_rp (C + 1) · (R + P);
+    R defaults to C/4 and P to R, as Kaldi's) and the output affine."""
+    lda = feat_dim * len(model_cfg["input_splice"]) + ivector_dim
+    values, prev = lda * lda + lda + num_targets, lda
+    for layer in model_cfg["tdnn_lstm"]["layers"]:
+        if layer["type"] == "tdnn":
+            values += (prev * len(layer.get("splice", [0])) + 1) * layer["dim"]
+            prev = layer["dim"]
+            continue
+        c = layer["cell_dim"]
+        r = layer.get("recurrent_projection_dim", 0) or c // 4
+        p = layer.get("non_recurrent_projection_dim", 0) or r
+        values += (prev + r + 1) * 4 * c + 3 * c + (c + 1) * (r + p)
+        prev = r + p
+    values += (prev + 1) * num_targets
+    return 4 * values / 2**20
 
 
 def _tdnnf_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_targets: int) -> float:
@@ -56,6 +81,10 @@ def model_context(model_cfg: dict) -> tuple[int, int]:
     ``tdnnf-layer`` of time stride s (:mod:`paravg.nnet.tdnnf`; tdnn1 and the prefinal
     layers add none).
 
+    TDNN-LSTM (``family: tdnn_lstm``, :mod:`paravg.nnet.lstm`): the input splice and the
+    splices of the ``tdnn`` layers as below, plus ``output_delay`` on the right; the LSTM
+    layers' recurrences (``IfDefined``) add none, as Kaldi's ``nnet3-info`` computes it.
+
     left = -min(input_splice) + sum over hidden layers of -min(splice)
     right = max(input_splice) + sum over hidden layers of max(splice)
     (offsets are relative to the output frame; negative = past).
@@ -64,6 +93,14 @@ def model_context(model_cfg: dict) -> tuple[int, int]:
         splice = model_cfg["input_splice"]
         strides = sum(max(0, s) for s in model_cfg["tdnnf"]["time_strides"])
         return max(0, -min(splice)) + strides, max(0, max(splice)) + strides
+    if model_cfg.get("family", "tdnn") == "tdnn_lstm":
+        cfg = model_cfg["tdnn_lstm"]
+        splices = [model_cfg["input_splice"]] + [
+            layer.get("splice", [0]) for layer in cfg["layers"] if layer["type"] == "tdnn"
+        ]
+        left = sum(max(0, -min(s)) for s in splices)
+        right = sum(max(0, max(s)) for s in splices) + int(cfg.get("output_delay", 0))
+        return left, right
     splices = [model_cfg["input_splice"]] + [
         layer.get("splice", [0]) for layer in model_cfg["hidden"]
     ]

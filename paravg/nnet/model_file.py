@@ -28,10 +28,11 @@ def model_family(model_cfg: dict) -> str:
 
 def model_class(model_cfg: dict) -> type[AcousticModel]:
     """The class of a model config's family."""
+    from paravg.nnet.lstm import TdnnLstmModel
     from paravg.nnet.tdnn import TdnnModel
     from paravg.nnet.tdnnf import TdnnfModel
 
-    families = {"tdnn": TdnnModel, "tdnnf": TdnnfModel}
+    families = {"tdnn": TdnnModel, "tdnnf": TdnnfModel, "tdnn_lstm": TdnnLstmModel}
     family = model_family(model_cfg)
     if family not in families:
         raise DataError(f"model family {family!r} is not one of {sorted(families)}")
