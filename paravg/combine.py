@@ -23,7 +23,10 @@ it is scored, as ``nnet3-combine`` does (``RecomputeStats``, ``nnet-utils.cc``):
 statistics are zeroed, every combine eg is forwarded with batch-norm in training mode
 (each component normalises with its minibatch's statistics and stores them) and dropout
 off, and test mode then reads the stored sums. The candidate is scored, and written, with
-those statistics. A model without batch-norm is scored as it is.
+those statistics. A model without batch-norm is scored as it is. At a low frame rate
+(``model.frame_subsampling_factor`` f) both use the network's outputs at eg frames
+k ≡ 0 (mod f) (:func:`paravg.nnet.objective.eg_outputs`), as ``nnet3-combine`` on egs
+with output indexes t = 0, f, 2f, …
 
 ``combine.json`` holds all three: ``combined`` (Kaldi's choice and its objective), ``ema``
 (its objective) and ``chosen``; with ``none`` or the EMA disabled it is exactly Kaldi's.
@@ -42,7 +45,7 @@ from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, load_model_file
-from paravg.nnet.objective import evaluate_minibatches
+from paravg.nnet.objective import eg_outputs, evaluate_minibatches
 from paravg.provenance import checksums
 from paravg.sync.tensors import mean
 
@@ -70,7 +73,7 @@ def recompute_batchnorm_stats(model: AcousticModel, archive: EgsArchive) -> None
         archive, model.left_context, model.right_context, COMBINE_MINIBATCH
     )
     for mb in batches:
-        model(mb.feats, mb.ivectors if model.ivector_dim else None)
+        eg_outputs(model, mb)
     model.eval()
 
 

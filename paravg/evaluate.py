@@ -6,7 +6,10 @@ online i-vector, row ⌊t / period⌋, for every input frame of output frame t's
 field (as in training: Kaldi's ``ReplaceIndex(ivector, t, 0)``). Targets may differ from
 the feature length by at most ``tolerance`` frames (Kaldi's ``targets_length_tolerance``);
 the shorter length is used.
-Cross-entropy is −(1/N) Σ_t log p(label_t | x), in nats per frame.
+Cross-entropy is −(1/N) Σ_t log p(label_t | x), in nats per frame. A model of
+frame-subsampling-factor f is scored at its output frames t = 0, f, 2f, … (the frames it
+is trained on and decoded at): N = ⌈n/f⌉ per utterance of n frames, the targets at those
+frames (Kaldi's LFR targets: the full-rate alignment subsampled).
 
 Before the first forward pass every target id is checked against the model's outputs
 (with ``data.num_targets: 0`` the training set's largest id decides the output count,
@@ -85,9 +88,11 @@ def evaluate_set(
             if utt not in ivecs:
                 raise DataError(f"{ivectors_scp}: no i-vectors for utterance {utt}")
             iv = ivecs[utt]
-        logp = utterance_log_posteriors(model, x, iv, period)[:n]
-        labels = torch.from_numpy(y[:n].astype(np.int64))
-        stats.add(logp, labels, torch.ones(n))
+        f = model.frame_subsampling_factor
+        kept = -(-n // f)  # outputs t = 0, f, 2f, … < n
+        logp = utterance_log_posteriors(model, x, iv, period)[:kept]
+        labels = torch.from_numpy(y[:n:f].astype(np.int64))
+        stats.add(logp, labels, torch.ones(kept))
     if stats.weight == 0:
         raise DataError(f"{feats_scp}: no utterance with targets to evaluate")
     result = {

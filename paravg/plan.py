@@ -6,6 +6,9 @@ iteration t (0-based, writing layout index t + 1) it holds
 
 * the Kaldi schedule (:mod:`paravg.schedule`): number of jobs N_t, archive and frame,
   per-job learning rate N_t · ε_t times the sync method's factor (BMUF: (1 − bm)/η_b);
+  at a low frame rate (``model.frame_subsampling_factor`` f) the schedule counts the
+  ⌈frames_per_eg / f⌉ output frames of an eg and its frame k' is eg frame f·k' (the egs,
+  shared with the other experiments, are unchanged);
 * the seed from (srand, t, j) (:func:`job_seed`);
 * the files it reads (its archive, and the start inputs the sync method names) and
   writes (:mod:`paravg.layout`);
@@ -34,8 +37,9 @@ from functools import cached_property
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
+from paravg.nnet.context import frame_subsampling_factor
 from paravg.nnet.dropout_schedule import dropout_proportion
-from paravg.schedule import Schedule
+from paravg.schedule import Schedule, output_frames_per_eg
 from paravg.sync.registry import SyncMethod, get_method
 
 #: Kaldi accumulates the LDA statistics (and priors) over at most this many archives.
@@ -180,9 +184,11 @@ class ExperimentPlan:
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
         self.restart_at: int | None = None
+        self.frame_subsampling_factor = frame_subsampling_factor(experiment["model"])
+        frames = output_frames_per_eg(egs.frames_per_eg, self.frame_subsampling_factor)
         try:
             self.schedule = Schedule.from_config(
-                self.trainer, egs.num_archives, egs.frames_per_eg, combine["max_models_combine"]
+                self.trainer, egs.num_archives, frames, combine["max_models_combine"]
             )
         except ConfigError as exc:
             raise ConfigError(f"experiment {name!r}: {exc}") from None
@@ -231,7 +237,7 @@ class ExperimentPlan:
             "learning_rate": self.learning_rates[iteration],
             "minibatch_size": t["minibatch_size"],
             "max_param_change": t["max_param_change"],
-            "frame": frame,
+            "frame": self.frame_subsampling_factor * frame,  # the eg's frame
             "archive": self.layout.egs_prefix(archive),
             "shuffle_buffer_size": t["shuffle_buffer_size"],
             "srand": t["srand"],

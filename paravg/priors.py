@@ -12,6 +12,10 @@ when the archive has no more); the posteriors of every frame of every kept eg ar
 over all jobs. So up to 10 × ``prior_subset_size`` egs count, and with fewer than 10
 archives the first archive counts 10 times (as 10 different subsets when it has more
 than ``prior_subset_size`` egs). Job k's reservoir is seeded from (srand, k).
+
+At a low frame rate (``model.frame_subsampling_factor`` f) the posteriors are those of
+the network's outputs, eg frames k ≡ 0 (mod f) (:func:`paravg.nnet.objective.eg_outputs`):
+the frames it is trained on and decoded at.
 """
 
 from __future__ import annotations
@@ -51,14 +55,16 @@ def prior_subset(num_egs: int, subset_size: int, srand: int, job: int) -> np.nda
 def posterior_sum(
     model, archive: EgsArchive, indices: np.ndarray | None
 ) -> tuple[torch.Tensor, int]:
-    """Σ over every frame of the egs ``indices`` (None = all) of p(c | x), and the frames."""
+    """Σ over every output frame of the egs ``indices`` (None = all) of p(c | x), and the
+    frames."""
+    from paravg.nnet.objective import eg_outputs
+
     total = torch.zeros(model.num_targets, dtype=torch.float64)
     frames = 0
     for mb in all_frame_minibatches(
         archive, model.left_context, model.right_context, PRIOR_MINIBATCH, indices
     ):
-        ivec = mb.ivectors if (mb.ivectors is not None and model.ivector_dim) else None
-        post = model(mb.feats, ivec).exp()
+        post = eg_outputs(model, mb)[0].exp()
         total += post.reshape(-1, model.num_targets).sum(0).double()
         frames += post.shape[0] * post.shape[1]
     return total, frames

@@ -14,6 +14,12 @@ With A archives, F frames per eg, E epochs, jobs ramping J0 → J1:
     effective_lr(t)         = lr0 · exp(P(t) · ln(lr1/lr0) / num_archives_to_process),
                               with P(t) = archives_processed(t); lr1 on the last iteration
     per-job lr(t)           = num_jobs(t) · effective_lr(t)
+
+At a low frame rate (``model.frame_subsampling_factor`` f) F is the number of *output*
+frames of an eg, ⌈frames_per_eg / f⌉ (:func:`output_frames_per_eg`): Kaldi's egs made with
+``--frame-subsampling-factor f`` have output indexes t = 0, f, 2f, … , and its chain
+training counts ``num_archives_expanded`` = archives × f the same way (one pass of the
+eg per frame shift). Job frame k' of the schedule is eg frame f·k' (:mod:`paravg.plan`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from paravg.errors import ConfigError
+
+
+def output_frames_per_eg(frames_per_eg: int, frame_subsampling_factor: int = 1) -> int:
+    """⌈frames_per_eg / f⌉: the eg frames k = 0, f, 2f, … < frames_per_eg a model of
+    frame-subsampling-factor f has outputs at (all of them at f = 1)."""
+    return -(-frames_per_eg // frame_subsampling_factor)
 
 
 def num_archives_to_process(num_epochs: float, num_archives: int, frames_per_eg: int) -> int:

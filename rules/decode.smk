@@ -39,7 +39,7 @@ rule score:
         decode_dir=from_dag("decode_dir"),  # wer_details/, per_details/
         graph_dirs=RECOGNITION.graph_dirs(),
         grids=RECOGNITION.grids(),
-        frame_shift=0.01,  # seconds per frame: 10 ms features (paravg.features.MfccOptions)
+        frame_shift=0.01,  # s per feature frame; x f at a low frame rate (paravg.decode.score)
         text=from_dag("text"),
         targets=from_dag("targets_scp"),
         data_dir=from_dag("data_dir"),  # segments: the CTM in recording time

@@ -14,10 +14,22 @@ never a new search, as Kaldi's ``local/score.sh``.
 
 ``nnet_seconds`` and ``search_seconds`` of a split's JSON are CPU seconds of the job's
 process (``time.process_time``: every thread of the network's forward pass counts).
+
+A model of frame-subsampling-factor f (``model.frame_subsampling_factor``; Kaldi's
+``--frame-subsampling-factor``) is evaluated at output frames t = 0, f, 2f, … only, and
+the search sees those ⌈T/f⌉ frames, one transition-id each: lattices (and the CTM and
+alignments read from them) count frames of f·10 ms. It searches at acoustic scale f·a
+and multiplies the lattice's acoustic costs by f afterwards (Kaldi's LFR decode with
+``--acwt`` and ``--post-decode-acwt``: :func:`paravg.decode.search.low_frame_rate_scales`),
+with the graph every experiment shares (built at ``graph.self_loop_scale``, 0.1; Kaldi's
+LFR recipes make theirs at 0.333). The split's JSON keeps the config's ``options`` (per
+10-ms frame, what the results table checks) and adds ``frame_subsampling_factor``,
+``search_acoustic_scale`` and ``post_decode_acwt`` when f > 1.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -28,7 +40,7 @@ import torch
 
 from paravg.decode.lattice import writing_lattice_archives
 from paravg.decode.posteriors import utterance_log_posteriors
-from paravg.decode.search import SearchGraph, SearchOptions, search
+from paravg.decode.search import SearchGraph, SearchOptions, low_frame_rate_scales, search
 from paravg.errors import DataError
 from paravg.graph.load import DecodingGraph, load_graph
 from paravg.io import write_json_atomic
@@ -120,11 +132,14 @@ def decode_split(
     file_dict = load_model_file(model_path)
     model = build_model(file_dict).eval()
     log_priors = file_dict["state_dict"]["log_priors"].double()
+    f = model.frame_subsampling_factor
+    search_scale, post_decode_acwt = low_frame_rate_scales(opts.acoustic_scale, f)
+    search_opts = dataclasses.replace(opts, acoustic_scale=search_scale)
     searches = {}
     for kind, d in graph_dirs.items():
         graph = load_graph(d)
         check_num_pdfs(graph, model.num_targets, model_path)
-        searches[kind] = GraphSearch(graph, opts)
+        searches[kind] = GraphSearch(graph, search_opts)
     reference = check_reference_text(text_path, Path(graph_dirs["words"]) / "words.txt")
     feats = load_scp(feats_scp)
     ivecs = load_scp(ivectors_scp) if (ivectors_scp and model.ivector_dim) else None
@@ -147,6 +162,8 @@ def decode_split(
             start = time.process_time()
             for kind, graph_search in searches.items():
                 lattice = graph_search.lattice(loglikes)
+                if post_decode_acwt != 1.0:  # lattice-scale --acoustic-scale=f
+                    lattice.acoustic = lattice.acoustic * post_decode_acwt
                 if not lattice.reached_final:
                     log.warning(
                         "%s: the %s search reached no final state at the last frame; "
@@ -168,5 +185,11 @@ def decode_split(
         "reference": reference,
         "options": vars(opts),
     }
+    if f > 1:
+        result.update(
+            frame_subsampling_factor=f,
+            search_acoustic_scale=search_scale,
+            post_decode_acwt=post_decode_acwt,
+        )
     write_json_atomic(out_path, result)
     return result

@@ -12,6 +12,16 @@ own padded window [k·period − left, (k+1)·period + right) with its row broad
 the window, all chunks in one batch.
 
 Without i-vectors the whole utterance is one window.
+
+A model of frame-subsampling-factor f (a low frame rate) is evaluated only at output
+frames t = 0, f, 2f, … < T, ⌈T/f⌉ of them, as Kaldi's decodables do with
+``--frame-subsampling-factor f`` (``DecodableNnetSimple``: output frame i is input time
+i·f, the context around it edge-padded): the network's forward with stride f computes
+each layer only where those outputs need it. With i-vectors, chunk k still holds the
+outputs t ∈ [k·period, (k+1)·period): its first is t_k = ⌈k·period / f⌉·f and each chunk's
+window holds n = ⌈period / f⌉ outputs t_k, t_k + f, … (one more than the chunk has when f
+does not divide the period; it is computed and dropped), so every chunk has the same
+window length and all go in one batch.
 """
 
 from __future__ import annotations
@@ -28,28 +38,36 @@ def padded_index(start: int, stop: int, num_frames: int) -> np.ndarray:
 def utterance_log_posteriors(
     model, feats: np.ndarray, ivectors: np.ndarray | None = None, period: int = 0
 ) -> torch.Tensor:
-    """(T, C) log p(c | x_t) of one utterance of T frames.
+    """(⌈T/f⌉, C) log p(c | x_t) of one utterance of T frames at t = 0, f, 2f, … (f: the
+    model's frame-subsampling-factor; every frame at f = 1).
 
     ``ivectors``: the utterance's online i-vector rows (⌈T/period⌉ × dim, every
     ``period`` frames), or None for a model without i-vector input.
     """
     left, right = model.left_context, model.right_context
+    f = getattr(model, "frame_subsampling_factor", 1)
     num_frames = feats.shape[0]
     feats32 = np.ascontiguousarray(feats, dtype=np.float32)
     if ivectors is None or not model.ivector_dim:
         x = torch.from_numpy(feats32[padded_index(-left, num_frames + right, num_frames)])
-        return model(x[None], None)[0]
+        return model(x[None], None, stride=f)[0]
     if period <= 0:
         raise ValueError("an i-vector period > 0 is needed with i-vectors")
     num_chunks = -(-num_frames // period)
-    starts = np.arange(num_chunks) * period
-    window = period + left + right
+    chunk = np.arange(num_chunks)
+    starts = -(-chunk * period // f) * f  # t_k, the chunk's first output (k·period at f = 1)
+    per_chunk = -(-period // f)  # outputs in each chunk's window (period at f = 1)
+    window = (per_chunk - 1) * f + 1 + left + right
     index = np.stack([padded_index(s - left, s - left + window, num_frames) for s in starts])
     x = torch.from_numpy(feats32[index])  # (K, window, D)
-    rows = np.minimum(np.arange(num_chunks), len(ivectors) - 1)
+    rows = np.minimum(chunk, len(ivectors) - 1)
     iv = torch.from_numpy(np.ascontiguousarray(ivectors[rows], dtype=np.float32))
-    out = model(x, iv)  # (K, period, C)
-    return out.reshape(-1, out.shape[-1])[:num_frames]
+    out = model(x, iv, stride=f)  # (K, per_chunk, C)
+    if f == 1:
+        return out.reshape(-1, out.shape[-1])[:num_frames]
+    times = starts[:, None] + f * np.arange(per_chunk)[None, :]
+    keep = times < np.minimum((chunk + 1) * period, num_frames)[:, None]
+    return out[torch.from_numpy(keep)]
 
 
 def pseudo_log_likelihoods(

@@ -27,7 +27,10 @@ are the phone graph's output collapsed the same way.
 ``<utt> ref``, ``<utt> hyp``, ``<utt> op`` (C/S/I/D) and ``<utt> #csid <C> <S> <I> <D>``.
 
 Beside the scores: ``hyps.json`` (every setting's hypotheses, per graph) and ``ctm``, the
-words of the chosen setting with times and confidences (:mod:`paravg.decode.ctm`).
+words of the chosen setting with times and confidences (:mod:`paravg.decode.ctm`). The
+lattices of a model of frame-subsampling-factor f (its split JSONs say so) count frames
+of f feature frames: the CTM's frame shift is f × ``frame_shift`` (Kaldi's
+``get_ctm.sh --frame-shift 0.03`` for f = 3), and ``scores.json`` records f when f > 1.
 """
 
 from __future__ import annotations
@@ -258,6 +261,19 @@ def splits_decode_options(split_jsons: Sequence[str | Path]) -> dict | None:
     return next(iter(options.values()), None)
 
 
+def splits_frame_subsampling_factor(split_jsons: Sequence[str | Path]) -> int:
+    """The frame-subsampling-factor every split job decoded with (1 when its JSON does not
+    say); a :class:`ConfigError` when two splits differ."""
+    factors = {str(p): read_json(p).get("frame_subsampling_factor", 1) for p in split_jsons}
+    if len(set(factors.values())) > 1:
+        listed = "\n  ".join(f"{p}: {f}" for p, f in factors.items())
+        raise ConfigError(
+            f"the decode splits of one set were decoded at different frame rates:\n  {listed}"
+            "\nrun the same command again with --forcerun decode_split"
+        )
+    return next(iter(factors.values()), 1)
+
+
 def oov_report(text: Mapping[str, Sequence[str]], words_txt: str | Path, text_path) -> dict:
     """Reference words missing from ``words.txt`` (``sym2int.pl --map-oov``): count,
     distinct words and the first utterance of each."""
@@ -308,7 +324,8 @@ def score_set(
     the set has ``text``) and PER on the ``phones`` graph (if decoded and the set has
     targets), each at its best setting or at the tuned one; the CTM of the words at the
     chosen setting (the plain decode's, LMWT = 10, WIP = 0 when WER is not scored), in
-    recording time when the set's prepared ``data_dir`` has ``segments``."""
+    recording time when the set's prepared ``data_dir`` has ``segments``. ``frame_shift``:
+    seconds per feature frame (× f for a model of frame-subsampling-factor f)."""
     import logging
 
     from paravg.corpus.phones import PHONES, SILENCE
@@ -332,6 +349,10 @@ def score_set(
         "decode_options": splits_decode_options(split_jsons),
         "grids": {k: {"lmwts": list(g.lmwts), "wips": list(g.wips)} for k, g in graphs.items()},
     }
+    subsampling = splits_frame_subsampling_factor(split_jsons)
+    if subsampling > 1:  # lattice frames of f feature frames
+        result["frame_subsampling_factor"] = subsampling
+        frame_shift = round(frame_shift * subsampling, 12)
     per_utt: dict[str, str] = {}
     refs_words = None
     words_txt = Path(graphs["words"].graph_dir) / "words.txt"

@@ -52,6 +52,26 @@ class SearchOptions:
     min_active: int = 200
 
 
+def low_frame_rate_scales(
+    acoustic_scale: float, frame_subsampling_factor: int
+) -> tuple[float, float]:
+    """(decoding acoustic scale, post-decode acoustic scale) of a model with an output every
+    f frames, from ``acoustic_scale``, the scale of a 10-ms frame (``decode.acoustic_scale``).
+
+    One output stands for f frames, so its log-likelihood is weighted f times as much:
+    the search runs at f·a, and the lattice's acoustic costs are multiplied by f after it
+    (Kaldi's ``--post-decode-acwt``, ``lattice-scale --acoustic-scale=f``), so that a
+    scoring LMWT means what it means at f = 1 (LMWT 1/a is the decoding scale) and the
+    same LMWT range 7-17 applies. Kaldi's LFR recipes (``run_tdnn_lfr1c.sh``,
+    ``run_tdnn_lstm_lfr_1a.sh``) write 0.333 and 3.0 for f = 3 and a = 0.1; f·a = 0.3 keeps
+    LMWT 10 at the decoding scale (their 0.333 is LMWT 9), as the chain recipes' acwt 1.0
+    with post-decode-acwt 10. f = 1: (a, 1)."""
+    if frame_subsampling_factor == 1:
+        return acoustic_scale, 1.0
+    f = frame_subsampling_factor
+    return round(f * acoustic_scale, 12), float(f)
+
+
 @dataclass(frozen=True)
 class SearchGraph:
     """An HCLG as arrays: arcs sorted by source state, emitting and non-emitting apart.

@@ -54,10 +54,16 @@ def model_conf(
     acoustic_scale: float,
     silence_phones: str,
     decoder: Mapping[str, float] | None = None,
+    frame_subsampling_factor: int = 1,
 ) -> str:
-    """vosk's ``conf/model.conf``: no frame subsampling (paravg's network scores every
-    10 ms frame), the acoustic scale, the decoder beams and ``--endpoint.silence-phones``
-    (vosk aborts without it)."""
+    """vosk's ``conf/model.conf``: the network's frame subsampling f
+    (``--frame-subsampling-factor``: 1, an output every 10-ms frame, or f, an output
+    every f frames, the decoder seeing ⌈T/f⌉ frames), the acoustic scale (``acoustic_scale``
+    is that of a 10-ms frame; at f > 1 the file gets f × it, the scale paravg's own
+    decoder searches with: :func:`paravg.decode.search.low_frame_rate_scales`), the
+    decoder beams and ``--endpoint.silence-phones`` (vosk aborts without it)."""
+    from paravg.decode.search import low_frame_rate_scales
+
     opts = dict(DECODER_DEFAULTS)
     for key, value in (decoder or {}).items():
         name = key.replace("_", "-")
@@ -66,8 +72,8 @@ def model_conf(
                 f"decoder option {key!r}: vosk's model.conf accepts only {sorted(VOSK_OPTIONS)}"
             )
         opts[name] = value
-    opts["acoustic-scale"] = acoustic_scale
-    opts["frame-subsampling-factor"] = 1
+    opts["acoustic-scale"] = low_frame_rate_scales(acoustic_scale, frame_subsampling_factor)[0]
+    opts["frame-subsampling-factor"] = frame_subsampling_factor
     lines = [f"--{k}={_value(v)}" for k, v in opts.items()]
     lines.append(f"--endpoint.silence-phones={silence_phones}")
     return "\n".join(lines) + "\n"
@@ -96,10 +102,26 @@ def ivector_extractor_conf(ivector_dir: Path, opts: OnlineIvectorOptions) -> str
     )
 
 
-def online_conf(conf_dir: Path, with_ivectors: bool) -> str:
-    """``conf/online.conf`` for ``online2-wav-nnet3-latgen-faster --config``."""
+def online_conf(
+    conf_dir: Path,
+    with_ivectors: bool,
+    frame_subsampling_factor: int = 1,
+    acoustic_scale: float = 0.1,
+) -> str:
+    """``conf/online.conf`` for ``online2-wav-nnet3-latgen-faster --config``; at f > 1
+    also the binary's ``--frame-subsampling-factor`` and ``--acoustic-scale`` (f × the
+    10-ms ``acoustic_scale``), which Kaldi's ``steps/online/nnet3/decode.sh`` would pass
+    from the model directory's ``frame_subsampling_factor`` and ``--acwt``."""
+    from paravg.decode.search import low_frame_rate_scales
+
     d = Path(conf_dir).resolve()
     lines = ["--feature-type=mfcc", f"--mfcc-config={d / 'mfcc.conf'}"]
     if with_ivectors:
         lines.append(f"--ivector-extraction-config={d / 'ivector_extractor.conf'}")
+    if frame_subsampling_factor > 1:
+        scale = low_frame_rate_scales(acoustic_scale, frame_subsampling_factor)[0]
+        lines += [
+            f"--frame-subsampling-factor={frame_subsampling_factor}",
+            f"--acoustic-scale={_value(scale)}",
+        ]
     return "\n".join(lines) + "\n"

@@ -6,7 +6,7 @@ graph/HCLG.fst ...`` reads)::
 
     am/final.mdl                 TransitionModel + AmNnetSimple (priors floored)
     conf/mfcc.conf               the MFCC options of the training features
-    conf/model.conf              vosk: no subsampling, acoustic scale, beams, endpoint
+    conf/model.conf              vosk: frame subsampling, acoustic scale, beams, endpoint
     conf/ivector_extractor.conf  Kaldi online2: the i-vector options and files
     conf/online.conf             Kaldi online2: --mfcc-config, --ivector-extraction-config
     ivector/                     final.dubm final.ie final.mat global_cmvn.stats
@@ -176,7 +176,14 @@ def export_model(
     ng: NgOptions | None = None,
 ) -> dict:
     """Export ``final.pt`` (+ i-vector system, + graph) to ``out_dir``; returns the summary
-    that is also written as ``export.json``. All checks come before any write."""
+    that is also written as ``export.json``. All checks come before any write.
+
+    ``acoustic_scale`` is the scale of a 10-ms frame (``decode.acoustic_scale``); a model
+    of frame-subsampling-factor f > 1 gets ``--frame-subsampling-factor=f`` and f × it in
+    ``conf/model.conf`` (what paravg's decoder searches with), vosk and Kaldi's looped
+    decoders then evaluating the network at every f-th frame. vosk 0.3.45's recogniser
+    assumes f = 3 for word times (``frame_offset · 3``, 0.03 s per output frame), so its
+    times are right at f = 3 only (paravg's own CTM is right at every f)."""
     out = Path(out_dir)
     model = _load_model(Path(model_path))
     tm = (
@@ -202,7 +209,10 @@ def export_model(
         write_final_mdl(tmp / "am" / "final.mdl", am, binary)
         (tmp / "conf").mkdir()
         (tmp / "conf" / "mfcc.conf").write_text(conf.mfcc_conf(mfcc))
-        (tmp / "conf" / "model.conf").write_text(conf.model_conf(acoustic_scale, silence, decoder))
+        f = model.frame_subsampling_factor
+        (tmp / "conf" / "model.conf").write_text(
+            conf.model_conf(acoustic_scale, silence, decoder, f)
+        )
         differences = {}
         if iv is not None:
             pipeline, ubm, extractor = iv
@@ -217,7 +227,9 @@ def export_model(
             for k, d in differences.items():
                 log.warning("vosk fixes the i-vector option %s = %s (paravg: %s)",
                             k, d["vosk"], d["paravg"])  # fmt: skip
-        (tmp / "conf" / "online.conf").write_text(conf.online_conf(out / "conf", iv is not None))
+        (tmp / "conf" / "online.conf").write_text(
+            conf.online_conf(out / "conf", iv is not None, f, acoustic_scale)
+        )
         if graph is not None:
             for name in (*GRAPH_REQUIRED, *GRAPH_OPTIONAL):
                 src = _graph_file(graph, name)
@@ -239,6 +251,8 @@ def export_model(
             "vosk_ivector_differences": differences,
             "files": file_digests(tmp),  # the manifest (paravg.export.manifest)
         }
+        if f > 1:  # model.conf's --frame-subsampling-factor and its --acoustic-scale
+            summary["frame_subsampling_factor"] = f
         (tmp / "export.json").write_text(json.dumps(summary, indent=1) + "\n")
         for p in [tmp, *tmp.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)

@@ -81,7 +81,9 @@ def vosk_decode(
 
 
 def paravg_loglikes(model, feats: np.ndarray, ivectors: np.ndarray | None, period: int | None):
-    """Pseudo-log-likelihoods log p(pdf | x_t) − log prior for every frame t (float64).
+    """Pseudo-log-likelihoods log p(pdf | x_t) − log prior for every output frame t
+    (float64): t = 0, f, 2f, … for a model of frame-subsampling-factor f (every frame at
+    f = 1), as Kaldi's decodables with ``--frame-subsampling-factor f``.
 
     Frame t sees frames t − left .. t + right (the first/last frame repeated beyond the
     utterance) and, at the LDA input, the i-vector row of its frame (⌊t / period⌋); with
@@ -111,7 +113,7 @@ def paravg_loglikes(model, feats: np.ndarray, ivectors: np.ndarray | None, perio
             full = rows[np.minimum(t // period, rows.shape[0] - 1)]
         iv = torch.from_numpy(full)[None]
     with torch.no_grad():
-        logp = model(xp[None], iv)[0].double().numpy()
+        logp = model(xp[None], iv, stride=model.frame_subsampling_factor)[0].double().numpy()
     log_priors = np.maximum(model.log_priors.double().numpy(), np.log(PRIOR_FLOOR))
     return logp - log_priors
 
@@ -168,8 +170,18 @@ def vosk_online_ivectors(
 ) -> np.ndarray:
     """The i-vector at every frame of the padded input window (``T + left + right`` rows,
     element 0 minus the prior offset, as the network sees it) that vosk's looped computation
-    uses there, for an utterance of ``num_samples`` samples whose MFCCs are ``feats``."""
+    uses there, for an utterance of ``num_samples`` samples whose MFCCs are ``feats``.
+
+    A model of frame-subsampling-factor f: the chunk is rounded up to a multiple of f
+    (Kaldi's ``GetChunkSize``); the rest is as at f = 1: a chunk is computed once the same
+    input frames are there (``DecodableNnetLoopedOnlineBase::NumFramesReady`` counts input
+    frames), and the looped computation's requests (``CreateLoopedComputationRequestSimple``,
+    ``nnet-compile-looped.cc``) take their input frames, and so their i-vector indexes,
+    by input frame whatever f is; only the outputs are every f-th frame."""
     from paravg.ivector.online import OnlineIvectorStats, utterance_posteriors
+
+    f = model.frame_subsampling_factor
+    frames_per_chunk = -(-frames_per_chunk // f) * f
 
     feats = np.asarray(feats, dtype=np.float64)
     T = feats.shape[0]

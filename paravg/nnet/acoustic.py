@@ -9,6 +9,17 @@ y = A x + b with A, b estimated once (:mod:`paravg.nnet.lda`, ``lda_weight``,
 :mod:`paravg.nnet.tdnnf`) says at which times 𝒯_0 it needs the LDA rows, and
 :meth:`AcousticModel.lda_rows` forms them.
 
+A low frame rate (``model.frame_subsampling_factor`` f, Kaldi's
+``--frame-subsampling-factor``; absent = 1): the network is the same function of its
+input window, evaluated only at output times t = 0, f, 2f, … (``forward(…, stride=f)``;
+each family computes only the rows those outputs need). Frame *stacking* (Tian et al.:
+stack 3 frames, output every third) is the input splice: ``input_splice: [-1, 0, 1]``
+appends the frames t − 1, t, t + 1 at the LDA input, so with f = 3 every 10-ms frame
+reaches exactly one output through the first layer.
+:attr:`AcousticModel.frame_subsampling_factor` is read by the training schedule
+(:mod:`paravg.plan`), the eg evaluations (:func:`paravg.nnet.objective.eg_outputs`),
+decoding and the export.
+
 Hooks of the training loop (:mod:`paravg.train_job`), each a no-op where a family has
 nothing to do: :meth:`~AcousticModel.components` (the updatable components, Kaldi's
 order), :meth:`~AcousticModel.reset_nonlinearity_stats` (``ZeroComponentStats`` and the
@@ -21,7 +32,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from paravg.nnet.context import model_context
+from paravg.nnet.context import frame_subsampling_factor, model_context
 from paravg.nnet.rows import Selector, selector, take
 
 
@@ -35,6 +46,7 @@ class AcousticModel(nn.Module):
         self.model_cfg = model_cfg
         self.feat_dim, self.ivector_dim, self.num_targets = feat_dim, ivector_dim, num_targets
         self.input_splice = list(model_cfg["input_splice"])
+        self.frame_subsampling_factor = frame_subsampling_factor(model_cfg)
         self.left_context, self.right_context = model_context(model_cfg)
         lda_dim = feat_dim * len(self.input_splice) + ivector_dim
         self.lda_dim = lda_dim

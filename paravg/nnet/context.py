@@ -74,6 +74,18 @@ def _tdnn_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_target
     return 4 * values / 2**20
 
 
+def frame_subsampling_factor(model_cfg: dict) -> int:
+    """``model.frame_subsampling_factor`` f ≥ 1: the network has an output every f input
+    frames (a low frame rate; absent: 1, every 10-ms frame an output). The context above
+    is in input frames whatever f is."""
+    f = model_cfg.get("frame_subsampling_factor", 1)
+    if isinstance(f, float) and f.is_integer():  # YAML's 3.0, which the schema takes
+        f = int(f)
+    if isinstance(f, bool) or not isinstance(f, int) or f < 1:
+        raise ValueError(f"model.frame_subsampling_factor must be an integer >= 1, got {f!r}")
+    return f
+
+
 def model_context(model_cfg: dict) -> tuple[int, int]:
     """Return ``(left_context, right_context)`` in frames for a model config.
 

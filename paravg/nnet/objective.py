@@ -4,6 +4,13 @@
 minibatch is F = Σ_rows w_row · log p(label_row | x_row), **summed** (not averaged), and
 the reported figure is F / Σ w ("log-likelihood per frame"). Accuracy counts rows whose
 argmax equals the label, weighted the same way.
+
+A model of frame-subsampling-factor f (a low frame rate) has outputs only at eg frames
+k ≡ 0 (mod f): Kaldi's egs made with ``--frame-subsampling-factor f`` carry output
+indexes t = 0, f, 2f, … , and ``nnet3-compute-prob`` / ``nnet3-combine`` score those.
+:func:`eg_outputs` evaluates the network at those frames and keeps their labels and
+weights; every pass over all the frames of egs (diagnostics, combination, priors,
+batch-norm statistics) goes through it.
 """
 
 from __future__ import annotations
@@ -49,19 +56,35 @@ class ObjectiveStats:
         return {"logprob": self.logprob, "accuracy": self.accuracy, "frames": self.weight}
 
 
+def eg_outputs(model, mb) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-probs, labels and weights of minibatch ``mb`` at the model's output frames.
+
+    One frame per eg (``labels`` (B,)): (B, C), (B,), (B,). Every frame of each eg
+    (``labels`` (B, F)): the eg frames k = 0, f, 2f, … < F of the model's
+    frame-subsampling-factor f (all F at f = 1): (B, ⌈F/f⌉, C) and (B, ⌈F/f⌉)."""
+    ivec = mb.ivectors if (mb.ivectors is not None and model.ivector_dim) else None
+    if mb.labels.dim() == 1:
+        return model(mb.feats, ivec)[:, 0], mb.labels, mb.weights
+    f = getattr(model, "frame_subsampling_factor", 1)  # a stand-in model may not say
+    if f == 1:
+        return model(mb.feats, ivec), mb.labels, mb.weights
+    return model(mb.feats, ivec, stride=f), mb.labels[:, ::f], mb.weights[:, ::f]
+
+
 def evaluate_minibatches(
     model: torch.nn.Module, minibatches: Iterable, device: torch.device
 ) -> ObjectiveStats:
-    """Average log-prob and accuracy of ``model`` over minibatches with all frames of each eg."""
+    """Average log-prob and accuracy of ``model`` over minibatches with all frames of each
+    eg (at a low frame rate, those of its output frames: :func:`eg_outputs`)."""
+    from paravg.egs.loader import Minibatch
+
     stats = ObjectiveStats()
     model.eval()
     with torch.no_grad():
         for mb in minibatches:
             ivec = mb.ivectors.to(device) if mb.ivectors is not None else None
-            logp = model(mb.feats.to(device), ivec)
-            labels = mb.labels.to(device)
-            weights = mb.weights.to(device)
-            if labels.dim() == 1:
-                logp = logp[:, 0]
-            stats.add(logp, labels, weights)
+            on_device = Minibatch(
+                mb.feats.to(device), ivec, mb.labels.to(device), mb.weights.to(device)
+            )
+            stats.add(*eg_outputs(model, on_device))
     return stats

@@ -28,6 +28,13 @@ times, not 7: the rows an affine layer sees (and its natural-gradient preconditi
 exactly Kaldi's. When every output frame of a window is wanted, every 𝒯_ℓ is a full
 range and this is the plain full-window computation. :func:`computation_plan` holds the
 sets and the row selections between levels.
+
+With an output stride f (a low frame rate, ``model.frame_subsampling_factor``: Kaldi's
+decodable evaluates the network only at output t = 0, f, 2f, …), 𝒯_L is every f-th
+output frame of the window, and the walk above computes each layer only where those
+outputs need it: with the default splicing and f = 3, tdnn4 and tdnn3 (tdnn4's splice
+{−3, 0, 3} keeps the stride) at a third of the frames, tdnn2 and tdnn1 (t + {−1, 0, 1}
+of a stride-3 set) at every frame.
 """
 
 from __future__ import annotations
@@ -97,9 +104,13 @@ class ComputationPlan:
 
 @functools.lru_cache(maxsize=64)
 def computation_plan(
-    input_splice: tuple[int, ...], splices: tuple[tuple[int, ...], ...], num_frames: int
+    input_splice: tuple[int, ...],
+    splices: tuple[tuple[int, ...], ...],
+    num_frames: int,
+    stride: int = 1,
 ) -> ComputationPlan:
-    """The plan of a window of ``num_frames`` input frames, all its output frames wanted."""
+    """The plan of a window of ``num_frames`` input frames, its output frames 0, stride,
+    2·stride, … wanted (every one at stride 1): ⌈(T − left − right) / stride⌉ outputs."""
     hidden = [{"splice": list(offsets)} for offsets in splices]
     left, right = model_context({"input_splice": list(input_splice), "hidden": hidden})
     num_out = num_frames - left - right
@@ -108,7 +119,9 @@ def computation_plan(
             f"window of {num_frames} frames is too short for the model context "
             f"({left} left, {right} right)"
         )
-    times = required_times(range(left, left + num_out), splices)
+    if stride < 1:
+        raise ValueError(f"output stride must be >= 1, got {stride}")
+    times = required_times(range(left, left + num_out, stride), splices)
     input_rows = tuple(selector([t + o for t in times[0]]) for o in input_splice)
     layer_rows = []
     for level, offsets in enumerate(splices, start=1):
@@ -171,16 +184,21 @@ class TdnnModel(AcousticModel):
         for k, relu in enumerate(self.relus):
             relu.reset_stats(seed=[seed, k])
 
-    def plan(self, num_frames: int) -> ComputationPlan:
-        """The :class:`ComputationPlan` of a window of ``num_frames`` input frames."""
+    def plan(self, num_frames: int, stride: int = 1) -> ComputationPlan:
+        """The :class:`ComputationPlan` of a window of ``num_frames`` input frames (every
+        ``stride``-th output frame)."""
         return computation_plan(
-            tuple(self.input_splice), tuple(tuple(s) for s in self.splices), num_frames
+            tuple(self.input_splice), tuple(tuple(s) for s in self.splices), num_frames, stride
         )
 
-    def forward(self, feats: torch.Tensor, ivectors: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, D) features [+ (B, iv) or per-frame i-vectors] → (B, T_out, C) log-probs,
-        each layer computed only at the times the outputs need (module docstring)."""
-        plan = self.plan(feats.shape[1])
+    def forward(
+        self, feats: torch.Tensor, ivectors: torch.Tensor | None = None, stride: int = 1
+    ) -> torch.Tensor:
+        """(B, T, D) features [+ (B, iv) or per-frame i-vectors] → (B, T_out, C) log-probs
+        at the window's output frames 0, stride, 2·stride, … (T_out = ⌈(T − left − right) /
+        stride⌉), each layer computed only at the times those outputs need (module
+        docstring)."""
+        plan = self.plan(feats.shape[1], stride)
         x = self.lda_rows(feats, ivectors, plan.times[0], plan.input_rows)
         h = self.lda(x)
         for rows, comp, relu in zip(plan.layer_rows, self.hidden, self.relus, strict=True):

@@ -36,7 +36,11 @@ N(0, 1/in) for in = the spliced input dim, b ~ N(0, 1); the output layer zero.
 As for the TDNN (:mod:`paravg.nnet.tdnn`), each layer is computed only at the times the
 outputs need (Kaldi's compiler): walking back from the output times 𝒯, a tdnnf layer
 needs its linear part at 𝒯 ∪ (𝒯 + s) and its input at those times − s and 0, and at 𝒯
-for the bypass. So batch-norm sees exactly the rows Kaldi's computation holds.
+for the bypass. So batch-norm sees exactly the rows Kaldi's computation holds. With an
+output stride f (``model.frame_subsampling_factor``), 𝒯 is every f-th output frame and
+the same walk computes each layer only where those outputs need it (with f = 3 and the
+strides 1, 0, 3, 3: every part from tdnnf2's affine up at about a third of the frames,
+tdnnf2's linear part at two thirds, tdnn1 at every frame).
 """
 
 from __future__ import annotations
@@ -253,7 +257,7 @@ class TdnnfModel(AcousticModel):
             int(cfg["prefinal_small_dim"]), num_targets, model_cfg["max_change_output"]
         )
         self.output.l2_regularize = float(cfg["output_l2_regularize"])
-        self._levels: dict[int, list[Times]] = {}
+        self._levels: dict[tuple[int, int], list[Times]] = {}
 
     # ------------------------------------------------------------------ training hooks
     def _named_components(self) -> list[tuple[str, Affine]]:
@@ -308,19 +312,25 @@ class TdnnfModel(AcousticModel):
             levels.append(layer.input_times(levels[-1]))
         return levels[::-1]
 
-    def forward(self, feats: torch.Tensor, ivectors: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, D) features [+ i-vectors] → (B, T − left − right, C) log-probs, each
-        layer computed only at the times the outputs need."""
+    def forward(
+        self, feats: torch.Tensor, ivectors: torch.Tensor | None = None, stride: int = 1
+    ) -> torch.Tensor:
+        """(B, T, D) features [+ i-vectors] → (B, ⌈(T − left − right) / stride⌉, C)
+        log-probs at the window's output frames 0, stride, 2·stride, …, each layer
+        computed only at the times those outputs need."""
         num_out = feats.shape[1] - self.left_context - self.right_context
         if num_out <= 0:
             raise ValueError(
                 f"window of {feats.shape[1]} frames is too short for the model context "
                 f"({self.left_context} left, {self.right_context} right)"
             )
-        levels = self._levels.get(num_out)
-        if levels is None:  # one walk per window length
-            levels = self.level_times(tuple(range(self.left_context, self.left_context + num_out)))
-            self._levels[num_out] = levels
+        if stride < 1:
+            raise ValueError(f"output stride must be >= 1, got {stride}")
+        levels = self._levels.get((num_out, stride))
+        if levels is None:  # one walk per window length and stride
+            first = self.left_context
+            levels = self.level_times(tuple(range(first, first + num_out, stride)))
+            self._levels[(num_out, stride)] = levels
         h = self.lda(self.lda_rows(feats, ivectors, levels[0], self.input_rows(levels[0])))
         for layer, have, times in zip(self.layers, levels[:-1], levels[1:], strict=True):
             h = layer(h, have, times)
