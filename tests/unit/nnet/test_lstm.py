@@ -306,7 +306,13 @@ def test_self_repair_is_kaldis_term_on_the_units_below_threshold():
     # when deriv_sum / 10 < 0.05 (sigmoids) or 0.2 (tanh's)
     nonlin.count = 9.0
     nonlin.deriv_sum = torch.tensor(
-        [[0.2, 0.6, 0.49, 0.51, 3.0], [0.0] * 5, [1.99, 2.01, 5.0, 0.0, 1.0], [9.0] * 5, [2.5] * 5],
+        [
+            [0.2, 0.6, 0.49, 0.51, 3.0],
+            [0.0] * 5,
+            [1.99, 2.01, 5.0, 0.0, 1.0],
+            [0.2, 9.0, 9.0, 0.0, 9.0],
+            [2.5, 1.0, 2.5, 2.5, 2.5],
+        ],
         dtype=torch.float64,
     )
     active = (nonlin.repair_scales() > 0).double()
@@ -314,8 +320,8 @@ def test_self_repair_is_kaldis_term_on_the_units_below_threshold():
         [1, 0, 1, 0, 0],
         [1] * 5,
         [1, 0, 0, 1, 1],
-        [0] * 5,
-        [0] * 5,
+        [1, 0, 0, 1, 0],
+        [0, 1, 0, 0, 0],
     ]
     xa, wa = x.clone().requires_grad_(), w.clone().requires_grad_()
     out, pre = plain_lstm(xa, wa, C)
@@ -523,8 +529,13 @@ def test_derivative_truncation_is_the_loop_with_no_derivative_outside_the_window
     assert torch.count_nonzero(grads[0][0][:, 4:13]) > 0
 
 
-def test_derivative_truncation_of_the_model_zeroes_the_derivatives_outside_the_window():
-    m = scored()
+SPLICED_TDNN1 = copy.deepcopy(CFG)
+SPLICED_TDNN1["tdnn_lstm"]["layers"][0]["splice"] = [-1, 0, 1]
+
+
+@pytest.mark.parametrize("cfg", [CFG, SPLICED_TDNN1], ids=["tdnn1", "spliced-tdnn1"])
+def test_derivative_truncation_of_the_model_zeroes_the_derivatives_outside_the_window(cfg):
+    m = scored(cfg=cfg)
     L = m.left_context
     feats = torch.randn(2, 40, FEAT, requires_grad=True)
     iv = torch.randn(2, IVEC)
@@ -536,6 +547,17 @@ def test_derivative_truncation_of_the_model_zeroes_the_derivatives_outside_the_w
         rows = [w - L + s for s in (-1, 0, 1)]
         inside = any(lo <= t <= hi for t in rows)
         assert (per_frame[w] > 0) == inside, w
+    # the rows outside reach no natural-gradient preconditioner: each component stashed
+    # its rows at the times inside only (2 egs each)
+    num_out = 40 - L - m.right_context
+    levels = m.level_times(tuple(range(L, L + num_out)))
+    inside = lambda times: sum(lo <= t - L <= hi for t in times)  # noqa: E731
+    for layer, times in zip(m.layers, levels[1:-1], strict=True):
+        for name, comp in layer.parts():
+            if isinstance(comp, NaturalGradientAffine):
+                rows = sum(x.shape[0] for x, _ in comp._stash)
+                assert rows == 2 * inside(times), name
+    assert sum(x.shape[0] for x, _ in m.output._stash) == 2 * inside([t + 2 for t in levels[-1]])
     # the recurrence reaches back further without truncation
     full = torch.randn(2, 40, FEAT).requires_grad_()
     m(full, iv).sum().backward()
