@@ -788,13 +788,19 @@ class TdnnLstmModel(AcousticModel):
         *,
         min_deriv_time: int | None = None,
         max_deriv_time: int | None = None,
+        first_output_time: int = 0,
     ) -> torch.Tensor:
         """(B, T, D) features [+ i-vectors] → (B, ⌈(T − left − right)/stride⌉, targets)
         log-probs at the window's output frames 0, stride, 2·stride, …
 
+        Times t are Kaldi's: the window's first output frame (window frame
+        ``left_context``) is at t = ``first_output_time`` (0 by default; −c for a chunk eg
+        with c frames of extra left context, whose chunk starts at t = 0), so frame k of
+        the window is at t = k − left_context + first_output_time. They place the
+        truncation components' zeroing boundaries and the derivative window:
         ``min_deriv_time`` / ``max_deriv_time`` (None: unbounded): derivatives at times
-        outside [min, max] are zero, t relative to the window's first output frame
-        (Kaldi's ``--optimization.min-deriv-time`` / ``max-deriv-time``)."""
+        outside [min, max] are zero (Kaldi's ``--optimization.min-deriv-time`` /
+        ``max-deriv-time``)."""
         L = self.left_context
         num_out = feats.shape[1] - L - self.right_context
         if num_out <= 0:
@@ -808,15 +814,16 @@ class TdnnLstmModel(AcousticModel):
         if levels is None:  # one walk per window length and stride
             levels = self.level_times(tuple(range(L, L + num_out, stride)))
             self._levels[(num_out, stride)] = levels
-        lo = None if min_deriv_time is None else min_deriv_time + L
-        hi = None if max_deriv_time is None else max_deriv_time + L
+        offset = L - first_output_time  # window frame − offset = Kaldi's t
+        lo = None if min_deriv_time is None else min_deriv_time + offset
+        hi = None if max_deriv_time is None else max_deriv_time + offset
 
         h = self.lda(self.lda_rows(feats, ivectors, levels[0], self.input_rows(levels[0])))
         if lo is not None or hi is not None:
             keep = torch.tensor([inside for ts, inside in grad_runs(levels[0], lo, hi) for _ in ts])
             h = torch.where(keep.to(h.device)[None, :, None], h, h.detach())
         for layer, have, times in zip(self.layers, levels[:-2], levels[1:-1], strict=True):
-            h = layer(h, have, times, grad_runs(times, lo, hi), L)
+            h = layer(h, have, times, grad_runs(times, lo, hi), offset)
         last = levels[-2]
         at = tuple(t + self.output_delay for t in levels[-1])
         y = by_runs(grad_runs(at, lo, hi), lambda ts: self.output(take(h, rows_of(last, ts))))

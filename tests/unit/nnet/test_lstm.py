@@ -565,6 +565,25 @@ def test_derivative_truncation_of_the_model_zeroes_the_derivatives_outside_the_w
     # the forward values do not change
     truncated = m(feats, iv, min_deriv_time=lo, max_deriv_time=hi)
     torch.testing.assert_close(truncated, m(feats, iv))
+    # the same window in Kaldi's times of a chunk eg with 7 frames of extra left context:
+    # the chunk starts 7 output frames in, and the derivative window moves with it
+    again = feats.detach().clone().requires_grad_()
+    y = m(again, iv, min_deriv_time=lo - 7, max_deriv_time=hi - 7, first_output_time=-7)
+    y.sum().backward()
+    torch.testing.assert_close(again.grad, feats.grad)
+
+
+def test_the_truncation_components_see_kaldis_times(monkeypatch):
+    m = scored()
+    seen = []
+    trunc = m.layers[2].cr_trunc
+    monkeypatch.setattr(trunc, "forward", lambda x, times: seen.extend(times) or x)
+    x, iv = torch.randn(2, 20, FEAT), torch.randn(2, IVEC)
+    for first in (0, -7):
+        seen.clear()
+        m(x, iv, first_output_time=first)
+        # lstm1 runs at window frames 2 … 17; the first output frame is window frame 3
+        assert seen == [k - 3 + first for k in range(2, 18)]
 
 
 # ---------------------------------------------------------------------------- training
