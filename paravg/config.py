@@ -190,7 +190,54 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
         )
     out["ivector_enabled"] = bool(config["ivector"]["enabled"] and wants is not False)
     _check_experiment(name, out)
+    _check_chunk_egs(name, config["egs"], out)
     return out
+
+
+RECURRENT_FAMILIES = ("tdnn_lstm",)
+CHUNK_TRAINER_KEYS = ("num_chunk_per_minibatch", "deriv_truncate_margin")
+
+
+def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:
+    """Chunk egs (``egs.chunk_width``, Kaldi's ``train_rnn.py``) and the recurrent family
+    go together: the egs are shared by every experiment, a ``tdnn_lstm`` experiment needs
+    them and the frame-eg families (tdnn, tdnnf) train on frame egs only (a TDNN on
+    chunk egs, which Kaldi allows, is not implemented). The chunk trainer keys belong to
+    the recurrent family. None of these keys has a schema default, so a TDNN's resolved
+    config, rule params and model files are what they were without them."""
+    from paravg.egs.chunking import ChunkOptions
+    from paravg.egs.minibatch import MinibatchRule
+
+    chunks = ChunkOptions.from_egs_config(egs)
+    family = exp["model"].get("family", "tdnn")
+    recurrent = family in RECURRENT_FAMILIES
+    where = f"experiments.{name}"
+    if recurrent and "tdnn_lstm" not in exp["model"]:
+        raise ConfigError(
+            f"{where}.model: family tdnn_lstm needs model.tdnn_lstm.layers (a list of "
+            "{type: tdnn, dim: D[, splice: [...]]} and {type: lstm, cell_dim: C, ...})"
+        )
+    if recurrent and chunks is None:
+        raise ConfigError(
+            f"{where}.model.family is {family}, a recurrent family trained on chunk egs "
+            "(Kaldi's train_rnn.py): set egs.chunk_width (e.g. '40,30,20')"
+        )
+    if not recurrent and chunks is not None:
+        raise ConfigError(
+            f"{where}.model.family is {family}, which trains on frame egs, but "
+            f"egs.chunk_width is set ({egs['chunk_width']!r}): chunk egs train the "
+            "recurrent family (tdnn_lstm) only; remove egs.chunk_width or the experiment"
+        )
+    extra = sorted(k for k in CHUNK_TRAINER_KEYS if k in exp["trainer"])
+    if extra and not recurrent:
+        raise ConfigError(
+            f"{where}.trainer: {extra} are options of chunk training (family tdnn_lstm); "
+            f"the family is {family}"
+        )
+    if "num_chunk_per_minibatch" in exp["trainer"]:
+        MinibatchRule.parse(
+            exp["trainer"]["num_chunk_per_minibatch"], f"{where}.trainer.num_chunk_per_minibatch"
+        )
 
 
 def _check_experiment(name: str, exp: dict) -> None:

@@ -46,6 +46,98 @@ import numpy as np
 
 COST_THRESHOLD = 1.9999
 
+# train_rnn.py's defaults (steps/nnet3/train_rnn.py): --egs.chunk-left-context 40,
+# --egs.chunk-right-context 0, the initial / final ones -1 (= the same as the others).
+CHUNK_LEFT_CONTEXT, CHUNK_RIGHT_CONTEXT = 40, 0
+CHUNK_KEYS = (
+    "chunk_width",
+    "chunk_left_context",
+    "chunk_right_context",
+    "chunk_left_context_initial",
+    "chunk_right_context_final",
+)
+
+
+def parse_chunk_widths(value: int | str, where: str = "egs.chunk_width") -> tuple[int, ...]:
+    """``--egs.chunk-width`` "40,30,20" → (40, 30, 20): the principal width first.
+
+    A width may repeat in Kaldi's list; here the list is kept as given (duplicates add
+    nothing to the splitter's choices) but must hold positive integers."""
+    from paravg.errors import ConfigError
+
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: {value!r}; expected an integer or a list like '40,30,20'")
+    parts = [value] if isinstance(value, int) else str(value).split(",")
+    try:
+        widths = tuple(int(p) for p in parts)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{where}: {value!r}; expected an integer or a list like '40,30,20'"
+        ) from exc
+    if not widths or min(widths) < 1:
+        raise ConfigError(f"{where}: {value!r}; every chunk width must be >= 1")
+    return widths
+
+
+@dataclass(frozen=True)
+class ChunkOptions:
+    """The chunk egs options of ``egs`` (Kaldi's ``train_rnn.py`` ``--egs.*``) with the
+    contexts the egs are cut with (``train_rnn.py`` → ``get_egs.sh``)::
+
+        left_context          = chunk_left_context + model_left
+        right_context         = chunk_right_context + model_right
+        left_context_initial  = chunk_left_context_initial + model_left  if ≥ 0 else −1
+        right_context_final   = chunk_right_context_final + model_right  if ≥ 0 else −1
+
+    −1 meaning "as the non-initial (non-final) value"; the initial / final values apply
+    to the first / last chunk of each utterance only (``UtteranceSplitter``)."""
+
+    widths: tuple[int, ...]
+    chunk_left_context: int = CHUNK_LEFT_CONTEXT
+    chunk_right_context: int = CHUNK_RIGHT_CONTEXT
+    chunk_left_context_initial: int = -1
+    chunk_right_context_final: int = -1
+
+    @classmethod
+    def from_egs_config(cls, egs: dict) -> ChunkOptions | None:
+        """None for frame egs (no ``egs.chunk_width``)."""
+        from paravg.errors import ConfigError
+
+        if egs.get("chunk_width") is None:
+            extra = sorted(k for k in CHUNK_KEYS if egs.get(k) is not None)
+            if extra:
+                raise ConfigError(
+                    f"egs: {extra} set without egs.chunk_width: the chunk contexts are "
+                    "options of chunk egs (set egs.chunk_width, e.g. '40,30,20')"
+                )
+            return None
+        return cls(
+            widths=parse_chunk_widths(egs["chunk_width"]),
+            chunk_left_context=egs.get("chunk_left_context", CHUNK_LEFT_CONTEXT),
+            chunk_right_context=egs.get("chunk_right_context", CHUNK_RIGHT_CONTEXT),
+            chunk_left_context_initial=egs.get("chunk_left_context_initial", -1),
+            chunk_right_context_final=egs.get("chunk_right_context_final", -1),
+        )
+
+    @property
+    def principal(self) -> int:
+        return self.widths[0]
+
+    def contexts(self, model_left: int, model_right: int) -> tuple[int, int, int, int]:
+        """(left, right, left_initial, right_final) input frames around a chunk, as
+        ``train_rnn.py`` computes them from the model's context (class docstring); the
+        initial / final ones resolved (−1 replaced by the non-initial value)."""
+        left = self.chunk_left_context + model_left
+        right = self.chunk_right_context + model_right
+        initial = self.chunk_left_context_initial
+        final = self.chunk_right_context_final
+        return (
+            left,
+            right,
+            left if initial < 0 else initial + model_left,
+            right if final < 0 else final + model_right,
+        )
+
 
 def utterance_rng(srand: int, utt: str) -> np.random.Generator:
     """The generator of one utterance: seeded from ``srand`` and a stable hash of ``utt``."""
