@@ -226,7 +226,8 @@ class Dag:
         """Field -> file of the egs archive ``prefix`` (paravg.egs.archive.archive_files)."""
         from paravg.egs.archive import archive_files
 
-        return archive_files(prefix, self.ivectors)
+        chunked = self.config["egs"].get("chunk_width") is not None  # chunk egs: +chunks
+        return archive_files(prefix, self.ivectors, chunked)
 
     def egs_archive_files(self, a: int) -> list[str]:
         """Files of training archive ``a`` (0-based)."""

@@ -11,14 +11,30 @@ Modules, in pipeline order:
 * :mod:`~paravg.egs.split`: one split job (egs of its utterances + random archive per eg);
 * :mod:`~paravg.egs.shuffle`: archive merge + full shuffle, buffer shuffle, reservoir;
 * :mod:`~paravg.egs.subsets`: ``valid_diag``, ``train_diag``, ``combine``;
-* :mod:`~paravg.egs.loader`: ``EgsArchive``, ``frame_minibatches``, ``all_frame_minibatches``.
+* :mod:`~paravg.egs.loader`: ``EgsArchive``, ``frame_minibatches``, ``all_frame_minibatches``,
+  and for chunk egs ``chunk_minibatches``, ``all_chunk_minibatches``.
 """
 
 from paravg.egs.info import EgsInfo
 
-__all__ = ["EgsArchive", "EgsInfo", "Minibatch", "all_frame_minibatches", "frame_minibatches"]
+__all__ = [
+    "EgsArchive",
+    "EgsInfo",
+    "Minibatch",
+    "all_chunk_minibatches",
+    "all_frame_minibatches",
+    "chunk_minibatches",
+    "frame_minibatches",
+]
 
-_LOADER_NAMES = {"EgsArchive", "Minibatch", "all_frame_minibatches", "frame_minibatches"}
+_LOADER_NAMES = {
+    "EgsArchive",
+    "Minibatch",
+    "all_chunk_minibatches",
+    "all_frame_minibatches",
+    "chunk_minibatches",
+    "frame_minibatches",
+}
 
 
 def __getattr__(name: str):

@@ -7,6 +7,7 @@ An archive with prefix ``P`` (e.g. ``results/egs/egs.3``) is the files
     P.weights.npy   (n_eg, F)               float32 output weight (1/#chunks covering it;
                                                     0 where the targets were missing)
     P.ivectors.npy  (n_eg, ivector_dim)     float32 (only when ivector_dim > 0)
+    P.chunks.npy    (n_eg, 3)               int32   chunk egs only: width, left, right
     P.keys.txt      one ``<utt>-<first_frame>`` per eg
     P.meta.json     num_egs, frames_per_eg, left_context, right_context, feat_dim, ...
 
@@ -16,6 +17,16 @@ repeating the first / last frame of the utterance (``ExtractRowRangeWithPadding`
 ``ivector`` row; the ``output`` one-hot labels times the output weights. Kaldi's lossy
 8-bit ``CompressedMatrix`` is replaced by float16. ``meta.json`` is written last, so an
 archive with a meta file is complete.
+
+Chunk egs (``egs.chunk_width``, Kaldi's RNN egs) have several structures: widths from
+the list and, on an utterance's first / last chunk, the initial / final contexts. Kaldi
+stores each eg with its own shape and ``nnet3-merge-egs`` merges only egs of one
+structure. Here every eg of a chunked archive is stored in the widest window
+(F = the largest width, lc / rc the largest left / right context; the meta's
+``chunked``), its own structure in ``P.chunks.npy``: eg rows lc − left … lc + width +
+right − 1 are its input (utterance frames, edge-padded as above), labels and weights
+beyond its width are 0 / 0.0. The loader groups egs by structure
+(:func:`paravg.egs.loader.chunk_minibatches`).
 
 How the fields are computed from an utterance: :mod:`paravg.egs.make`.
 """
@@ -33,16 +44,20 @@ import numpy as np
 from paravg.errors import DataError
 from paravg.io import atomic_path, preallocate, read_json, write_json_atomic, write_text_atomic
 
-ARRAY_FIELDS = ("feats", "labels", "weights", "ivectors")
+ARRAY_FIELDS = ("feats", "labels", "weights", "ivectors", "chunks")
 
 
-def archive_files(prefix: str | os.PathLike, with_ivectors: bool) -> dict[str, str]:
+def archive_files(
+    prefix: str | os.PathLike, with_ivectors: bool, chunked: bool = False
+) -> dict[str, str]:
     """Field name -> file of the archive ``prefix`` (``meta`` last: the completion mark)."""
     prefix = str(prefix)
     files = {"feats": f"{prefix}.feats.npy", "labels": f"{prefix}.labels.npy"}
     files["weights"] = f"{prefix}.weights.npy"
     if with_ivectors:
         files["ivectors"] = f"{prefix}.ivectors.npy"
+    if chunked:
+        files["chunks"] = f"{prefix}.chunks.npy"
     files["key_list"] = f"{prefix}.keys.txt"
     files["meta"] = f"{prefix}.meta.json"
     return files
@@ -59,10 +74,19 @@ class ArchiveMeta:
     feat_dim: int
     ivector_dim: int
     feats_dtype: str  # "float16" or "float32"
+    chunked: bool = False  # chunk egs: per-eg structure in P.chunks.npy (module docstring)
 
     @property
     def window(self) -> int:
         return self.left_context + self.frames_per_eg + self.right_context
+
+    def to_dict(self) -> dict:
+        """``meta.json``'s content (``chunked`` only when true: frame egs' files are as
+        they were before chunk egs)."""
+        out = asdict(self)
+        if not self.chunked:
+            del out["chunked"]
+        return out
 
     def with_num_egs(self, num_egs: int) -> ArchiveMeta:
         return ArchiveMeta(**{**asdict(self), "num_egs": num_egs})
@@ -77,6 +101,8 @@ class ArchiveMeta:
         }
         if self.ivector_dim:
             out["ivectors"] = ((n, self.ivector_dim), "float32")
+        if self.chunked:
+            out["chunks"] = ((n, 3), "int32")
         return out
 
     @classmethod
@@ -93,6 +119,7 @@ class EgsBatch:
     weights: np.ndarray
     ivectors: np.ndarray | None
     keys: list[str]
+    chunks: np.ndarray | None = None  # (n, 3) width, left, right: chunk egs only
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -105,6 +132,7 @@ class EgsBatch:
             self.weights[index],
             None if self.ivectors is None else self.ivectors[index],
             [self.keys[i] for i in index],
+            None if self.chunks is None else self.chunks[index],
         )
 
     @classmethod
@@ -112,13 +140,21 @@ class EgsBatch:
         """Concatenate ``batches`` (an empty list gives an empty batch of ``meta``'s shape)."""
         if not batches:
             empty = {k: np.zeros(s, d) for k, (s, d) in meta.with_num_egs(0).shapes().items()}
-            return cls(empty["feats"], empty["labels"], empty["weights"], empty.get("ivectors"), [])
+            return cls(
+                empty["feats"],
+                empty["labels"],
+                empty["weights"],
+                empty.get("ivectors"),
+                [],
+                empty.get("chunks"),
+            )
         return cls(
             np.concatenate([b.feats for b in batches]),
             np.concatenate([b.labels for b in batches]),
             np.concatenate([b.weights for b in batches]),
             None if batches[0].ivectors is None else np.concatenate([b.ivectors for b in batches]),
             [k for b in batches for k in b.keys],
+            None if batches[0].chunks is None else np.concatenate([b.chunks for b in batches]),
         )
 
 
@@ -132,7 +168,7 @@ class ArchiveWriter:
     def __init__(self, prefix: str | os.PathLike, meta: ArchiveMeta) -> None:
         self.prefix = str(prefix)
         self.meta = meta
-        self.files = archive_files(prefix, meta.ivector_dim > 0)
+        self.files = archive_files(prefix, meta.ivector_dim > 0, meta.chunked)
         self._stack = contextlib.ExitStack()
         self._arrays: dict[str, np.ndarray] = {}
         self._keys: list[str] = []
@@ -180,7 +216,7 @@ class ArchiveWriter:
         self._arrays.clear()
         self._stack.close()  # renames the .npy files into place
         write_text_atomic(self.files["key_list"], "".join(k + "\n" for k in self._keys))
-        write_json_atomic(self.files["meta"], asdict(self.meta))
+        write_json_atomic(self.files["meta"], self.meta.to_dict())
 
     def __enter__(self) -> ArchiveWriter:
         return self
@@ -208,7 +244,7 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
 def open_arrays(prefix: str | os.PathLike) -> dict[str, np.ndarray]:
     """Memory-map the array fields of an archive (read-only), checking them against meta."""
     meta = ArchiveMeta.load(f"{prefix}.meta.json")
-    files = archive_files(prefix, meta.ivector_dim > 0)
+    files = archive_files(prefix, meta.ivector_dim > 0, meta.chunked)
     arrays = {}
     for name, (shape, dtype) in meta.shapes().items():
         array = np.load(files[name], mmap_mode="r")

@@ -1,8 +1,21 @@
 """Cutting an utterance into fixed-size chunks: Kaldi's ``UtteranceSplitter``.
 
 Mirrors ``src/nnet3/nnet-example-utils.cc`` (``UtteranceSplitter``) for a single
-``--num-frames=F`` (the DNN case: no alternative chunk sizes, no
-``--num-frames-overlap``, frame subsampling factor 1).
+``--num-frames=F`` (the DNN case) and for a list of chunk widths ``--num-frames=40,30,20``
+(the RNN case, ``train_rnn.py --egs.chunk-width``; :class:`UtteranceSplitter` with
+``alternatives``, and the chunk contexts of :meth:`UtteranceSplitter.split_chunks`); no
+``--num-frames-overlap``, frame subsampling factor 1.
+
+Several widths (Kaldi's ``InitSplits``). P = the principal (first) width, M the largest.
+The candidate splits are 0, 1 or 2 alternative widths a_i, a_j (any of the list, the
+principal included) and any number of P, with total duration ≤ U + P where
+U = 2·M + P (``MaxUtteranceLength``); as Kaldi builds them, a split with at least one P
+appended is sorted, the pair [a_i, a_j] alone is not (so [30, 20] and [20, 30] are both
+candidates, and count twice in the draw, but [20, 30, P] is one); the candidates are
+unique and sorted lexicographically. The table, the cost and the draw are as below with
+d = Σ sizes and the split impossible when its largest chunk exceeds u. The drawn split,
+plus the P's of a long utterance, is *sorted* and then reversed with probability ½. With
+one width this is exactly the single-width rule.
 
 Choosing the number of chunks. A split is n chunks of F frames, nominal duration d = n·F.
 For an utterance of u frames its cost is
@@ -183,12 +196,20 @@ class UtteranceChunks:
     ``first_frames`` (n,): first labelled frame of each chunk; ``weights`` (n, F): output
     weight of each labelled frame; ``ivector_frames`` (n,): the frame r drawn for the
     i-vector rule (see :func:`paravg.egs.archive.ivector_rows`).
+
+    Chunk egs (:meth:`UtteranceSplitter.split_chunks`) also have ``sizes`` (n,) (each
+    chunk's width; ``weights`` is then (n, max width), zero beyond a chunk's width) and
+    ``left_contexts`` / ``right_contexts`` (n,): the input frames around each chunk (the
+    initial / final values on the first / last chunk).
     """
 
     length: int
     first_frames: np.ndarray
     weights: np.ndarray
     ivector_frames: np.ndarray
+    sizes: np.ndarray | None = None
+    left_contexts: np.ndarray | None = None
+    right_contexts: np.ndarray | None = None
 
     @property
     def num_chunks(self) -> int:
@@ -197,54 +218,85 @@ class UtteranceChunks:
 
 @dataclass(frozen=True)
 class UtteranceSplitter:
-    """Kaldi's ``UtteranceSplitter`` for one chunk size ``frames_per_eg``."""
+    """Kaldi's ``UtteranceSplitter`` for the principal chunk size ``frames_per_eg`` and
+    the ``alternatives`` after it in ``--num-frames`` (none: the DNN case)."""
 
     frames_per_eg: int
+    alternatives: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.frames_per_eg < 1:
-            raise ValueError(f"frames_per_eg must be >= 1, got {self.frames_per_eg}")
+        if min(self.widths) < 1:
+            raise ValueError(f"chunk widths must be >= 1, got {self.widths}")
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Kaldi's ``--num-frames`` list: the principal width first."""
+        return (self.frames_per_eg, *self.alternatives)
+
+    @property
+    def max_width(self) -> int:
+        return max(self.widths)
 
     @property
     def max_tabulated_length(self) -> int:
-        """Kaldi's ``MaxUtteranceLength()`` = 2·F + F."""
-        return 3 * self.frames_per_eg
+        """Kaldi's ``MaxUtteranceLength()`` = 2·max width + principal width."""
+        return 2 * self.max_width + self.frames_per_eg
 
     @cached_property
-    def splits_for_length(self) -> tuple[tuple[int, ...], ...]:
-        """For u = 0 .. 3F: the allowed numbers of chunks (empty: utterance too short)."""
-        F = self.frames_per_eg
-        ceiling = self.max_tabulated_length + F
-        candidates = list(range(1, ceiling // F + 1))  # n chunks with n·F <= ceiling
+    def candidate_splits(self) -> tuple[tuple[int, ...], ...]:
+        """Kaldi's ``InitSplits`` (module docstring): ≤ 2 alternatives and principals,
+        sorted once a principal is added, duration ≤ U + P, unique, sorted."""
+        P, widths = self.frames_per_eg, self.widths
+        ceiling = self.max_tabulated_length + P
+        found: set[tuple[int, ...]] = set()
+        for i in range(len(widths)):
+            for j in range(len(widths)):
+                vec = [widths[k] for k in (i, j) if k > 0]
+                while sum(vec) <= ceiling:
+                    if vec:
+                        found.add(tuple(vec))
+                    vec = sorted([*vec, P])
+        return tuple(sorted(found))
+
+    @cached_property
+    def allowed_splits(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """For u = 0 .. U: the splits within 1.9999 of the cheapest (empty: too short)."""
         table = []
         for u in range(self.max_tabulated_length + 1):
-            costs = [split_cost(n * F, u, F) for n in candidates]
+            costs = [split_cost(sum(c), u, max(c)) for c in self.candidate_splits]
             best = min(costs)
             if best == float("inf"):
                 table.append(())
                 continue
             table.append(
                 tuple(
-                    n for n, c in zip(candidates, costs, strict=True) if c < best + COST_THRESHOLD
+                    c
+                    for c, cost in zip(self.candidate_splits, costs, strict=True)
+                    if cost < best + COST_THRESHOLD
                 )
             )
         return tuple(table)
+
+    @property
+    def splits_for_length(self) -> tuple[tuple[int, ...], ...]:
+        """For u = 0 .. U: the numbers of chunks of the allowed splits (one width: the
+        splits themselves)."""
+        return tuple(tuple(len(c) for c in splits) for splits in self.allowed_splits)
 
     def chunk_sizes(self, length: int, rng: np.random.Generator) -> list[int]:
         """Draw the chunk sizes of an utterance (``GetChunkSizesForUtterance``)."""
         if length < 0:
             raise ValueError(f"utterance length must be >= 0, got {length}")
-        F = self.frames_per_eg
+        P = self.frames_per_eg
         repeats = 0
         u = length
         while u > self.max_tabulated_length:
-            u -= F
+            u -= P
             repeats += 1
-        possible = self.splits_for_length[u]
+        possible = self.allowed_splits[u]
         if not possible:
             return []
-        n = possible[int(rng.integers(0, len(possible)))] + repeats
-        sizes = [F] * n
+        sizes = sorted([*possible[int(rng.integers(0, len(possible)))], *([P] * repeats)])
         if int(rng.integers(0, 2)) == 0:
             sizes.reverse()
         return sizes
@@ -265,18 +317,13 @@ class UtteranceSplitter:
         gaps[1:] = -overlaps
         return gaps
 
-    def split(
-        self, length: int, rng: np.random.Generator, left_context: int = 0
-    ) -> UtteranceChunks:
-        """Cut an utterance of ``length`` frames; also draw each chunk's i-vector frame.
-
-        The i-vector frame of a chunk is r ~ UniformInt[s, s + length − 1] with
-        s = first_frame − left_context (Kaldi's ``nnet3-get-egs``), drawn after the chunking.
-        """
-        F = self.frames_per_eg
+    def _place(
+        self, length: int, rng: np.random.Generator
+    ) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """(sizes, first frames, weights (n, max width)) of an utterance's chunks."""
         sizes = self.chunk_sizes(length, rng)
         gaps = self.gap_sizes(length, sizes, rng)
-        n = len(sizes)
+        n, W = len(sizes), self.max_width
         first = np.zeros(n, dtype=np.int64)
         t = 0
         for i in range(n):
@@ -285,12 +332,60 @@ class UtteranceSplitter:
             t += sizes[i]
         if n and (first[0] < 0 or t > length):
             raise AssertionError(f"chunking of length {length} left the utterance: {first}")
-        frames = first[:, None] + np.arange(F)[None, :]
+        inside = np.arange(W)[None, :] < np.asarray(sizes, dtype=np.int64)[:, None]
+        frames = np.minimum(first[:, None] + np.arange(W)[None, :], max(length - 1, 0))
         count = np.zeros(length, dtype=np.int64)
-        np.add.at(count, frames.ravel(), 1)
-        weights = (1.0 / count[frames]).astype(np.float32) if n else np.zeros((0, F), np.float32)
+        np.add.at(count, frames[inside], 1)
+        weights = np.zeros((n, W), np.float32)
+        if n:
+            weights[inside] = (1.0 / count[frames[inside]]).astype(np.float32)
+        return sizes, first, weights
+
+    def split(
+        self, length: int, rng: np.random.Generator, left_context: int = 0
+    ) -> UtteranceChunks:
+        """Cut an utterance of ``length`` frames; also draw each chunk's i-vector frame.
+
+        The i-vector frame of a chunk is r ~ UniformInt[s, s + length − 1] with
+        s = first_frame − left_context (Kaldi's ``nnet3-get-egs``), drawn after the chunking.
+        """
+        sizes, first, weights = self._place(length, rng)
+        n = len(sizes)
         start = first - left_context
         ivector_frames = (
             rng.integers(start, start + length) if n else np.zeros(0, dtype=np.int64)
         ).astype(np.int64)
         return UtteranceChunks(length, first, weights, ivector_frames)
+
+    def split_chunks(
+        self,
+        length: int,
+        rng: np.random.Generator,
+        contexts: tuple[int, int, int, int],
+    ) -> UtteranceChunks:
+        """Chunk egs (``nnet3-get-egs`` with ``--left-context-initial`` /
+        ``--right-context-final``): the chunks, their widths, and each chunk's contexts
+        from ``contexts`` = (left, right, left_initial, right_final) (resolved:
+        :meth:`ChunkOptions.contexts`): the first chunk gets left_initial, the last
+        right_final (``GetChunksForUtterance``). The i-vector frame of a chunk is drawn
+        as in :meth:`split` with the chunk's own left context."""
+        left, right, left_initial, right_final = contexts
+        sizes, first, weights = self._place(length, rng)
+        n = len(sizes)
+        lefts = np.full(n, left, dtype=np.int64)
+        rights = np.full(n, right, dtype=np.int64)
+        if n:
+            lefts[0], rights[-1] = left_initial, right_final
+        start = first - lefts
+        ivector_frames = (
+            rng.integers(start, start + length) if n else np.zeros(0, dtype=np.int64)
+        ).astype(np.int64)
+        return UtteranceChunks(
+            length,
+            first,
+            weights,
+            ivector_frames,
+            np.asarray(sizes, dtype=np.int64),
+            lefts,
+            rights,
+        )

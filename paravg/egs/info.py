@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from paravg.errors import DataError
 from paravg.io import read_json, write_json_atomic
 
+CHUNK_FIELDS = ("chunk_widths", "left_context_initial", "right_context_final")
+
 
 @dataclass
 class EgsInfo:
@@ -55,14 +57,37 @@ class EgsInfo:
     num_egs_diagnostic: int = 0  # requested egs in valid_diag / train_diag
     num_egs_combine: int = 0  # requested egs in combine
     notes: list[str] = field(default_factory=list)
+    # Chunk egs (egs.chunk_width; Kaldi's RNN egs): the widths (principal first; then
+    # frames_per_eg is the principal, which sizes the archives as get_egs.sh does),
+    # left_context / right_context the contexts of a chunk and these of an utterance's
+    # first / last chunk (chunk contexts plus the model's: ChunkOptions.contexts). None
+    # for frame egs, and then absent from info.json (whose bytes stay what they were).
+    chunk_widths: list[int] | None = None
+    left_context_initial: int | None = None
+    right_context_final: int | None = None
+
+    @property
+    def chunked(self) -> bool:
+        return self.chunk_widths is not None
 
     @property
     def window(self) -> int:
-        """Input frames stored per eg: left_context + frames_per_eg + right_context."""
+        """Input frames stored per eg: left_context + frames_per_eg + right_context
+        (chunk egs: the widest of each, :mod:`paravg.egs.archive`)."""
+        if self.chunked:
+            return (
+                max(self.left_context, self.left_context_initial)
+                + max(self.chunk_widths)
+                + max(self.right_context, self.right_context_final)
+            )
         return self.left_context + self.frames_per_eg + self.right_context
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        for key in CHUNK_FIELDS:
+            if out[key] is None:
+                del out[key]
+        return out
 
     def save(self, path: str | os.PathLike) -> None:
         """Write as key-sorted JSON, atomically."""

@@ -14,6 +14,14 @@ what :mod:`paravg.egs.minibatch` says). :func:`all_frame_minibatches` reads ever
 every eg in file order with the last minibatch kept (``nnet3-compute-prob`` /
 ``nnet3-combine`` / priors with ``--minibatch-size=1:M``).
 
+Chunk egs (:mod:`paravg.egs.archive`: several structures (width w, left l, right r) in
+one archive) are read by :func:`chunk_minibatches` (a training job: ``nnet3-shuffle-egs |
+nnet3-merge-egs --minibatch-size=<num-chunk-per-minibatch>``, no ``--frame``) and
+:func:`all_chunk_minibatches` (diagnostics, combination, priors): a minibatch holds egs
+of one structure only, as ``nnet3-merge-egs`` merges only egs of identical structure;
+its ``feats`` are the l + w + r input rows of each eg, ``labels`` / ``weights`` (B, w),
+and ``chunk`` = (w, l, r).
+
 Speed: the emission order depends only on (seed, n_eg), so it is computed once; every
 minibatch is then one vectorised gather of the selected window rows from the memory-map
 (a contiguous block of each eg's row), one dtype conversion, and slices of the labels
@@ -48,6 +56,7 @@ class Minibatch:
     ivectors: torch.Tensor | None
     labels: torch.Tensor
     weights: torch.Tensor
+    chunk: tuple[int, int, int] | None = None  # chunk egs: (width, left, right)
 
     @property
     def size(self) -> int:
@@ -65,6 +74,7 @@ class EgsArchive:
         self.labels: np.ndarray = arrays["labels"]
         self.weights: np.ndarray = arrays["weights"]
         self.ivectors: np.ndarray | None = arrays.get("ivectors")
+        self.chunks: np.ndarray | None = arrays.get("chunks")
 
     @property
     def num_egs(self) -> int:
@@ -110,8 +120,8 @@ def _check_context(archive: EgsArchive, left_context: int, right_context: int) -
     ):
         raise ConfigError(
             f"{archive.prefix}: the model's context ({left_context}, {right_context}) (from "
-            "model.input_splice and model.hidden[].splice or model.tdnnf.time_strides, or an experiment's model "
-            f"override) exceeds the stored context ({archive.left_context}, "
+            "model.input_splice and model.hidden[].splice or model.tdnnf.time_strides, or "
+            f"an experiment's model override) exceeds the stored context ({archive.left_context}, "
             f"{archive.right_context}) the egs were cut with: the egs must be rebuilt for "
             "this model config"
         )
@@ -224,3 +234,108 @@ def all_frame_minibatches(
             labels=take(labels).to(torch.int64, copy=True),
             weights=take(weights).clone(),
         )
+
+
+# ============================================================================ chunk egs
+
+
+def _structures(archive: EgsArchive) -> np.ndarray:
+    if archive.chunks is None:
+        raise ConfigError(
+            f"{archive.prefix}: frame egs, but a recurrent model trains on chunk egs "
+            "(egs.chunk_width): the egs must be rebuilt for this config"
+        )
+    return np.asarray(archive.chunks, dtype=np.int64)
+
+
+def _chunk_minibatch(
+    archive: EgsArchive, index: np.ndarray, structure: tuple[int, int, int]
+) -> Minibatch:
+    """The egs ``index`` (all of one structure (w, l, r)): rows lc − l … lc + w + r − 1."""
+    w, left, right = structure
+    lc, D = archive.left_context, archive.feat_dim
+    width = left + w + right
+    rows = torch.from_numpy(np.asarray(index, dtype=np.int64))
+    window = _window_view(archive, lc - left, width)
+    ivectors = None if archive.ivectors is None else _tensor(archive.ivectors)
+    return Minibatch(
+        feats=window.index_select(0, rows).view(len(rows), width, D).to(torch.float32),
+        ivectors=None if ivectors is None else ivectors.index_select(0, rows).clone(),
+        labels=torch.from_numpy(np.array(archive.labels[index, :w], dtype=np.int64)),
+        weights=torch.from_numpy(np.array(archive.weights[index, :w], dtype=np.float32)),
+        chunk=(int(w), int(left), int(right)),
+    )
+
+
+def _check_chunk_context(archive: EgsArchive, structures: np.ndarray, left: int, right: int):
+    if len(structures) and (structures[:, 1].min() < left or structures[:, 2].min() < right):
+        raise ConfigError(
+            f"{archive.prefix}: the model's context ({left}, {right}) exceeds a chunk's "
+            f"stored context ({int(structures[:, 1].min())}, {int(structures[:, 2].min())}): "
+            "the egs must be rebuilt for this model config"
+        )
+
+
+def chunk_minibatches(
+    archive: EgsArchive,
+    left_context: int,
+    right_context: int,
+    minibatch_size: int | str | MinibatchRule,
+    buffer_size: int,
+    seed: int,
+) -> Iterator[Minibatch]:
+    """Minibatches of whole chunks (``nnet3-shuffle-egs | nnet3-merge-egs``; module doc).
+
+    The egs are buffer-shuffled as :func:`frame_minibatches` shuffles them; then, as
+    ``ExampleMerger`` does, each structure (w, l, r) fills its own bucket in that order
+    and a bucket is emitted when it holds the largest size of the rule (for its eg size
+    l + w + r); at the end each bucket's rest is emitted in the smaller sizes the rule
+    allows (:meth:`MinibatchRule.sizes`), the remainder discarded. Minibatches come in the
+    order their last eg arrived (the rests at the end, buckets in first-seen order).
+    ``left_context`` / ``right_context`` are the model's (checked against the stored
+    ones)."""
+    rule = (
+        minibatch_size
+        if isinstance(minibatch_size, MinibatchRule)
+        else MinibatchRule.parse(minibatch_size)
+    )
+    structures = _structures(archive)
+    _check_chunk_context(archive, structures, left_context, right_context)
+    order = buffer_shuffle_order(archive.num_egs, buffer_size, seed)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i in order.tolist():
+        groups.setdefault(tuple(structures[i].tolist()), []).append(i)
+    position = np.empty(archive.num_egs, dtype=np.int64)
+    position[order] = np.arange(len(order))
+    emitted = []  # (arrival of the last eg, is a rest, bucket rank, index, structure)
+    for rank, (structure, members) in enumerate(groups.items()):
+        sizes = rule.sizes(sum(structure), len(members))
+        largest = max(hi for _, hi in rule.ranges_for(sum(structure)))
+        full = len(members) // largest  # buckets filled while reading
+        start = 0
+        for k, B in enumerate(sizes):
+            index = np.asarray(members[start : start + B], dtype=np.int64)
+            start += B
+            emitted.append((int(position[index[-1]]), k >= full, rank, index, structure))
+    emitted.sort(key=lambda e: (e[1], e[2] if e[1] else 0, e[0]))
+    for _, _, _, index, structure in emitted:
+        yield _chunk_minibatch(archive, index, structure)
+
+
+def all_chunk_minibatches(
+    archive: EgsArchive, left_context: int, right_context: int, minibatch_size: int
+) -> Iterator[Minibatch]:
+    """Every chunk eg once: the egs of each structure (in first-seen order) in file
+    order, in minibatches of ≤ ``minibatch_size``, the last partial one kept
+    (``nnet3-compute-prob`` / ``nnet3-combine`` / priors with ``--minibatch-size=1:M``)."""
+    if minibatch_size < 1:
+        raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+    structures = _structures(archive)
+    _check_chunk_context(archive, structures, left_context, right_context)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, row in enumerate(structures.tolist()):
+        groups.setdefault(tuple(row), []).append(i)
+    for structure, members in groups.items():
+        for b in range(0, len(members), minibatch_size):
+            index = np.asarray(members[b : b + minibatch_size], dtype=np.int64)
+            yield _chunk_minibatch(archive, index, structure)

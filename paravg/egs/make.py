@@ -12,6 +12,14 @@ For each chunk (first labelled frame f, F frames) of an utterance of T frames:
   chunk (clamped), which favours later, better-converged online i-vectors. r is drawn by
   :meth:`paravg.egs.chunking.UtteranceSplitter.split` from the utterance's generator;
 * key: ``<utt>-<f>``.
+
+Chunk egs (``info.chunk_widths``; ``nnet3-get-egs --num-frames=40,30,20
+--left-context-initial --right-context-final``): each chunk has its width w and contexts
+(l, r) (:meth:`paravg.egs.chunking.UtteranceSplitter.split_chunks`) and is stored in the
+archive's widest window (lc = max(left, left_initial), W = max width, rc likewise;
+:mod:`paravg.egs.archive`): rows f − lc … f + W − 1 + rc of the utterance, edge-padded,
+of which the chunk's input is rows lc − l … lc + w + r − 1; labels / weights of frames
+f … f + w − 1, then 0; its i-vector frame drawn with its own l.
 """
 
 from __future__ import annotations
@@ -28,6 +36,17 @@ from paravg.egs.inputs import EgsSources, Utterance
 
 def meta_for(info: EgsInfo, num_egs: int) -> ArchiveMeta:
     """The archive geometry of ``info`` with ``num_egs`` egs."""
+    if info.chunked:
+        return ArchiveMeta(
+            num_egs=num_egs,
+            frames_per_eg=max(info.chunk_widths),
+            left_context=max(info.left_context, info.left_context_initial),
+            right_context=max(info.right_context, info.right_context_final),
+            feat_dim=info.feat_dim,
+            ivector_dim=info.ivector_dim,
+            feats_dtype="float16" if info.compress else "float32",
+            chunked=True,
+        )
     return ArchiveMeta(
         num_egs=num_egs,
         frames_per_eg=info.frames_per_eg,
@@ -71,8 +90,16 @@ def utterance_egs(
     first = chunks.first_frames
     feats = padded_windows(utt.feats, first - meta.left_context, meta.window)
     frames = first[:, None] + np.arange(F)[None, :]
+    structure = None
+    if meta.chunked:  # frames beyond a chunk's width: label 0, weight 0 (chunks.weights)
+        np.minimum(frames, len(utt.labels) - 1, out=frames)
+        structure = np.stack(
+            [chunks.sizes, chunks.left_contexts, chunks.right_contexts], axis=1
+        ).astype(np.int32)
     labels = utt.labels[frames].astype(np.int32)
     weights = (chunks.weights * utt.label_mask[frames]).astype(np.float32)
+    if meta.chunked:
+        labels[np.arange(F)[None, :] >= chunks.sizes[:, None]] = 0
     ivectors = None
     if meta.ivector_dim:
         if utt.ivectors is None or utt.ivectors.shape[1] != meta.ivector_dim:
@@ -83,11 +110,20 @@ def utterance_egs(
         rows = ivector_rows(chunks.ivector_frames, ivector_period, utt.ivectors.shape[0])
         ivectors = utt.ivectors[rows].astype(np.float32)
     keys = [f"{utt.utt}-{int(f)}" for f in first]
-    return EgsBatch(feats.astype(meta.feats_dtype), labels, weights, ivectors, keys)
+    return EgsBatch(feats.astype(meta.feats_dtype), labels, weights, ivectors, keys, structure)
 
 
 def chunk_utterances(utts: list[tuple[str, int]], info: EgsInfo) -> list[UtteranceChunks]:
     """Chunks of every ``(utt, num_frames)``, each from its own seeded generator."""
+    if info.chunked:
+        splitter = UtteranceSplitter(info.chunk_widths[0], tuple(info.chunk_widths[1:]))
+        contexts = (
+            info.left_context,
+            info.right_context,
+            info.left_context_initial,
+            info.right_context_final,
+        )
+        return [splitter.split_chunks(T, utterance_rng(info.srand, u), contexts) for u, T in utts]
     splitter = UtteranceSplitter(info.frames_per_eg)
     return [splitter.split(T, utterance_rng(info.srand, u), info.left_context) for u, T in utts]
 

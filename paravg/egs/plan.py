@@ -21,6 +21,12 @@ Mirrors the first stages of Kaldi's ``steps/nnet3/get_egs.sh``:
 * Split jobs: the training utterances are split into ``egs.nj`` jobs by speaker, keeping
   each speaker in one job (``split_data.sh``), contiguous in sorted speaker order.
 
+Chunk egs (``egs.chunk_width``, ``steps/nnet3/train_rnn.py`` → ``get_egs.sh``): F above
+is the principal (first) width, as get_egs.sh sizes the archives with it (samples_per_iter
+counts chunks); an utterance is usable with at least the smallest width; the contexts
+are the chunk contexts plus the model's (:class:`paravg.egs.chunking.ChunkOptions`), the
+model's being ``left_context`` / ``right_context`` of :class:`EgsOptions`.
+
 All draws are seeded from ``egs.srand``. The plan reads every target vector and i-vector
 matrix once to check lengths before any eg is written.
 """
@@ -36,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paravg.egs.chunking import UtteranceSplitter, utterance_rng
+from paravg.egs.chunking import ChunkOptions, UtteranceSplitter, utterance_rng
 from paravg.egs.info import EgsInfo
 from paravg.egs.inputs import (
     check_ivector_rows,
@@ -54,7 +60,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EgsOptions:
-    """The ``egs`` config section plus the context and the number of targets."""
+    """The ``egs`` config section plus the context and the number of targets (with chunk
+    egs the context is the model's; the chunk keys as :class:`ChunkOptions` reads them,
+    None when absent)."""
 
     frames_per_eg: int = 8
     left_context: int = 4
@@ -68,6 +76,18 @@ class EgsOptions:
     nj: int = 2
     srand: int = 0
     num_targets: int = 0  # 0 = 1 + the largest target seen
+    chunk_width: int | str | None = None
+    chunk_left_context: int | None = None
+    chunk_right_context: int | None = None
+    chunk_left_context_initial: int | None = None
+    chunk_right_context_final: int | None = None
+
+    @property
+    def chunks(self) -> ChunkOptions | None:
+        """The chunk egs options (None: frame egs)."""
+        return ChunkOptions.from_egs_config(
+            {k: v for k, v in dataclasses.asdict(self).items() if k.startswith("chunk_")}
+        )
 
     @classmethod
     def from_config(
@@ -142,9 +162,11 @@ def read_uttlist(path: str | os.PathLike) -> list[tuple[str, int]]:
     return list(read_int_table(path).items())
 
 
-def count_egs(utts: list[tuple[str, int]], frames_per_eg: int, srand: int) -> int:
+def count_egs(
+    utts: list[tuple[str, int]], frames_per_eg: int, srand: int, alternatives: tuple = ()
+) -> int:
     """Number of egs the chunker gives these utterances (same draws as the writer)."""
-    splitter = UtteranceSplitter(frames_per_eg)
+    splitter = UtteranceSplitter(frames_per_eg, tuple(alternatives))
     return sum(len(splitter.chunk_sizes(T, utterance_rng(srand, u))) for u, T in utts)
 
 
@@ -187,6 +209,9 @@ def plan_egs(
     """
     o = options
     F = o.frames_per_eg
+    chunks = o.chunks
+    widths = chunks.widths if chunks else (F,)
+    F = widths[0]  # archive sizing: the principal width
     lengths = read_int_table(utt2num_frames)
     utts = read_scp_keys(feats_scp)
     missing = [u for u in utts if u not in lengths]
@@ -233,8 +258,8 @@ def plan_egs(
         have &= ivec_have
 
     skipped = [u for u in utts if u not in have]
-    too_short = [u for u in utts if u in have and wanted[u] < F]
-    usable = [u for u in utts if u in have and wanted[u] >= F]
+    too_short = [u for u in utts if u in have and wanted[u] < min(widths)]
+    usable = [u for u in utts if u in have and wanted[u] >= min(widths)]
     for u in skipped[:10]:
         log.warning(
             "utterance %s has no targets%s: no egs", u, " or i-vectors" if ivector_scp else ""
@@ -243,7 +268,7 @@ def plan_egs(
         log.warning(
             "%d utterances shorter than %d frames give no egs (e.g. %s)",
             len(too_short),
-            F,
+            min(widths),
             too_short[0],
         )
 
@@ -270,6 +295,11 @@ def plan_egs(
 
     feat_dim = int(np.asarray(load_scp(feats_scp)[utts[0]]).shape[1])
     num_archives = num_archives_for(num_frames, F, o.samples_per_iter)
+    left, right, left_initial, right_final = (
+        chunks.contexts(o.left_context, o.right_context)
+        if chunks
+        else (o.left_context, o.right_context, None, None)
+    )
     info = EgsInfo(
         num_archives=num_archives,
         frames_per_eg=F,
@@ -278,8 +308,8 @@ def plan_egs(
         feat_dim=feat_dim,
         ivector_dim=ivector_dim,
         ivector_period=period,
-        left_context=o.left_context,
-        right_context=o.right_context,
+        left_context=left,
+        right_context=right,
         num_targets=num_targets,
         srand=o.srand,
         samples_per_iter=o.samples_per_iter,
@@ -292,12 +322,15 @@ def plan_egs(
         num_valid_utts=len(valid),
         num_train_subset_utts=len(train_subset),
         num_train_utts=len(train),
-        num_train_egs=count_egs([(u, lengths[u]) for u in train], F, o.srand),
+        num_train_egs=count_egs([(u, lengths[u]) for u in train], F, o.srand, widths[1:]),
         num_utts_too_short=len(too_short),
         num_utts_skipped=len(skipped),
         num_egs_diagnostic=o.num_frames_diagnostic // F,
         num_egs_combine=o.num_train_frames_combine // F,
         notes=notes,
+        chunk_widths=list(widths) if chunks else None,
+        left_context_initial=left_initial,
+        right_context_final=right_final,
     )
     info.save(info_out)
     log.info(
