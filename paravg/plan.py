@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from paravg.config import RECURRENT_FAMILIES
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
@@ -44,6 +45,9 @@ from paravg.sync.registry import SyncMethod, get_method
 
 #: Kaldi accumulates the LDA statistics (and priors) over at most this many archives.
 MAX_LDA_ARCHIVES = 10
+#: train_rnn.py's defaults: --trainer.rnn.num-chunk-per-minibatch, --trainer.deriv-
+#: truncate-margin, --trainer.optimization.momentum (train_dnn.py's momentum is 0).
+RNN_CHUNKS_PER_MINIBATCH, RNN_DERIV_TRUNCATE_MARGIN, RNN_MOMENTUM = "100", 8, 0.5
 
 
 def job_seed(srand: int, iteration: int, job: int) -> int:
@@ -79,6 +83,11 @@ class JobSpec:
     dropout_proportion: float = 0.0  # p of every dropout component (trainer.dropout_schedule)
     l2_regularize_factor: float = 1.0  # Kaldi's --l2-regularize-factor: 1 / num_jobs
     straggler_factor: float = 1.0  # simulate.straggler: timing only, a resource, not planned
+    # chunk training (a recurrent family on chunk egs, train_rnn.py): whole chunks, no
+    # frame index (``frame`` unused); minibatch_size is num_chunk_per_minibatch
+    chunk_training: bool = False
+    deriv_truncate_margin: int | None = None  # None: no derivative truncation
+    momentum: float = 0.0  # nnet3-train --momentum (train_rnn.py: 0.5)
 
     @property
     def seed(self) -> int:
@@ -186,6 +195,9 @@ class ExperimentPlan:
         self.restart_at: int | None = None
         self.frame_subsampling_factor = frame_subsampling_factor(experiment["model"])
         frames = output_frames_per_eg(egs.frames_per_eg, self.frame_subsampling_factor)
+        self.chunk_training = experiment["model"].get("family") in RECURRENT_FAMILIES
+        if self.chunk_training:  # train_rnn.py: an archive is processed once per epoch,
+            frames = 1  # no frames_per_eg factor, no frame index (whole chunks)
         try:
             self.schedule = Schedule.from_config(
                 self.trainer, egs.num_archives, frames, combine["max_models_combine"]
@@ -249,6 +261,13 @@ class ExperimentPlan:
             params["dropout_proportion"] = dropout_proportion(
                 t["dropout_schedule"], self.schedule.data_fraction(iteration)
             )
+        if self.chunk_training:  # train_rnn.py: chunks per minibatch, truncation, momentum
+            params["minibatch_size"] = t.get("num_chunk_per_minibatch", RNN_CHUNKS_PER_MINIBATCH)
+            params["chunk_training"] = True
+            params["deriv_truncate_margin"] = t.get(
+                "deriv_truncate_margin", RNN_DERIV_TRUNCATE_MARGIN
+            )
+            params["momentum"] = RNN_MOMENTUM
         if self.experiment["model"].get("family", "tdnn") != "tdnn":
             # the families with l2-regularize (the TDNN has none): train_dnn.py passes
             # --l2-regularize-factor=1/num_jobs so that the average keeps the l2 of one job

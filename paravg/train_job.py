@@ -22,6 +22,22 @@ Mirrors ``steps/libs/nnet3/train/frame_level_objf/common.py: train_new_models`` 
   ``NnetTrainer::TrainInternal`` orders them;
 * the dropout proportion of the whole job is the plan's (``trainer.dropout_schedule``).
 
+Chunk training (a recurrent family on chunk egs; ``steps/nnet3/train_rnn.py`` →
+``nnet3-train``): no ``--frame``: minibatches of whole chunks of one structure
+(:func:`paravg.egs.loader.chunk_minibatches`; ``num_chunk_per_minibatch``, halved at
+iteration 0), F = Σ_chunks Σ_{t=0}^{w−1} w_t log p(label_t) over every frame of every
+chunk (the extra left / right context frames only feed the recurrence), with the
+derivative window of ``--trainer.deriv-truncate-margin`` m (train_rnn.py)::
+
+    min_deriv_time = −(m + model_left)      max_deriv_time = w − 1 + m + model_right
+
+(times relative to the chunk's first frame; derivatives outside are zero; m None: no
+truncation), and momentum μ (train_rnn.py's 0.5; ``NnetTrainer::TrainInternal``): the
+step D ← μ D + Δ is accumulated over minibatches, max-change is applied to (1 − μ) D
+(``UpdateNnetWithMaxChange(delta, max_param_change, 1, 1 − μ)``) and the parameters get
+that; D keeps its unclipped value for the next minibatch. μ = 0 is the frame job's
+update exactly.
+
 The job writes ``<t+1>/job<j>.pt`` and a JSON of its statistics beside it; natural-
 gradient state is never saved (every job starts it afresh, as Kaldi).
 """
@@ -37,11 +53,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from paravg.egs import EgsArchive, frame_minibatches
+from paravg.egs import EgsArchive, chunk_minibatches, frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, model_to_file_dict
-from paravg.nnet.objective import ObjectiveStats, weighted_logprob
+from paravg.nnet.objective import ObjectiveStats, chunk_outputs, weighted_logprob
 from paravg.nnet.orthonormal import constrain_components
 from paravg.plan import JobSpec
 from paravg.provenance import checksums
@@ -77,9 +93,14 @@ def apply_max_change(
     deltas: list[list[torch.Tensor]],
     max_param_change: float,
     stats: StepStats,
+    scale: float = 1.0,
 ) -> bool:
-    """Scale and add the steps as ``UpdateNnetWithMaxChange``; return False if skipped."""
+    """Scale and add the steps as ``UpdateNnetWithMaxChange``; return False if skipped.
+    ``scale`` multiplies every step before the norms (Kaldi's ``scale`` argument: 1 − μ
+    with momentum μ)."""
     comps = model.components()
+    if scale != 1.0:
+        deltas = [[scale * d for d in ds] for ds in deltas]
     if not stats.per_component:
         stats.per_component = [0] * len(comps)
     norms = torch.stack([torch.sqrt(sum((d.double() ** 2).sum() for d in ds)) for ds in deltas])
@@ -105,6 +126,19 @@ def apply_max_change(
     return True
 
 
+def deriv_times(spec: JobSpec, model: AcousticModel, mb) -> dict:
+    """``min_deriv_time`` / ``max_deriv_time`` of a chunk minibatch (module docstring;
+    train_rnn.py's ``--optimization.min-deriv-time`` and ``max-deriv-time-relative``)."""
+    m = spec.deriv_truncate_margin
+    if m is None:
+        return {}
+    width = mb.chunk[0]
+    return {
+        "min_deriv_time": -(m + model.left_context),
+        "max_deriv_time": width - 1 + m + model.right_context,
+    }
+
+
 def train_one_job(
     model: AcousticModel, archive: EgsArchive, spec: JobSpec, device: torch.device
 ) -> dict:
@@ -122,9 +156,12 @@ def train_one_job(
     objective = ObjectiveStats()
     steps = StepStats()
     mpc = spec.effective_max_param_change()
-    for mb in frame_minibatches(
+    reader = chunk_minibatches if spec.chunk_training else frame_minibatches
+    where = {} if spec.chunk_training else {"frame": spec.frame}
+    momentum, carried = spec.momentum, None  # D of the module docstring
+    for mb in reader(
         archive,
-        frame=spec.frame,
+        **where,
         left_context=model.left_context,
         right_context=model.right_context,
         minibatch_size=spec.minibatch_rule(),
@@ -136,7 +173,10 @@ def train_one_job(
         labels, weights = mb.labels.to(device), mb.weights.to(device)
         for p in model.parameters():
             p.grad = None
-        logp = model(feats, ivec)[:, 0]
+        if spec.chunk_training:
+            logp = chunk_outputs(model, feats, ivec, mb.chunk, **deriv_times(spec, model, mb))
+        else:
+            logp = model(feats, ivec)[:, 0]
         objf = weighted_logprob(logp, labels, weights)
         (-objf).backward()
         objective.add(logp.detach(), labels, weights)
@@ -144,7 +184,15 @@ def train_one_job(
         if regularized:
             scale = feats.shape[0] * spec.l2_regularize_factor
             add_l2_regularization(model, deltas, spec.learning_rate, scale)
-        apply_max_change(model, deltas, mpc, steps)
+        if momentum:
+            if carried is not None:
+                for ds, cs in zip(deltas, carried, strict=True):
+                    for d, c in zip(ds, cs, strict=True):
+                        d.add_(c)
+            apply_max_change(model, deltas, mpc, steps, scale=1.0 - momentum)
+            carried = [[momentum * d for d in ds] for ds in deltas]
+        else:
+            apply_max_change(model, deltas, mpc, steps)
         for bn in batchnorms:
             bn.scale_stats()
         if constrained:

@@ -11,6 +11,13 @@ indexes t = 0, f, 2f, … , and ``nnet3-compute-prob`` / ``nnet3-combine`` score
 :func:`eg_outputs` evaluates the network at those frames and keeps their labels and
 weights; every pass over all the frames of egs (diagnostics, combination, priors,
 batch-norm statistics) goes through it.
+
+Chunk egs (a recurrent model; :func:`paravg.egs.loader.chunk_minibatches`): a minibatch of
+chunks of width w with l ≥ model-left input frames before each chunk; the network has an
+output at every frame of the window with its full model context, the chunk's frames are
+outputs l − model_left … l − model_left + w − 1 (Kaldi's output indexes t = 0 … w − 1 of
+the eg), the frames before (the chunk's extra left context) only warm up the recurrence
+and are not scored (:func:`chunk_outputs`).
 """
 
 from __future__ import annotations
@@ -56,6 +63,17 @@ class ObjectiveStats:
         return {"logprob": self.logprob, "accuracy": self.accuracy, "frames": self.weight}
 
 
+def chunk_outputs(model, feats, ivectors, chunk, **deriv_times) -> torch.Tensor:
+    """Log-probs (B, w, C) at the w frames of chunks (w, l, r) whose input windows are
+    ``feats`` (B, l + w + r, D): the model is called with Kaldi's times (the chunk starts
+    at t = 0, the window's first output at t = −(l − model_left): ``first_output_time``)
+    and ``deriv_times`` (``min_deriv_time`` / ``max_deriv_time``, training only)."""
+    w, left, _ = chunk
+    extra = left - model.left_context
+    out = model(feats, ivectors, first_output_time=-extra, **deriv_times)
+    return out[:, extra : extra + w]
+
+
 def eg_outputs(model, mb) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probs, labels and weights of minibatch ``mb`` at the model's output frames.
 
@@ -63,6 +81,8 @@ def eg_outputs(model, mb) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     (``labels`` (B, F)): the eg frames k = 0, f, 2f, … < F of the model's
     frame-subsampling-factor f (all F at f = 1): (B, ⌈F/f⌉, C) and (B, ⌈F/f⌉)."""
     ivec = mb.ivectors if (mb.ivectors is not None and model.ivector_dim) else None
+    if getattr(mb, "chunk", None) is not None:
+        return chunk_outputs(model, mb.feats, ivec, mb.chunk), mb.labels, mb.weights
     if mb.labels.dim() == 1:
         return model(mb.feats, ivec)[:, 0], mb.labels, mb.weights
     f = getattr(model, "frame_subsampling_factor", 1)  # a stand-in model may not say
@@ -84,7 +104,11 @@ def evaluate_minibatches(
         for mb in minibatches:
             ivec = mb.ivectors.to(device) if mb.ivectors is not None else None
             on_device = Minibatch(
-                mb.feats.to(device), ivec, mb.labels.to(device), mb.weights.to(device)
+                mb.feats.to(device),
+                ivec,
+                mb.labels.to(device),
+                mb.weights.to(device),
+                getattr(mb, "chunk", None),
             )
             stats.add(*eg_outputs(model, on_device))
     return stats

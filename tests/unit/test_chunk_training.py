@@ -1,0 +1,189 @@
+"""Chunk training of the recurrent family (train_rnn.py): whole chunks per minibatch,
+derivative truncation, momentum, the plan's chunk params; a reproducible job whose
+objective falls."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from paravg.config import REPO_CONFIG, deep_merge, validate_config
+from paravg.egs import EgsArchive, all_chunk_minibatches
+from paravg.egs.archive import ArchiveMeta, ArchiveWriter
+from paravg.nnet.model_file import new_model
+from paravg.nnet.objective import evaluate_minibatches
+from paravg.optim.ngsgd import make_affine_factory
+from paravg.plan import JobSpec, experiment_plans
+from paravg.train_job import deriv_times, train_one_job
+
+FEAT, IVEC, TARGETS = 5, 3, 7
+CFG = {
+    "family": "tdnn_lstm",
+    "input_splice": [-1, 0, 1],
+    "max_change_hidden": 0.75,
+    "max_change_output": 1.5,
+    "self_repair_scale": 1e-5,
+    "tdnn_lstm": {
+        "output_delay": 2,
+        "layers": [
+            {"type": "tdnn", "dim": 12},
+            {"type": "tdnn", "dim": 12, "splice": [-1, 0, 1]},
+            {"type": "lstm", "cell_dim": 8, "recurrent_projection_dim": 2, "delay": -3},
+        ],
+    },
+}  # context (2, 4): input splice 1 + tdnn2 1 left; 1 + 1 + output delay 2 right
+# (width, left, right): a chunk with 4 frames of chunk-left-context and one initial chunk
+STRUCTURES = [(10, 6, 4), (6, 2, 4)]
+
+
+def model(seed=0, ng=True):
+    m = new_model(CFG, FEAT, IVEC, TARGETS, make_affine_factory({"enabled": ng}))
+    m.init_parameters(seed)
+    return m
+
+
+def write_chunk_egs(prefix, n, seed=0):
+    """Chunk egs whose label at a frame is a fixed function of that frame's features."""
+    lc, W, rc = max(s[1] for s in STRUCTURES), max(s[0] for s in STRUCTURES), 4
+    meta = ArchiveMeta(n, W, lc, rc, FEAT, IVEC, "float32", chunked=True)
+    rng = np.random.default_rng(seed)
+    feats = rng.standard_normal((n, meta.window, FEAT)).astype(np.float32)
+    proj = np.random.default_rng(99).standard_normal((FEAT, TARGETS))
+    structure = np.array([STRUCTURES[i % 2] for i in range(n)], dtype=np.int32)
+    labels = np.argmax(feats[:, lc : lc + W] @ proj, axis=2).astype(np.int32)
+    weights = np.ones((n, W), np.float32)
+    weights[np.arange(W)[None, :] >= structure[:, :1]] = 0.0
+    labels[weights == 0] = 0
+    with ArchiveWriter(prefix, meta) as w:
+        w.arrays["feats"][:] = feats
+        w.arrays["ivectors"][:] = rng.standard_normal((n, IVEC)).astype(np.float32)
+        w.arrays["labels"][:] = labels
+        w.arrays["weights"][:] = weights
+        w.arrays["chunks"][:] = structure
+        w.set_keys([f"u{i}" for i in range(n)])
+    return EgsArchive(prefix)
+
+
+def spec(**kw):
+    base = dict(
+        iteration=3,
+        job=1,
+        learning_rate=0.02,
+        minibatch_size="8,4",
+        max_param_change=2.0,
+        frame=0,
+        shuffle_buffer_size=100,
+        l2_regularize_factor=0.5,
+        chunk_training=True,
+        deriv_truncate_margin=8,
+        momentum=0.5,
+    )
+    return JobSpec(**{**base, **kw})
+
+
+def objective(m, archive) -> float:
+    mbs = all_chunk_minibatches(archive, m.left_context, m.right_context, 64)
+    return evaluate_minibatches(m, mbs, torch.device("cpu")).logprob
+
+
+def test_derivative_window_is_train_rnns():
+    m = model()
+    assert (m.left_context, m.right_context) == (2, 4)
+
+    class Mb:
+        chunk = (10, 6, 4)
+
+    # --optimization.min-deriv-time = −margin − model_left; max = width − 1 + margin + right
+    assert deriv_times(spec(), m, Mb) == {"min_deriv_time": -10, "max_deriv_time": 21}
+    assert deriv_times(spec(deriv_truncate_margin=None), m, Mb) == {}
+
+
+@pytest.mark.parametrize("ng", [True, False])
+def test_a_chunk_job_reproduces_its_bits_and_lowers_the_objective(tmp_path, ng):
+    archive = write_chunk_egs(tmp_path / "egs", 96)
+    before = objective(model(seed=4, ng=ng), archive)
+    runs = []
+    for _ in range(2):
+        m = model(seed=4, ng=ng)
+        stats = train_one_job(m, archive, spec(ngsgd={"enabled": ng}), torch.device("cpu"))
+        runs.append((m, stats))
+    (a, sa), (b, _) = runs
+    sd_a, sd_b = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+    # 48 egs of each structure, minibatches of 8: 6 + 6; every frame of every chunk scored
+    assert sa["num_minibatches"] == 12 and sa["frames"] == 48 * 10 + 48 * 6
+    after = objective(a, archive)
+    assert after > before + 0.1, (before, after)
+
+
+def test_truncation_and_momentum_change_the_job_and_momentum_0_is_the_plain_update(tmp_path):
+    archive = write_chunk_egs(tmp_path / "egs", 48)
+
+    def trained(**kw):
+        m = model(seed=1)
+        train_one_job(m, archive, spec(**kw), torch.device("cpu"))
+        return m.state_dict()
+
+    def same(x, y):
+        return all(torch.equal(x[k], y[k]) for k in x)
+
+    base = trained()
+    # margin 8: the window [−10, w + 11] holds every computed time (the chunk's input
+    # starts at t = −6): no derivative is cut; margin 0: times before −2 get none
+    assert same(base, trained(deriv_truncate_margin=None))
+    assert not same(base, trained(deriv_truncate_margin=0))
+    assert not same(base, trained(momentum=0.0))
+    # momentum 0 takes the frame job's update path: the same bits either way
+    assert same(trained(momentum=0.0), trained(momentum=0.0))
+
+
+LSTM_EXP = {
+    "model": {"family": "tdnn_lstm", "tdnn_lstm": copy.deepcopy(CFG["tdnn_lstm"])},
+    "trainer": {"num_chunk_per_minibatch": "128,64", "deriv_truncate_margin": 10},
+}
+
+
+def test_the_plan_counts_archives_as_train_rnn_and_passes_the_chunk_params():
+    cfg = deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), {
+        "egs": {"chunk_width": "40,30,20"},
+        "experiments": {"l": LSTM_EXP, "m": {**LSTM_EXP, "trainer": {}}},
+    })  # fmt: skip
+    info = {"num_archives": 12, "frames_per_eg": 40, "num_frames": 123456}
+    plans = experiment_plans(validate_config(cfg), info)
+    p = plans["l"]
+    epochs = p.trainer["num_epochs"]
+    # train_rnn.py: num_archives_to_process = epochs · num_archives, no frames_per_eg
+    assert p.schedule.num_archives_to_process == int(epochs * 12)
+    job0, job1 = p.job(0, 0), p.job(1, 0)
+    assert job0.chunk_training and job0.deriv_truncate_margin == 10 and job0.momentum == 0.5
+    assert job0.effective_minibatch() == "64,32" and job1.effective_minibatch() == "128,64"
+    assert {p.job(t, j).frame for t in range(p.num_iters) for j in range(p.num_jobs(t))} == {0}
+    # the defaults of train_rnn.py when the keys are absent
+    q = plans["m"].job(1, 0)
+    assert (q.minibatch_size, q.deriv_truncate_margin) == ("100", 8)
+
+
+def test_chunk_outputs_are_the_chunks_own_frames():
+    """Output k of a chunk (w, l, r) is the chunk's frame k, window row l + k: it reads
+    input rows up to l + k + model_right and none after (the right context, output
+    delay included), whatever the extra left context."""
+    from paravg.nnet.objective import chunk_outputs
+
+    m = model(seed=2).eval()
+    with torch.no_grad():
+        m.output.weight.normal_(0, 1, generator=torch.Generator().manual_seed(0))
+    w, left, right = 10, 6, 4
+    feats = torch.randn(1, left + w + right, FEAT, generator=torch.Generator().manual_seed(1))
+    ivec = torch.randn(1, IVEC, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        base = chunk_outputs(m, feats, ivec, (w, left, right))
+        assert base.shape == (1, w, TARGETS)
+        for k in (0, 3, 5):
+            edge = left + k + m.right_context
+            for row, changes in ((edge, True), (edge + 1, False)):
+                moved = feats.clone()
+                moved[0, row] += 1.0
+                out = chunk_outputs(m, moved, ivec, (w, left, right))
+                assert (not torch.allclose(out[0, k], base[0, k])) == changes, (k, row)
