@@ -1,19 +1,28 @@
-"""The DAG at Kaldi scale: a job's start-up against the run's length, and the main DAG.
+"""The DAG at Cui et al.'s scale: a cluster job's start-up against t and N, and the main DAG.
 
-A workspace with the tiny config's egs (archives copied up to ``--archives``) and a
-2,500-iteration × 12-job schedule is given the files of finished iterations as the jobs
-write them (job JSON with their plan record, synced models, diagnostics; model contents
-are placeholders: nothing trains). Then, in one run:
+Workspaces with the tiny config's egs (archives copied up to ``--archives``) and a
+``--iterations`` × N schedule are given the files of finished iterations as the jobs write
+them (job JSON with their plan record, synced models, diagnostics; model contents are
+placeholders: nothing trains). Then, in one run, printed side by side as ratios:
 
-1. **a job's start-up** — the command the SLURM executor runs on the node for one
-   training job (``--target-jobs train_job:...  --allowed-rules train_job --force
-   --nolock ...``, here as a dry run so nothing trains): its wall and CPU time at
-   iteration 5 and at iteration 2,400 (target: ratio ≤ 1.5);
-2. **the main DAG** — ``snakemake`` on a fresh run and on a resume at iteration 2,000,
-   until the first job is started (target: ≤ 15 s on an idle 2-core machine; CPU
-   seconds are printed beside the wall time, which a loaded machine inflates).
+1. **a job's start-up**: the command the SLURM executor runs on the node for one training
+   job (``--target-jobs train_job:exp=default,t=T,j=3 --allowed-rules train_job --force
+   --nolock ...``, here as a dry run so nothing trains), in CPU seconds, for the job of
+   index t = ``--early`` and t = T (the last iteration), at N = ``--jobs`` and at
+   N = ``--small-jobs`` learners: the least of ``--repeats`` rounds, the four jobs
+   interleaved in each (a load that comes and goes hits them alike), after a round that
+   warms the file cache. The workspaces hold the memo of the plan's fingerprint chain,
+   as the main snakemake leaves it before it submits a job. Targets: t = T ≤ 1.2 ×
+   t = ``--early``; N = ``--jobs`` no more than N = ``--small-jobs``.
+2. **the main DAG**: ``snakemake`` on a fresh ``--iterations`` × ``--jobs`` run and on a
+   resume at iteration ``--resume``, with the memo the interrupted run left and without
+   it (as after a code update), until it starts its first job. Target: ≤ 15 s on an idle
+   2-core machine; CPU seconds are printed beside the wall time, which a loaded machine
+   inflates.
 
-    .venv/bin/python benchmarks/bench_scale.py [--iterations 2500] [--jobs 12]
+    .venv/bin/python benchmarks/bench_scale.py --jobs 128 --iterations 1000
+
+About 6 minutes on 2 cores at that size (writing 128,000 job records takes most of it).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 import yaml
@@ -42,6 +52,7 @@ from paravg.progress import load_config  # noqa: E402
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
 TICK = os.sysconf("SC_CLK_TCK")
+FRAMES_PER_EG = 8  # the tiny config's egs
 
 
 def base_cmd(ws: Path, overlay: Path) -> list[str]:
@@ -58,42 +69,55 @@ def base_cmd(ws: Path, overlay: Path) -> list[str]:
 
 
 def build_upstream(d: Path) -> None:
-    subprocess.run(
-        [*base_cmd(d, TINY)[:-1], "--cores", "2", "egs_all"], check=True, stdout=subprocess.DEVNULL
-    )
+    log = d.parent / "upstream.log"
+    with open(log, "w") as out:
+        proc = subprocess.run(
+            [*base_cmd(d, TINY)[:-1], "--cores", "2", "egs_all"], stdout=out, stderr=out
+        )
+    if proc.returncode:
+        raise RuntimeError(f"building the tiny egs failed:\n{log.read_text()[-3000:]}")
 
 
-def fabricate(upstream: Path, ws: Path, overlay: Path, archives: int, done: int) -> ExperimentPlan:
-    """Copy ``upstream``, widen its egs to ``archives`` archives, write finished
-    iterations 1..``done`` as the jobs, sync nodes and diagnostics would; return the plan
-    (every path and number comes from it)."""
-    shutil.copytree(upstream, ws, symlinks=True)
+def overlay_for(tmp: Path, iterations: int, jobs: int, archives: int) -> Path:
+    """A config overlay whose schedule has ``iterations`` iterations of ``jobs`` jobs:
+    num_iters = int(E · A · F · 2 / (N + N)) for E epochs of A archives of F frames."""
+    epochs = iterations * 2 * jobs / (2 * archives * FRAMES_PER_EG)
+    trainer = {"num_epochs": epochs, "num_jobs_initial": jobs, "num_jobs_final": jobs}
+    overlay = tmp / f"overlay{jobs}.yaml"
+    overlay.write_text(yaml.safe_dump({"trainer": trainer}))
+    return overlay
+
+
+def fabricate(
+    upstream: Path, ws: Path, overlay: Path, archives: int, done: int, start: int = 1
+) -> ExperimentPlan:
+    """Copy ``upstream`` (unless ``ws`` exists), widen its egs to ``archives`` archives,
+    write finished iterations ``start``..``done`` as the jobs, sync nodes and diagnostics
+    would; return the plan (every path and number comes from it)."""
+    fresh = not ws.exists()
+    if fresh:
+        shutil.copytree(upstream, ws, symlinks=True)
     cfg = load_config([REPO_CONFIG, TINY, overlay])
     cwd = os.getcwd()
     os.chdir(ws)  # the plan's paths are relative to the workspace, as Snakemake's
     try:
         L = Layout(cfg["results"])
-        st = os.stat(L.egs_info())
-        info = json.loads(Path(L.egs_info()).read_text())
-        a0, info["num_archives"] = info["num_archives"], archives
-        Path(L.egs_info()).write_text(json.dumps(info))
-        os.utime(L.egs_info(), ns=(st.st_atime_ns, st.st_mtime_ns))  # egs stay up to date
-        for a in range(a0):  # archive b is a copy of archive b mod a0
-            files = archive_files(L.egs_prefix(a), with_ivectors=True).values()
-            for b in range(a0 + a, archives, a0):
-                copies = archive_files(L.egs_prefix(b), with_ivectors=True).values()
-                for f, copy in zip(files, copies, strict=True):
-                    if os.path.exists(f):
-                        shutil.copy2(f, copy)
-        plan = experiment_plans(cfg, info)["default"]
+        if fresh:
+            widen_egs(L, archives)
+        plan = experiment_plans(cfg, json.loads(Path(L.egs_info()).read_text()))["default"]
+        plan.fingerprint_dir = ".snakemake/paravg-plan"  # its memo, as the main run leaves it
         e = "default"
         if done == 0:
             return plan
-        put(L.init_model(e), "placeholder")
-        put(L.init_stats(e), json.dumps({"plan": {"fingerprint": plan.fingerprint(0)}}))
-        for t in range(1, done + 1):
+        plan.fingerprint(done)  # the memo
+        if start == 1:
+            put(L.init_model(e), "placeholder")
+            put(L.init_stats(e), json.dumps({"plan": {"fingerprint": plan.fingerprint(0)}}))
+            put(L.diag(e, 0), "{}")
+        for t in range(start, done + 1):
             put(plan.synced_model(t), "placeholder")
             put(plan.node_summary(t), "{}")
+            put(L.diag(e, t), "{}")
             for j in range(plan.num_jobs(t - 1)):
                 rec = {
                     "fingerprint": plan.fingerprint(t),
@@ -103,11 +127,26 @@ def fabricate(upstream: Path, ws: Path, overlay: Path, archives: int, done: int)
                 put(L.job_stats(e, t, j), json.dumps({"plan": rec}))
                 if t == done:  # the temporary job models of the newest iteration
                     put(L.job_model(e, t, j), "placeholder")
-        for t in range(done + 1):
-            put(L.diag(e, t), "{}")
         return plan
     finally:
         os.chdir(cwd)
+
+
+def widen_egs(L: Layout, archives: int) -> None:
+    """Archive b is a copy of archive b mod a0; info.json says ``archives`` (its mtime
+    kept: the egs stay up to date)."""
+    st = os.stat(L.egs_info())
+    info = json.loads(Path(L.egs_info()).read_text())
+    a0, info["num_archives"] = info["num_archives"], archives
+    Path(L.egs_info()).write_text(json.dumps(info))
+    os.utime(L.egs_info(), ns=(st.st_atime_ns, st.st_mtime_ns))
+    for a in range(a0):
+        files = archive_files(L.egs_prefix(a), with_ivectors=True).values()
+        for b in range(a0 + a, archives, a0):
+            copies = archive_files(L.egs_prefix(b), with_ivectors=True).values()
+            for f, copy in zip(files, copies, strict=True):
+                if os.path.exists(f):
+                    shutil.copy2(f, copy)
 
 
 def put(path: str, text: str) -> None:
@@ -116,16 +155,34 @@ def put(path: str, text: str) -> None:
     Path(path).write_text(text)
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall, CPU seconds) of a command run to its end."""
-    t0 = time.perf_counter()
+def cpu_of(cmd: list[str]) -> float:
+    """CPU seconds (user + system) of a command run to its end."""
     before = os.times()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     after = os.times()
-    cpu = (after.children_user - before.children_user) + (
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[-14:])} failed:\n{proc.stdout[-3000:]}")
+    return (after.children_user - before.children_user) + (
         after.children_system - before.children_system
     )
-    return time.perf_counter() - t0, cpu
+
+
+def job_cmd(ws: Path, overlay: Path, t: int) -> list[str]:
+    """What the SLURM executor runs on the node for train job 3 of index t (a dry run)."""
+    return [
+        *base_cmd(ws, overlay),
+        "--target-jobs",
+        f"train_job:exp=default,t={t},j=3",
+        "--allowed-rules",
+        "train_job",
+        "--force",
+        "--nolock",
+        "--ignore-incomplete",
+        "--notemp",
+        "--cores",
+        "1",
+        "-n",
+    ]
 
 
 def until_first_job(cmd: list[str]) -> tuple[float, float, str]:
@@ -134,84 +191,115 @@ def until_first_job(cmd: list[str]) -> tuple[float, float, str]:
     p = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
+    tail: deque[str] = deque(maxlen=40)
     try:
         for line in p.stdout:
+            tail.append(line)
             s = line.strip()
             if s.startswith(("rule ", "localrule ", "checkpoint ")) and s.endswith(":"):
                 wall = time.perf_counter() - t0
                 fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
                 return wall, (int(fields[11]) + int(fields[12])) / TICK, s.split()[-1][:-1]
-        raise RuntimeError("snakemake ended before starting a job")
+        raise RuntimeError("snakemake ended before starting a job:\n" + "".join(tail))
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
 
 
+def main_dag(cmd: list[str], prepare, repeats: int) -> tuple[float, float, str]:
+    """The least (wall, CPU) of ``repeats`` starts of the main snakemake, each in a
+    workspace ``prepare()`` has just made (a killed run may leave files)."""
+    runs = []
+    for _ in range(repeats):
+        prepare()
+        runs.append(until_first_job(cmd))
+    return min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--iterations", type=int, default=2500)
-    ap.add_argument("--jobs", type=int, default=12)
-    ap.add_argument("--archives", type=int, default=100)
-    ap.add_argument("--early", type=int, default=5, help="iteration of the early job")
-    ap.add_argument("--late", type=int, default=2400, help="iteration of the late job")
-    ap.add_argument("--resume", type=int, default=2000, help="resume point of part 2")
+    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--jobs", type=int, default=128, help="N of the large runs")
+    ap.add_argument("--small-jobs", type=int, default=12, help="N to compare with")
+    ap.add_argument("--archives", type=int, help="egs archives (default: max(100, N))")
+    ap.add_argument("--early", type=int, default=5, help="index t of the early job")
+    ap.add_argument("--resume", type=int, help="resume point (default: 0.9 × iterations)")
+    ap.add_argument("--repeats", type=int, default=6, help="start-ups per job (least counts)")
+    ap.add_argument("--main-repeats", type=int, default=2, help="main DAG starts (least counts)")
     args = ap.parse_args()
-    fpe = 8
-    epochs = args.iterations * 2 * args.jobs / (2 * args.archives * fpe)
+    small, big = args.small_jobs, args.jobs
+    archives = args.archives or max(100, big, small)
+    resume = args.resume or int(0.9 * args.iterations)
     with tempfile.TemporaryDirectory(prefix="bench_scale.") as tmp_name:
         tmp = Path(tmp_name)
-        overlay = tmp / "overlay.yaml"
-        overlay.write_text(
-            yaml.safe_dump(
-                {
-                    "trainer": {
-                        "num_epochs": epochs,
-                        "num_jobs_initial": args.jobs,
-                        "num_jobs_final": args.jobs,
-                    }
-                }
-            )
-        )
         upstream = tmp / "upstream"
         upstream.mkdir()
         print("building the tiny egs ...", flush=True)
         build_upstream(upstream)
-        rows = []
-        for done in (args.early, args.late):
-            ws = tmp / f"ws{done}"
-            plan = fabricate(upstream, ws, overlay, args.archives, done)
-            job = f"train_job:exp=default,t={done + 1},j=3"
-            cmd = [
-                *base_cmd(ws, overlay),
-                "--target-jobs",
-                job,
-                "--allowed-rules",
-                "train_job",
-                "--force",
-                "--nolock",
-                "--ignore-incomplete",
-                "--notemp",
-                "--cores",
-                "1",
-                "-n",
-            ]
-            timed(cmd)  # warm the file cache
-            wall, cpu = min(timed(cmd) for _ in range(3))
-            rows.append((f"job start-up at iteration {done}", wall, cpu))
-            shutil.rmtree(ws)
-        n, jobs = plan.num_iters, plan.num_jobs(0)  # the plan's (the epochs above aim at them)
-        print(f"\n{n} iterations x {jobs} jobs, {args.archives} archives\n")
-        print(f"{'what':<44} {'wall s':>8} {'CPU s':>8} {'ratio':>7}")
-        for name, wall, cpu in rows:
-            print(f"{name:<44} {wall:8.2f} {cpu:8.2f} {wall / rows[0][1]:6.2f}x")
-        print("target: late / early <= 1.5\n")
-        for label, done in (("fresh run", 0), (f"resume at iteration {args.resume}", args.resume)):
-            ws = tmp / f"main{done}"
-            fabricate(upstream, ws, overlay, args.archives, done)
-            wall, cpu, rule = until_first_job([*base_cmd(ws, overlay), "--cores", "2"])
-            print(f"main DAG, {label:<33} {wall:8.2f} {cpu:8.2f}   first job: {rule}")
-            shutil.rmtree(ws)
-        print("target: first submission <= 15 s")
+        overlays = {n: overlay_for(tmp, args.iterations, n, archives) for n in (small, big)}
+        jobs = {}  # (N, "early" | "late") -> (workspace, t of the job)
+        for n in (small, big):
+            print(f"N = {n}: writing the finished iterations ...", flush=True)
+            ws = tmp / f"early{n}"
+            last = fabricate(upstream, ws, overlays[n], archives, args.early - 1).num_iters
+            jobs[n, "early"] = ws, args.early
+            jobs[n, "late"] = tmp / f"late{n}", last
+        fabricate(upstream, tmp / f"late{small}", overlays[small], archives, last - 1)
+
+        # the main DAG of N = --jobs: fresh, and resumed with and without the memo
+        ws, memo = tmp / f"late{big}", tmp / f"late{big}" / ".snakemake"
+        fresh = tmp / "fresh"
+
+        def new_fresh():
+            shutil.rmtree(fresh, ignore_errors=True)
+            fabricate(upstream, fresh, overlays[big], archives, 0)
+
+        def with_memo():  # as the main snakemake of the interrupted run left it
+            shutil.rmtree(memo, ignore_errors=True)
+            fabricate(upstream, ws, overlays[big], archives, resume, start=resume + 1)
+
+        runs = [
+            ("fresh run", fresh, new_fresh),
+            (f"resume at iteration {resume}", ws, with_memo),
+            ("  the same, no memo", ws, lambda: shutil.rmtree(memo, ignore_errors=True)),
+        ]
+        print(f"N = {big}: the main DAG ...", flush=True)
+        fabricate(upstream, ws, overlays[big], archives, resume)
+        main_dags = [
+            (
+                label,
+                main_dag([*base_cmd(d, overlays[big]), "--cores", "2"], prep, args.main_repeats),
+            )
+            for label, d, prep in runs
+        ]
+        shutil.rmtree(fresh)
+        shutil.rmtree(memo)
+        fabricate(upstream, ws, overlays[big], archives, last - 1, start=resume + 1)
+
+        print("cluster jobs' start-ups ...", flush=True)
+        cmds = {k: job_cmd(ws, overlays[k[0]], t) for k, (ws, t) in jobs.items()}
+        startup = {k: float("inf") for k in cmds}
+        for r in range(args.repeats + 1):  # interleaved: a load that comes and goes hits all
+            for k, cmd in cmds.items():
+                cpu = cpu_of(cmd)
+                if r:  # the first round warms the file cache
+                    startup[k] = min(startup[k], cpu)
+
+        print(f"\n{last} iterations, {archives} archives; a cluster job's start-up, CPU s")
+        print(f"(least of {args.repeats}; the job's own snakemake, as a dry run)\n")
+        print(f"{'':>12} {f't = {args.early}':>10} {f't = {last}':>10} {'t ratio':>9}")
+        for n in (small, big):
+            e, late = startup[n, "early"], startup[n, "late"]
+            print(f"{f'N = {n}':>12} {e:10.2f} {late:10.2f} {late / e:8.2f}x")
+        ratios = [startup[big, k] / startup[small, k] for k in ("early", "late")]
+        print(f"{f'N {big} / {small}':>12} {ratios[0]:9.2f}x {ratios[1]:9.2f}x")
+        print(f"targets: t = {last} <= 1.2 x t = {args.early}; N = {big} <= 1.0 x N = {small}\n")
+        print(
+            f"main DAG, {last} x {big}, until the first job starts (least of {args.main_repeats})"
+        )
+        for label, (wall, cpu, rule) in main_dags:
+            print(f"  {label:<26} {wall:6.2f} s wall {cpu:6.2f} s CPU   first job: {rule}")
+        print("target: <= 15 s")
 
 
 if __name__ == "__main__":
