@@ -60,6 +60,49 @@ positive, then ``<LearningRate>``. The natural-gradient ranks of the TDNN-F's co
 are Kaldi's initial ones, min(rank-in, (in + 1) / 2) and min(rank-out, (out + 1) / 2),
 and the orthonormal constraint is the component's.
 
+**TDNN-LSTM** (``family: tdnn_lstm``, :mod:`paravg.nnet.lstm`). The network
+``steps/libs/nnet3/xconfig/lstm.py`` (``XconfigFastLstmpLayer._generate_lstm_config``) and
+``basic_layers.py`` (``relu-renorm-layer``, ``output-layer`` with ``output-delay``) make;
+the relu-renorm layers are written as the TDNN's, and per fast-lstmp-layer L of delay d
+and input descriptor X::
+
+    component-node name=L.W_all component=L.W_all
+        input=Append(X, IfDefined(Offset(L.r_trunc, d)))            NaturalGradientAffine
+    component-node name=L.lstm_nonlin component=L.lstm_nonlin
+        input=Append(L.W_all, IfDefined(Offset(L.c_trunc, d)))      LstmNonlinearity
+    dim-range-node name=L.c input-node=L.lstm_nonlin dim-offset=0 dim=C
+    dim-range-node name=L.m input-node=L.lstm_nonlin dim-offset=C dim=C
+    component-node name=L.rp component=L.W_rp input=L.m             (the layer output)
+    dim-range-node name=L.r input-node=L.rp dim-offset=0 dim=R
+    component-node name=L.cr_trunc component=L.cr_trunc input=Append(L.c, L.r)
+    dim-range-node name=L.c_trunc input-node=L.cr_trunc dim-offset=0 dim=C
+    dim-range-node name=L.r_trunc input-node=L.cr_trunc dim-offset=C dim=R
+    ...
+    output-node name=output input=Offset(output.log-softmax, k) objective=linear  (k > 0)
+
+with the components in xconfig's order W_all, lstm_nonlin, cr_trunc, W_rp.
+``LstmNonlinearityComponent`` (``src/nnet3/nnet-combined-component.cc``,
+``LstmNonlinearityComponent::Write``): WriteUpdatableCommon, ``<Params>`` (3 x C: w_ic,
+w_fc, w_oc), ``<ValueAvg>`` and ``<DerivAvg>`` (5 x C float matrices, the sums over the
+count), ``<SelfRepairConfig>`` (10 floats: the 5 thresholds 0.05 0.05 0.2 0.05 0.2, the 5
+scales), ``<SelfRepairProb>`` (5 floats, the repaired rows over count x C),
+``<UseDropout>`` only when true, ``<Count>`` (double). ``BackpropTruncationComponent``
+(``src/nnet3/nnet-general-component.cc``, ``BackpropTruncationComponent::Write``):
+``<Dim>`` (int), ``<Scale>``, ``<ClippingThreshold>``, ``<ZeroingThreshold>`` (floats),
+``<ZeroingInterval>``, ``<RecurrenceInterval>`` (ints), then the doubles
+``<NumElementsClipped>``, ``<NumElementsZeroed>``, ``<NumElementsProcessed>``,
+``<NumZeroingBoundaries>`` (paravg keeps no such statistics: written 0). The
+natural-gradient ranks of the affine components are Kaldi's initial ones, as the
+TDNN-F's.
+
+Context (Kaldi's ``ComputeSimpleNnetContext``, ``nnet-utils.cc``): an output-delay k moves
+the output k frames earlier against its inputs, so Kaldi's left context of such a network
+is max(0, L - k) and its right context R + k, L and R the TDNN splices' sums; paravg's
+``model_context`` says (L, R + k). On the same input frames the two compute the same
+values (:func:`compute` gives min(L, k) more frames at the start); decoding an utterance,
+Kaldi pads (and starts the recurrence) min(L, k) frames later than paravg's whole-utterance
+forward on a window padded with L frames.
+
 File layout of ``Nnet::Write``: token ``<Nnet3>``, a newline, the config lines (text in
 both modes), an empty line, ``<NumComponents>`` N, then per component
 ``<ComponentName> name <Type> ... </Type>``, then ``</Nnet3>``.
@@ -80,7 +123,8 @@ AFFINE_TYPES = ("FixedAffineComponent", "NaturalGradientAffineComponent", "Affin
 # components whose parameters are one matrix "linear" (no bias), out x in
 LINEAR_TYPES = ("LinearComponent",)
 DIM_TYPES = ("BatchNormComponent", "NoOpComponent", "NormalizeComponent", *NONLINEAR_TYPES)
-KNOWN_TYPES = (*AFFINE_TYPES, *LINEAR_TYPES, "TdnnComponent", *DIM_TYPES)
+LSTM_TYPES = ("LstmNonlinearityComponent", "BackpropTruncationComponent")
+KNOWN_TYPES = (*AFFINE_TYPES, *LINEAR_TYPES, "TdnnComponent", *DIM_TYPES, *LSTM_TYPES)
 TDNN_UPDATE_PERIOD = 4  # TdnnComponent's preconditioners: not configurable, not written
 SQUARED_NORM_FLOOR = 2.0**-66  # NormalizeComponent's kSquaredNormFloor
 
@@ -110,13 +154,21 @@ class Component:
             return int(self.params["linear"].shape[1])
         if self.kind == "TdnnComponent":
             return int(self.params["linear"].shape[1]) // len(self.params["time_offsets"])
+        if self.kind == "LstmNonlinearityComponent":  # [i, f, c, o, c_prev] (+ 3 scales)
+            return 5 * self.cell_dim + (3 if self.params.get("use_dropout") else 0)
         return int(self.params["dim"])
 
     @property
     def output_dim(self) -> int:
         if self.kind in (*AFFINE_TYPES, *LINEAR_TYPES, "TdnnComponent"):
             return int(self.params["linear"].shape[0])
+        if self.kind == "LstmNonlinearityComponent":  # [c_t, m_t]
+            return 2 * self.cell_dim
         return int(self.params["dim"])
+
+    @property
+    def cell_dim(self) -> int:
+        return int(self.params["params"].shape[1])
 
 
 @dataclass
@@ -200,12 +252,15 @@ def _lda_part(model) -> tuple[list[str], list[Component]]:
 
 def nnet3_from_model(model, learning_rate: float = 0.0, ng: NgOptions | None = None) -> Nnet3:
     """The nnet3 network of a paravg model (parameters copied), by ``model.family``:
-    :class:`paravg.nnet.tdnn.TdnnModel` or :class:`paravg.nnet.tdnnf.TdnnfModel`."""
+    :class:`paravg.nnet.tdnn.TdnnModel`, :class:`paravg.nnet.tdnnf.TdnnfModel` or
+    :class:`paravg.nnet.lstm.TdnnLstmModel`."""
     family = getattr(model, "family", "tdnn")
     if family == "tdnn":
         return _tdnn_nnet3(model, learning_rate, ng or NgOptions())
     if family == "tdnnf":
         return _tdnnf_nnet3(model, learning_rate, ng or NgOptions())
+    if family == "tdnn_lstm":
+        return _tdnn_lstm_nnet3(model, learning_rate, ng or NgOptions())
     raise ModelFileError(f"no nnet3 export for the model family {family!r}")
 
 
@@ -421,6 +476,127 @@ def _tdnnf_nnet3(model, learning_rate: float, ng: NgOptions) -> Nnet3:
     return Nnet3(lines, comps)
 
 
+# ---------------------------------------------------------------------- TDNN-LSTM
+def _lstm_nonlinearity_component(name: str, nonlin, learning_rate: float) -> Component:
+    """A ``LstmNonlinearityComponent`` from paravg's :class:`~paravg.nnet.lstm.LstmNonlinearity`:
+    its peepholes, and its statistics as Kaldi stores them on disk (the sums over the
+    count; the repaired rows over count x C; all zero for a component that saw no data)."""
+    from paravg.nnet.lstm import SELF_REPAIR_THRESHOLDS
+
+    C = nonlin.cell_dim
+    count = float(nonlin.count)
+    value = nonlin.value_sum.detach().cpu().double().numpy()
+    deriv = nonlin.deriv_sum.detach().cpu().double().numpy()
+    repaired = nonlin.self_repair_total.detach().cpu().double().numpy()
+    if count != 0.0:
+        value, deriv, repaired = value / count, deriv / count, repaired / (count * C)
+    config = np.array([*SELF_REPAIR_THRESHOLDS, *[nonlin.self_repair_scale] * 5], np.float32)
+    return Component(
+        name,
+        "LstmNonlinearityComponent",
+        {
+            "max_change": float(nonlin.max_change),
+            "l2_regularize": float(getattr(nonlin, "l2_regularize", 0.0)),
+            "learning_rate": float(learning_rate),
+            "params": _arr(nonlin.params).astype(np.float32),
+            "value_avg": value.astype(np.float32),
+            "deriv_avg": deriv.astype(np.float32),
+            "self_repair_config": config,
+            "self_repair_prob": repaired.astype(np.float32),
+            "use_dropout": False,
+            "count": count,
+        },
+    )
+
+
+def _backprop_truncation_component(name: str, dim: int, trunc) -> Component:
+    """A ``BackpropTruncationComponent`` from paravg's
+    :class:`~paravg.nnet.lstm.BackpropTruncation` (its statistics zero)."""
+    return Component(
+        name,
+        "BackpropTruncationComponent",
+        {
+            "dim": int(dim),
+            "scale": float(trunc.scale),
+            "clipping_threshold": float(trunc.clipping_threshold),
+            "zeroing_threshold": float(trunc.zeroing_threshold),
+            "zeroing_interval": int(trunc.zeroing_interval),
+            "recurrence_interval": int(trunc.recurrence_interval),
+            "num_clipped": 0.0,
+            "num_zeroed": 0.0,
+            "count": 0.0,
+            "count_zeroing_boundaries": 0.0,
+        },
+    )
+
+
+def _tdnn_lstm_nnet3(model, learning_rate: float, ng: NgOptions) -> Nnet3:
+    """The TDNN-LSTM's network (module docstring): relu-renorm layers as the TDNN's,
+    fast-lstmp layers as xconfig writes them, the output-delay on the output node."""
+    from paravg.nnet.lstm import FastLstmpLayer, ReluRenormLayer
+
+    lines, comps = _lda_part(model)
+
+    def node(name: str, component: str, source: str) -> None:
+        lines.append(f"component-node name={name} component={component} input={source}")
+
+    def dim_range(name: str, source: str, offset: int, dim: int) -> None:
+        lines.append(
+            f"dim-range-node name={name} input-node={source} dim-offset={offset} dim={dim}"
+        )
+
+    prev = "lda"
+    for layer in model.layers:
+        name = layer.name
+        if isinstance(layer, ReluRenormLayer):
+            node(
+                f"{name}.affine", f"{name}.affine", _append(_descriptor_offsets(prev, layer.splice))
+            )
+            node(f"{name}.relu", f"{name}.relu", f"{name}.affine")
+            node(f"{name}.renorm", f"{name}.renorm", f"{name}.relu")
+            dim = layer.affine.out_dim
+            comps += [
+                _tdnnf_ng_affine(f"{name}.affine", layer.affine, learning_rate, ng),
+                _nonlinear(f"{name}.relu", "RectifiedLinearComponent", dim),
+                Component(f"{name}.renorm", "NormalizeComponent", {"dim": dim, "target_rms": 1.0}),
+            ]
+            prev = f"{name}.renorm"
+        elif isinstance(layer, FastLstmpLayer):
+            C, R, d = layer.cell_dim, layer.rec_dim, layer.delay
+            node(f"{name}.W_all", f"{name}.W_all",
+                 f"Append({prev}, IfDefined(Offset({name}.r_trunc, {d})))")  # fmt: skip
+            node(f"{name}.lstm_nonlin", f"{name}.lstm_nonlin",
+                 f"Append({name}.W_all, IfDefined(Offset({name}.c_trunc, {d})))")  # fmt: skip
+            dim_range(f"{name}.c", f"{name}.lstm_nonlin", 0, C)
+            dim_range(f"{name}.m", f"{name}.lstm_nonlin", C, C)
+            node(f"{name}.rp", f"{name}.W_rp", f"{name}.m")
+            dim_range(f"{name}.r", f"{name}.rp", 0, R)
+            node(f"{name}.cr_trunc", f"{name}.cr_trunc", f"Append({name}.c, {name}.r)")
+            dim_range(f"{name}.c_trunc", f"{name}.cr_trunc", 0, C)
+            dim_range(f"{name}.r_trunc", f"{name}.cr_trunc", C, R)
+            comps += [
+                _tdnnf_ng_affine(f"{name}.W_all", layer.W_all, learning_rate, ng),
+                _lstm_nonlinearity_component(
+                    f"{name}.lstm_nonlin", layer.lstm_nonlin, learning_rate
+                ),
+                _backprop_truncation_component(f"{name}.cr_trunc", C + R, layer.cr_trunc),
+                _tdnnf_ng_affine(f"{name}.W_rp", layer.W_rp, learning_rate, ng),
+            ]
+            prev = f"{name}.rp"
+        else:
+            raise ModelFileError(f"no nnet3 export for the TDNN-LSTM layer {type(layer).__name__}")
+    node("output.affine", "output.affine", prev)
+    node("output.log-softmax", "output.log-softmax", "output.affine")
+    k = int(model.output_delay)
+    out = "output.log-softmax" if k == 0 else f"Offset(output.log-softmax, {k})"
+    lines.append(f"output-node name=output input={out} objective=linear")
+    comps += [
+        _tdnnf_ng_affine("output.affine", model.output, learning_rate, ng),
+        _nonlinear("output.log-softmax", "LogSoftmaxComponent", model.output.out_dim),
+    ]
+    return Nnet3(lines, comps)
+
+
 # ---------------------------------------------------------------------- writing
 def _write_updatable_common(w: KaldiWriter, p: dict) -> None:
     """``UpdatableComponent::WriteUpdatableCommon`` after the opening tag: ``<MaxChange>``
@@ -550,6 +726,46 @@ def _write_component(w: KaldiWriter, c: Component) -> None:
         w.vector(np.zeros(dim))
         w.token("<Count>")
         w.float64(0.0)
+    elif c.kind == "LstmNonlinearityComponent":
+        # nnet-combined-component.cc: LstmNonlinearityComponent::Write
+        _write_updatable_common(w, p)
+        w.token("<Params>")
+        w.matrix(p["params"])
+        w.token("<ValueAvg>")
+        w.matrix(p["value_avg"])
+        w.token("<DerivAvg>")
+        w.matrix(p["deriv_avg"])
+        w.token("<SelfRepairConfig>")
+        w.vector(p["self_repair_config"])
+        w.token("<SelfRepairProb>")
+        w.vector(p["self_repair_prob"])
+        if p.get("use_dropout", False):
+            w.token("<UseDropout>")
+            w.boolean(True)
+        w.token("<Count>")
+        w.float64(p["count"])
+    elif c.kind == "BackpropTruncationComponent":
+        # nnet-general-component.cc: BackpropTruncationComponent::Write
+        w.token("<Dim>")
+        w.int32(p["dim"])
+        w.token("<Scale>")
+        w.float32(p["scale"])
+        w.token("<ClippingThreshold>")
+        w.float32(p["clipping_threshold"])
+        w.token("<ZeroingThreshold>")
+        w.float32(p["zeroing_threshold"])
+        w.token("<ZeroingInterval>")
+        w.int32(p["zeroing_interval"])
+        w.token("<RecurrenceInterval>")
+        w.int32(p["recurrence_interval"])
+        for tok, key in (
+            ("<NumElementsClipped>", "num_clipped"),
+            ("<NumElementsZeroed>", "num_zeroed"),
+            ("<NumElementsProcessed>", "count"),
+            ("<NumZeroingBoundaries>", "count_zeroing_boundaries"),
+        ):
+            w.token(tok)
+            w.float64(p.get(key, 0.0))
     elif c.kind == "NormalizeComponent":
         w.token("<InputDim>")
         w.int32(p["dim"])
@@ -579,7 +795,10 @@ def write_nnet3(w: KaldiWriter, nnet: Nnet3) -> None:
 
 # ---------------------------------------------------------------------- reading
 def _read_until_end(r: KaldiReader, end: str, fields: dict) -> dict:
-    """Read ``<Field> value`` pairs until the closing tag (types by field name)."""
+    """Read ``<Field> value`` pairs until the closing tag (types by field name; the
+    LstmNonlinearityComponent's ``<ValueAvg>`` / ``<DerivAvg>`` are matrices, the
+    NonlinearComponents' vectors)."""
+    averages_are_matrices = end == "</LstmNonlinearityComponent>"
     while True:
         tok = r.token()
         if tok == end:
@@ -591,17 +810,30 @@ def _read_until_end(r: KaldiReader, end: str, fields: dict) -> dict:
             fields["bias"] = r.vector()
         elif name in ("StatsMean", "StatsVar"):
             fields[name] = r.vector()
+        elif name in ("ValueAvg", "DerivAvg") and averages_are_matrices:
+            fields[name] = r.matrix()
+        elif name in ("SelfRepairConfig", "SelfRepairProb"):
+            fields[name] = r.vector()
         elif name in ("ValueAvg", "DerivAvg", "OderivRms"):
             r.vector()
         elif name == "TimeOffsets":
             fields[name] = [int(o) for o in r.int_vector()]
-        elif name in ("Dim", "InputDim", "BlockDim", "RankIn", "RankOut", "UpdatePeriod"):
+        elif name in (
+            "Dim",
+            "InputDim",
+            "BlockDim",
+            "RankIn",
+            "RankOut",
+            "UpdatePeriod",
+            "ZeroingInterval",
+            "RecurrenceInterval",
+        ):
             fields[name] = r.int32()
         elif name == "RankInOut":
             fields[name] = (r.int32(), r.int32())
         elif name == "AlphaInOut":
             fields[name] = (r.float(), r.float())
-        elif name in ("AddLogStddev", "IsGradient", "UseNaturalGradient", "TestMode"):
+        elif name in ("AddLogStddev", "IsGradient", "UseNaturalGradient", "TestMode", "UseDropout"):
             fields[name] = r.boolean()
         elif name in (
             "Count",
@@ -621,6 +853,13 @@ def _read_until_end(r: KaldiReader, end: str, fields: dict) -> dict:
             "SelfRepairUpperThreshold",
             "SelfRepairScale",
             "OrthonormalConstraint",
+            "Scale",
+            "ClippingThreshold",
+            "ZeroingThreshold",
+            "NumElementsClipped",
+            "NumElementsZeroed",
+            "NumElementsProcessed",
+            "NumZeroingBoundaries",
         ):
             fields[name] = r.float()
         else:
@@ -691,6 +930,35 @@ def _read_component(r: KaldiReader, name: str) -> Component:
         }
     elif kind == "NoOpComponent":
         params = {"dim": f["Dim"], "backprop_scale": f.get("BackpropScale", 1.0)}
+    elif kind == "LstmNonlinearityComponent":
+        params = {
+            **_updatable_fields(f),
+            "params": f["linear"],
+            "value_avg": f["ValueAvg"],
+            "deriv_avg": f["DerivAvg"],
+            "self_repair_config": f["SelfRepairConfig"],
+            "self_repair_prob": f["SelfRepairProb"],
+            "use_dropout": f.get("UseDropout", False),
+            "count": f["Count"],
+        }
+        C = params["params"].shape[1]
+        if params["params"].shape[0] != 3 or params["value_avg"].shape != (5, C):
+            raise r.error(f"component {name}: expected 3 x C parameters and 5 x C statistics")
+        if len(params["self_repair_config"]) != 10:
+            raise r.error(f"component {name}: expected a self-repair config of 10 values")
+    elif kind == "BackpropTruncationComponent":
+        params = {
+            "dim": f["Dim"],
+            "scale": f.get("Scale", 1.0),  # absent in old files: 1
+            "clipping_threshold": f["ClippingThreshold"],
+            "zeroing_threshold": f["ZeroingThreshold"],
+            "zeroing_interval": f["ZeroingInterval"],
+            "recurrence_interval": f["RecurrenceInterval"],
+            "num_clipped": f["NumElementsClipped"],
+            "num_zeroed": f["NumElementsZeroed"],
+            "count": f["NumElementsProcessed"],
+            "count_zeroing_boundaries": f["NumZeroingBoundaries"],
+        }
     elif kind == "NormalizeComponent":
         if f.get("AddLogStddev"):
             raise r.error(f"component {name}: add-log-stddev is not supported")
@@ -754,7 +1022,8 @@ def _split_args(s: str) -> list[str]:
 
 def _parse_descriptor(s: str):
     """A descriptor as a tree: ('node', name) | ('offset', d, o) | ('append', [d...]) |
-    ('replace_t', d, value) | ('sum', [d...]) | ('scale', factor, d)."""
+    ('replace_t', d, value) | ('sum', [d...]) | ('scale', factor, d) |
+    ('ifdefined', d)."""
     s = s.strip()
     m = re.fullmatch(r"(\w+)\((.*)\)", s)
     if not m:
@@ -770,55 +1039,82 @@ def _parse_descriptor(s: str):
         return ("offset", _parse_descriptor(args[0]), int(args[1]))
     if fn == "ReplaceIndex" and len(args) == 3 and args[1] == "t":
         return ("replace_t", _parse_descriptor(args[0]), int(args[2]))
+    if fn == "IfDefined" and len(args) == 1:
+        return ("ifdefined", _parse_descriptor(args[0]))
     raise ModelFileError(
-        f"descriptor {s!r}: only Append, Sum, Scale, Offset, ReplaceIndex(x, t, n)"
+        f"descriptor {s!r}: only Append, Sum, Scale, Offset, ReplaceIndex(x, t, n), IfDefined"
     )
 
 
-def _descriptor_dim(nnet: Nnet3, s: str) -> int:
-    tree = _parse_descriptor(s)
-    inputs = nnet.input_dims()
-    node_comp = {}
-    for line in nnet.config_lines:
-        if line.startswith("component-node"):
+@dataclass
+class _Graph:
+    """The nodes of a network's config lines: input dims, component nodes (component
+    name, descriptor tree), dim-range nodes (input node, offset, dim), in file order."""
+
+    inputs: dict[str, int]
+    components: dict[str, tuple[str, tuple]]
+    dim_ranges: dict[str, tuple[str, int, int]]
+    outputs: dict[str, tuple]
+
+    @classmethod
+    def of(cls, nnet: Nnet3) -> _Graph:
+        g = cls({}, {}, {}, {})
+        for line in nnet.config_lines:
             kv = _config_values(line)
-            node_comp[kv["name"]] = kv["component"]
+            if line.startswith("input-node"):
+                g.inputs[kv["name"]] = int(kv["dim"])
+            elif line.startswith("component-node"):
+                g.components[kv["name"]] = (kv["component"], _parse_descriptor(kv["input"]))
+            elif line.startswith("dim-range-node"):
+                g.dim_ranges[kv["name"]] = (
+                    kv["input-node"],
+                    int(kv["dim-offset"]),
+                    int(kv["dim"]),
+                )
+            elif line.startswith("output-node"):
+                g.outputs[kv["name"]] = _parse_descriptor(kv["input"])
+        return g
 
-    def dim(t) -> int:
-        if t[0] == "node":
-            if t[1] in inputs:
-                return inputs[t[1]]
-            return nnet.component(node_comp[t[1]]).output_dim
-        if t[0] == "append":
-            return sum(dim(a) for a in t[1])
-        if t[0] == "sum":
-            return dim(t[1][0])
-        if t[0] == "scale":
-            return dim(t[2])
-        return dim(t[1])
-
-    return dim(tree)
-
-
-class _Signal:
-    """Values of a node on the frames t in [start, start + len) (constant: any t)."""
-
-    def __init__(self, start: int, values: np.ndarray, constant: bool = False) -> None:
-        self.start, self.values, self.constant = start, values, constant
-
-    def at(self, lo: int, hi: int) -> np.ndarray:
-        if self.constant:
-            return np.broadcast_to(self.values, (hi - lo, self.values.shape[-1]))
-        return self.values[lo - self.start : hi - self.start]
-
-    @property
-    def end(self) -> int:
-        return self.start + self.values.shape[0]
+    def resolve(self, name: str) -> tuple[str, int, int | None]:
+        """A node as (input or component node, first column, end column or None = all),
+        through dim-range nodes."""
+        lo, hi = 0, None
+        seen = set()
+        while name in self.dim_ranges:
+            if name in seen:
+                raise ModelFileError(f"dim-range-node {name!r} refers to itself")
+            seen.add(name)
+            src, off, dim = self.dim_ranges[name]
+            lo, hi = lo + off, lo + off + dim
+            name = src
+        if name not in self.inputs and name not in self.components:
+            raise ModelFileError(f"the network reads node {name!r}, which it does not define")
+        return name, lo, hi
 
 
-def _common_range(parts: list[_Signal]) -> tuple[int, int]:
-    ranged = [p for p in parts if not p.constant]
-    return max(p.start for p in ranged), min(p.end for p in ranged)
+def _node_dim(nnet: Nnet3, g: _Graph, name: str) -> int:
+    base, lo, hi = g.resolve(name)
+    if hi is not None:
+        return hi - lo
+    if base in g.inputs:
+        return g.inputs[base]
+    return nnet.component(g.components[base][0]).output_dim
+
+
+def _tree_dim(nnet: Nnet3, g: _Graph, t) -> int:
+    if t[0] == "node":
+        return _node_dim(nnet, g, t[1])
+    if t[0] == "append":
+        return sum(_tree_dim(nnet, g, a) for a in t[1])
+    if t[0] == "sum":
+        return _tree_dim(nnet, g, t[1][0])
+    if t[0] == "scale":
+        return _tree_dim(nnet, g, t[2])
+    return _tree_dim(nnet, g, t[1])
+
+
+def _descriptor_dim(nnet: Nnet3, s: str) -> int:
+    return _tree_dim(nnet, _Graph.of(nnet), _parse_descriptor(s))
 
 
 def _batchnorm_scale_offset(p: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -838,7 +1134,29 @@ def _batchnorm_scale_offset(p: dict) -> tuple[np.ndarray, np.ndarray]:
     return scale, -mean * scale
 
 
+def _lstm_nonlinearity(p: dict, x: np.ndarray) -> np.ndarray:
+    """``ComputeLstmNonlinearity`` (``src/cudamatrix/cu-math.cc``): rows [i_part, f_part,
+    c_part, o_part, c_prev (, i_scale, f_scale, o_scale)] → [c_t, m_t]; the o-gate's
+    peephole reads the new c_t."""
+    w = np.asarray(p["params"], np.float64)
+    C = w.shape[1]
+    i_part, f_part, c_part, o_part, c_prev = (x[:, k * C : (k + 1) * C] for k in range(5))
+    ones = np.ones((x.shape[0], 1))
+    i_s, f_s, o_s = (x[:, 5 * C + k : 5 * C + k + 1] if x.shape[1] > 5 * C else ones
+                     for k in range(3))  # fmt: skip
+
+    def sigmoid(v):
+        return 1.0 / (1.0 + np.exp(-v))
+
+    i = sigmoid(i_part + w[0] * c_prev)
+    f = sigmoid(f_part + w[1] * c_prev)
+    c = f * f_s * c_prev + i * i_s * np.tanh(c_part)
+    o = sigmoid(o_part + w[2] * c)
+    return np.concatenate([c, o * o_s * np.tanh(c)], axis=1)
+
+
 def _apply_component(c: Component, x: np.ndarray) -> np.ndarray:
+    """A component on rows (one frame each; not the TdnnComponent)."""
     p = c.params
     if c.kind in AFFINE_TYPES:
         return x @ p["linear"].T.astype(np.float64) + p["bias"]
@@ -860,68 +1178,270 @@ def _apply_component(c: Component, x: np.ndarray) -> np.ndarray:
     if c.kind == "LogSoftmaxComponent":
         m = x.max(axis=1, keepdims=True)
         return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+    if c.kind == "LstmNonlinearityComponent":
+        return _lstm_nonlinearity(p, x)
+    if c.kind == "BackpropTruncationComponent":  # forward: the scale only
+        return float(np.float32(p["scale"])) * x
     raise ValueError(c.kind)
 
 
-def _apply_tdnn(c: Component, s: _Signal) -> _Signal:
-    """A ``TdnnComponent`` at every t whose inputs t + o (o in its time offsets) all
-    exist: bias + Σ_i W_i x(t + o_i), W_i the i-th column block."""
-    offsets = c.params["time_offsets"]
-    w = np.asarray(c.params["linear"], np.float64)
-    d = w.shape[1] // len(offsets)
-    lo, hi = s.start - min(offsets), s.end - max(offsets)
-    out = np.zeros((max(0, hi - lo), w.shape[0]))
-    for i, o in enumerate(offsets):
-        out += s.at(lo + o, hi + o) @ w[:, i * d : (i + 1) * d].T
-    if len(c.params["bias"]):
-        out += np.asarray(c.params["bias"], np.float64)
-    return _Signal(lo, out)
+INF = 1 << 40  # a range without end (a constant input)
+
+
+def _tree_edges(t, offset: int = 0, optional: bool = False):
+    """(node, time offset or None for a fixed time, inside IfDefined) of every node a
+    descriptor reads at time t: the node at t + offset."""
+    kind = t[0]
+    if kind == "node":
+        yield t[1], offset, optional
+    elif kind == "offset":
+        yield from _tree_edges(t[1], offset + t[2], optional)
+    elif kind == "replace_t":
+        for name, _o, opt in _tree_edges(t[1], 0, optional):
+            yield name, None, opt
+    elif kind == "ifdefined":
+        yield from _tree_edges(t[1], offset, True)
+    elif kind == "scale":
+        yield from _tree_edges(t[2], offset, optional)
+    else:
+        for a in t[1]:
+            yield from _tree_edges(a, offset, optional)
+
+
+class _Evaluator:
+    """Kaldi's semantics of a network on one utterance (float64): a node is computable
+    at t where every input its descriptor needs is (``IfDefined`` parts needed by none:
+    zero where not computable); the nodes of a recurrence (a cycle through negative
+    offsets) are computed in blocks of as many frames as the shortest delay, in time
+    order, so each block reads only earlier blocks (and zeros before the first)."""
+
+    def __init__(self, nnet: Nnet3, inputs: dict[str, np.ndarray], constants: dict) -> None:
+        self.nnet, self.g = nnet, _Graph.of(nnet)
+        self.ranges: dict[str, tuple[int, int]] = {}
+        self.values: dict[str, np.ndarray] = {}
+        self.done: dict[str, int] = {}  # computed up to (exclusive)
+        for name in self.g.inputs:
+            if name in inputs:
+                self.values[name] = np.asarray(inputs[name], np.float64)
+                self.ranges[name] = (0, self.values[name].shape[0])
+                self.done[name] = self.ranges[name][1]
+            elif name in constants:
+                self.values[name] = np.asarray(constants[name], np.float64)[None, :]
+                self.ranges[name] = (-INF, INF)
+                self.done[name] = INF
+            else:
+                self.ranges[name] = (0, 0)
+                self.values[name] = np.zeros((0, self.g.inputs[name]))
+                self.done[name] = 0
+        self._compute_ranges()
+
+    # -------------------------------------------------------------- computability
+    def _tree_range(self, t) -> tuple[int, int]:
+        kind = t[0]
+        if kind == "node":
+            return self.ranges[self.g.resolve(t[1])[0]]
+        if kind == "offset":
+            lo, hi = self._tree_range(t[1])
+            if lo <= -INF:
+                return lo, hi
+            return lo - t[2], hi - t[2]
+        if kind == "replace_t":
+            lo, hi = self._tree_range(t[1])
+            return (-INF, INF) if lo <= t[2] < hi else (0, 0)
+        if kind == "ifdefined":
+            return -INF, INF
+        if kind == "scale":
+            return self._tree_range(t[2])
+        ranges = [self._tree_range(a) for a in t[1]]
+        return max(r[0] for r in ranges), min(r[1] for r in ranges)
+
+    def _component_range(self, name: str) -> tuple[int, int]:
+        comp_name, tree = self.g.components[name]
+        lo, hi = self._tree_range(tree)
+        comp = self.nnet.component(comp_name)
+        if comp.kind == "TdnnComponent":
+            offsets = comp.params["time_offsets"]
+            lo, hi = lo - min(offsets), hi - max(offsets)
+        return lo, max(lo, hi)
+
+    def _compute_ranges(self) -> None:
+        """The greatest fixed point of 'computable where the needed inputs are' (ranges
+        only shrink from everything)."""
+        for name in self.g.components:
+            self.ranges[name] = (-INF, INF)
+        for _ in range(len(self.g.components) + 2):
+            changed = False
+            for name in self.g.components:
+                r = self._component_range(name)
+                if r != self.ranges[name]:
+                    self.ranges[name], changed = r, True
+            if not changed:
+                return
+        raise ModelFileError(
+            "the network's computable frames do not settle (a cycle without IfDefined)"
+        )
+
+    # -------------------------------------------------------------- values
+    def node(self, name: str, lo: int, hi: int, optional: bool) -> np.ndarray:
+        base, c0, c1 = self.g.resolve(name)
+        vals = self.values[base]
+        c1 = vals.shape[1] if c1 is None else c1
+        blo, bhi = self.ranges[base]
+        if blo <= -INF:
+            return np.broadcast_to(vals[:, c0:c1], (hi - lo, c1 - c0))
+        s, e = max(lo, blo), min(hi, bhi)
+        if (s > lo or e < hi) and not optional:
+            raise ModelFileError(f"node {name!r} is needed at frames {lo}..{hi - 1}, "
+                                 f"computable at {blo}..{bhi - 1}")  # fmt: skip
+        if s >= e:
+            return np.zeros((hi - lo, c1 - c0))
+        if e > self.done[base]:
+            raise ModelFileError(f"node {name!r} read at frame {e - 1} before it is computed")
+        if s == lo and e == hi:
+            return vals[s - blo : e - blo, c0:c1]
+        out = np.zeros((hi - lo, c1 - c0))
+        out[s - lo : e - lo] = vals[s - blo : e - blo, c0:c1]
+        return out
+
+    def tree(self, t, lo: int, hi: int, optional: bool = False) -> np.ndarray:
+        kind = t[0]
+        if kind == "node":
+            return self.node(t[1], lo, hi, optional)
+        if kind == "offset":
+            return self.tree(t[1], lo + t[2], hi + t[2], optional)
+        if kind == "replace_t":
+            row = self.tree(t[1], t[2], t[2] + 1, optional)
+            return np.broadcast_to(row, (hi - lo, row.shape[1]))
+        if kind == "ifdefined":
+            return self.tree(t[1], lo, hi, True)
+        if kind == "scale":
+            return t[1] * self.tree(t[2], lo, hi, optional)
+        parts = [self.tree(a, lo, hi, optional) for a in t[1]]
+        if kind == "sum":
+            return sum(parts[1:], parts[0].copy())
+        return np.concatenate(parts, axis=1)
+
+    def _apply(self, name: str, lo: int, hi: int) -> np.ndarray:
+        comp_name, tree = self.g.components[name]
+        comp = self.nnet.component(comp_name)
+        if comp.kind != "TdnnComponent":
+            return _apply_component(comp, self.tree(tree, lo, hi))
+        # bias + sum_i W_i x(t + o_i), W_i the i-th column block
+        offsets = comp.params["time_offsets"]
+        w = np.asarray(comp.params["linear"], np.float64)
+        d = w.shape[1] // len(offsets)
+        out = np.zeros((hi - lo, w.shape[0]))
+        for i, o in enumerate(offsets):
+            out += self.tree(tree, lo + o, hi + o) @ w[:, i * d : (i + 1) * d].T
+        if len(comp.params["bias"]):
+            out += np.asarray(comp.params["bias"], np.float64)
+        return out
+
+    def _sccs(self) -> list[list[str]]:
+        """Strongly connected components of the component nodes (edges: node → the
+        component nodes it reads), dependencies first (Tarjan)."""
+        names = list(self.g.components)
+        deps = {n: sorted({self.g.resolve(m)[0] for m, _o, _opt in
+                           _tree_edges(self.g.components[n][1])} & set(names))
+                for n in names}  # fmt: skip
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        out: list[list[str]] = []
+
+        def visit(v: str) -> None:
+            index[v] = low[v] = len(index)
+            stack.append(v)
+            on_stack.add(v)
+            for w in deps[v]:
+                if w not in index:
+                    visit(w)
+                    low[v] = min(low[v], low[w])
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                scc = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    scc.append(w)
+                    if w == v:
+                        break
+                out.append(sorted(scc, key=names.index))
+
+        for v in names:
+            if v not in index:
+                visit(v)
+        return out
+
+    def run(self) -> None:
+        for scc in self._sccs():
+            inner = set(scc)
+            edges = [(n, self.g.resolve(m)[0], o) for n in scc
+                     for m, o, _opt in _tree_edges(self.g.components[n][1])]  # fmt: skip
+            edges = [(n, m, o) for n, m, o in edges if m in inner]
+            if not edges:  # not a recurrence: all frames at once
+                (name,) = scc
+                lo, hi = self.ranges[name]
+                if lo <= -INF or hi >= INF:
+                    raise ModelFileError(f"{name} reads no frame of the input")
+                dim = self.nnet.component(self.g.components[name][0]).output_dim
+                self.values[name] = self._apply(name, lo, hi) if hi > lo else np.zeros((0, dim))
+                self.done[name] = hi
+                continue
+            self._run_recurrence(scc, edges)
+
+    def _run_recurrence(self, scc: list[str], edges) -> None:
+        for n, m, o in edges:
+            if o is None or o > 0:
+                raise ModelFileError(
+                    f"{n} reads {m} of its own recurrence at a later or fixed time"
+                )
+            if self.nnet.component(self.g.components[n][0]).kind == "TdnnComponent":
+                raise ModelFileError(f"{n}: a TdnnComponent inside a recurrence")
+        lags = [-o for _n, _m, o in edges if o < 0]
+        if not lags:
+            raise ModelFileError(f"the nodes {scc} read each other at the same time")
+        block = min(lags)
+        # within a block: each node after the ones it reads at offset 0
+        order: list[str] = []
+        same = {n: {m for k, m, o in edges if k == n and o == 0 and m != n} for n in scc}
+        while len(order) < len(scc):
+            ready = [n for n in scc if n not in order and same[n] <= set(order)]
+            if not ready:
+                raise ModelFileError(f"the nodes {scc} read each other at the same time")
+            order.append(ready[0])
+        for n in scc:
+            lo, hi = self.ranges[n]
+            dim = self.nnet.component(self.g.components[n][0]).output_dim
+            self.values[n] = np.zeros((max(0, hi - lo), dim))
+            self.done[n] = lo
+        start = min(self.ranges[n][0] for n in scc)
+        end = max(self.ranges[n][1] for n in scc)
+        for b in range(start, end, block):
+            for n in order:
+                lo, hi = self.ranges[n]
+                s, e = max(b, lo), min(b + block, hi)
+                if s < e:
+                    self.values[n][s - lo : e - lo] = self._apply(n, s, e)
+                    self.done[n] = e
 
 
 def compute(nnet: Nnet3, feats: np.ndarray, ivector: np.ndarray | None = None) -> np.ndarray:
     """Run the network (float64) on one utterance: ``feats`` (T, F) at t = 0..T-1 and one
     i-vector (``ReplaceIndex(ivector, t, 0)``: the same for every frame). Returns the node
-    ``output`` on every frame whose context lies inside the input (T - left - right rows).
-    Batch-norm components run in test mode (from their stored statistics)."""
-    values: dict[str, _Signal] = {"input": _Signal(0, np.asarray(feats, np.float64))}
-    if ivector is not None:
-        values["ivector"] = _Signal(0, np.asarray(ivector, np.float64)[None, :], constant=True)
-
-    def evaluate(t) -> _Signal:
-        kind = t[0]
-        if kind == "node":
-            if t[1] not in values:
-                raise ModelFileError(f"the network reads node {t[1]!r}, which has no value")
-            return values[t[1]]
-        if kind == "offset":
-            s = evaluate(t[1])
-            if s.constant:
-                return s
-            return _Signal(s.start - t[2], s.values)
-        if kind == "replace_t":
-            s = evaluate(t[1])
-            return _Signal(0, s.at(t[2], t[2] + 1), constant=True)
-        if kind == "scale":
-            s = evaluate(t[2])
-            return _Signal(s.start, t[1] * s.values, s.constant)
-        parts = [evaluate(a) for a in t[1]]
-        lo, hi = _common_range(parts)
-        if kind == "sum":
-            return _Signal(lo, sum(p.at(lo, hi) for p in parts))
-        return _Signal(lo, np.concatenate([p.at(lo, hi) for p in parts], axis=1))
-
-    out = None
-    for line in nnet.config_lines:
-        kv = _config_values(line)
-        if line.startswith("component-node"):
-            s = evaluate(_parse_descriptor(kv["input"]))
-            comp = nnet.component(kv["component"])
-            if comp.kind == "TdnnComponent":
-                values[kv["name"]] = _apply_tdnn(comp, s)
-            else:
-                values[kv["name"]] = _Signal(s.start, _apply_component(comp, s.at(s.start, s.end)))
-        elif line.startswith("output-node") and kv["name"] == "output":
-            out = evaluate(_parse_descriptor(kv["input"]))
+    ``output`` on every frame where Kaldi can compute it from these frames (T - left -
+    right rows, Kaldi's contexts: see the module docstring for an output-delay). Batch-norm
+    components run in test mode (from their stored statistics); recurrences (``IfDefined``
+    over negative offsets) start from zero at the first frame their input is computable."""
+    constants = {} if ivector is None else {"ivector": ivector}
+    ev = _Evaluator(nnet, {"input": feats}, constants)
+    ev.run()
+    out = ev.g.outputs.get("output")
     if out is None:
         raise ModelFileError("the network has no output-node named 'output'")
-    return out.values
+    lo, hi = ev._tree_range(out)
+    # the frames of the input only (Kaldi's contexts: outputs asked for at input frames)
+    lo, hi = max(lo, 0), min(hi, len(feats))
+    return np.array(ev.tree(out, lo, max(lo, hi)))
