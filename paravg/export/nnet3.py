@@ -1428,6 +1428,27 @@ class _Evaluator:
                     self.done[n] = e
 
 
+def nnet_context(nnet: Nnet3, window: int = 400) -> tuple[int, int]:
+    """The network's (left, right) context as Kaldi's ``ComputeSimpleNnetContext``
+    (``src/nnet3/nnet-utils.cc``) finds it: with input frames 0 .. window - 1 and outputs
+    asked for at the same frames, left = the first computable output frame, right = the
+    frames after the last one (IfDefined recurrences need none; an output-delay k takes k
+    from the left and adds k on the right). The frames' values are not computed."""
+    g = _Graph.of(nnet)
+    dims = g.inputs
+    inputs = {"input": np.zeros((window, dims["input"]))}
+    constants = {name: np.zeros(dim) for name, dim in dims.items() if name != "input"}
+    ev = _Evaluator(nnet, inputs, constants)
+    out = g.outputs.get("output")
+    if out is None:
+        raise ModelFileError("the network has no output-node named 'output'")
+    lo, hi = ev._tree_range(out)
+    lo, hi = max(lo, 0), min(hi, window)
+    if hi <= lo:
+        raise ModelFileError(f"no output frame is computable from {window} input frames")
+    return lo, window - hi
+
+
 def compute(nnet: Nnet3, feats: np.ndarray, ivector: np.ndarray | None = None) -> np.ndarray:
     """Run the network (float64) on one utterance: ``feats`` (T, F) at t = 0..T-1 and one
     i-vector (``ReplaceIndex(ivector, t, 0)``: the same for every frame). Returns the node

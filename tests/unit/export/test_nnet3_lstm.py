@@ -26,7 +26,14 @@ from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS
 from paravg.corpus.phones import PHONES
 from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
 from paravg.export.layout import IvectorSystem, export_model
-from paravg.export.nnet3 import NgOptions, compute, nnet3_from_model, read_nnet3, write_nnet3
+from paravg.export.nnet3 import (
+    NgOptions,
+    compute,
+    nnet3_from_model,
+    nnet_context,
+    read_nnet3,
+    write_nnet3,
+)
 from paravg.export.phone_loop import (
     monophone_transition_model,
     transition_ids,
@@ -442,6 +449,25 @@ def test_read_back_computes_what_paravg_computes(binary, ivector_dim, output_del
     np.testing.assert_allclose(ours[k:], theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
 
 
+@pytest.mark.parametrize("output_delay", [0, 2, 7])
+def test_kaldis_context_takes_the_output_delay_from_the_left(output_delay):
+    """Kaldi's ComputeSimpleNnetContext on the exported network: (max(0, L - k), R + k);
+    paravg's model_context says (L, R + k)."""
+    model = lstm_model(_cfg(output_delay=output_delay))
+    L, R = model.left_context, model.right_context
+    assert (L, R - output_delay) == (5, 5)
+    assert nnet_context(nnet3_from_model(model)) == (max(0, L - output_delay), R)
+
+
+def test_kaldis_context_of_the_feed_forward_families_is_paravgs():
+    from export_models import random_model
+    from test_nnet3_tdnnf import tdnnf_model
+
+    for model in (random_model(), tdnnf_model()):
+        nnet = nnet3_from_model(model)
+        assert nnet_context(nnet) == (model.left_context, model.right_context)
+
+
 def test_the_recurrence_starts_at_zero_where_its_input_starts():
     """Kaldi's IfDefined: the LSTM's state is zero before the first frame its input is
     computable, whatever came before in the input: so changing frames outside the
@@ -490,12 +516,12 @@ def _audio(tmp_path):
 
 
 class _Shape:
-    """The contexts Kaldi computes for the network (``ComputeSimpleNnetContext``):
-    left max(0, L - k), right R (which counts k), for :func:`vosk_online_ivectors`."""
+    """The contexts Kaldi computes for the network (:func:`nnet_context`, Kaldi's
+    ``ComputeSimpleNnetContext``: left max(0, L - k), right R, which counts k), for
+    :func:`vosk_online_ivectors` and :func:`kaldi_loglikes`."""
 
     def __init__(self, model) -> None:
-        self.left_context = max(0, model.left_context - model.output_delay)
-        self.right_context = model.right_context
+        self.left_context, self.right_context = nnet_context(nnet3_from_model(model))
         self.input_splice = model.input_splice
         self.frame_subsampling_factor = 1
 
