@@ -63,7 +63,7 @@ and the orthonormal constraint is the component's.
 **TDNN-LSTM** (``family: tdnn_lstm``, :mod:`paravg.nnet.lstm`). The network
 ``steps/libs/nnet3/xconfig/lstm.py`` (``XconfigFastLstmpLayer._generate_lstm_config``) and
 ``basic_layers.py`` (``relu-renorm-layer``, ``output-layer`` with ``output-delay``) make;
-the relu-renorm layers are written as the TDNN's, and per fast-lstmp-layer L of delay d
+the relu-renorm layers' nodes are written as the TDNN's, and per fast-lstmp-layer L of delay d
 and input descriptor X::
 
     component-node name=L.W_all component=L.W_all
@@ -101,7 +101,8 @@ is max(0, L - k) and its right context R + k, L and R the TDNN splices' sums; pa
 ``model_context`` says (L, R + k). On the same input frames the two compute the same
 values (:func:`compute` gives min(L, k) more frames at the start); decoding an utterance,
 Kaldi pads (and starts the recurrence) min(L, k) frames later than paravg's whole-utterance
-forward on a window padded with L frames.
+forward on a window padded with L frames. :func:`nnet_context` computes Kaldi's contexts
+from a network.
 
 File layout of ``Nnet::Write``: token ``<Nnet3>``, a newline, the config lines (text in
 both modes), an empty line, ``<NumComponents>`` N, then per component
