@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from paravg.egs import EgsArchive, all_frame_minibatches
+from paravg.egs import EgsArchive, all_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, load_model_file
@@ -69,9 +69,7 @@ def recompute_batchnorm_stats(model: AcousticModel, archive: EgsArchive) -> None
         bn.zero_stats()
     model.set_dropout_proportion(0.0)
     model.train()
-    batches = all_frame_minibatches(
-        archive, model.left_context, model.right_context, COMBINE_MINIBATCH
-    )
+    batches = all_minibatches(archive, model.left_context, model.right_context, COMBINE_MINIBATCH)
     for mb in batches:
         eg_outputs(model, mb)
     model.eval()
@@ -82,9 +80,7 @@ def combine_objective(file_dict: dict, archive: EgsArchive) -> tuple[float, dict
     state dict as scored (batch-norm statistics recomputed on those egs)."""
     model = build_model(file_dict)
     recompute_batchnorm_stats(model, archive)
-    batches = all_frame_minibatches(
-        archive, model.left_context, model.right_context, COMBINE_MINIBATCH
-    )
+    batches = all_minibatches(archive, model.left_context, model.right_context, COMBINE_MINIBATCH)
     objf = evaluate_minibatches(model, batches, torch.device("cpu")).logprob
     if not model.batchnorms():
         return objf, file_dict["state_dict"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from paravg.egs import EgsArchive, all_frame_minibatches
+from paravg.egs import EgsArchive, all_minibatches
 from paravg.io import write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, load_model_file
@@ -23,9 +23,7 @@ from paravg.nnet.objective import evaluate_minibatches
 
 def subset_stats(model: AcousticModel, prefix: str | Path, minibatch_size: int = 512) -> dict:
     archive = EgsArchive(prefix)
-    batches = all_frame_minibatches(
-        archive, model.left_context, model.right_context, minibatch_size
-    )
+    batches = all_minibatches(archive, model.left_context, model.right_context, minibatch_size)
     return evaluate_minibatches(model, batches, torch.device("cpu")).as_dict()
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from paravg.egs import EgsArchive, all_frame_minibatches
+from paravg.egs import EgsArchive, all_minibatches
 from paravg.egs.shuffle import reservoir_sample
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.model_file import build_model, load_model_file
@@ -61,7 +61,7 @@ def posterior_sum(
 
     total = torch.zeros(model.num_targets, dtype=torch.float64)
     frames = 0
-    for mb in all_frame_minibatches(
+    for mb in all_minibatches(
         archive, model.left_context, model.right_context, PRIOR_MINIBATCH, indices
     ):
         post = eg_outputs(model, mb)[0].exp()

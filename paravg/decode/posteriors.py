@@ -22,12 +22,34 @@ outputs t ∈ [k·period, (k+1)·period): its first is t_k = ⌈k·period / f⌉
 window holds n = ⌈period / f⌉ outputs t_k, t_k + f, … (one more than the chunk has when f
 does not divide the period; it is computed and dropped), so every chunk has the same
 window length and all go in one batch.
+
+A recurrent model (family ``tdnn_lstm``) is evaluated over the **whole utterance in one
+window**: the recurrence runs from the utterance's first frame to its last, as Kaldi's
+looped decoding computes it (``nnet3-latgen-faster-looped``, online2 and vosk: state
+carried across chunks, i.e. unlimited left context; reference §4.2). Its i-vector is
+per input time: the LDA row at time t (padded times included) reads online row
+clamp(⌊t / period⌋) (per-frame i-vectors), which is Kaldi's looped
+``Round(ivector, chunk)`` with the chunk equal to the i-vector period. The differences
+from Kaldi, exactly:
+
+* looped decoding (§4.2): its i-vector period is forced to ``frames-per-chunk`` (here the
+  online period, 10 frames by default); otherwise the same computation (the chunk size
+  does not change a forward recurrence's outputs);
+* chunked decoding (``nnet3-latgen-faster``, §4.1): Kaldi restarts the recurrence every
+  ``frames-per-chunk`` output frames with ``extra-left-context`` (40 in the recipes;
+  ``extra-left-context-initial`` 0 at the start) frames of warm-up and one i-vector per
+  chunk (its middle frame's); here there is no restart and no warm-up limit;
+* training sees each chunk with ``chunk_left_context`` frames of history and one
+  i-vector per chunk (train_rnn.py's egs), so evaluation, priors' counterpart on the
+  egs aside, sees longer histories than training (as Kaldi's looped decoding does).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from paravg.config import RECURRENT_FAMILIES
 
 
 def padded_index(start: int, stop: int, num_frames: int) -> np.ndarray:
@@ -53,6 +75,12 @@ def utterance_log_posteriors(
         return model(x[None], None, stride=f)[0]
     if period <= 0:
         raise ValueError("an i-vector period > 0 is needed with i-vectors")
+    if getattr(model, "family", "tdnn") in RECURRENT_FAMILIES:  # one window, looped
+        x = torch.from_numpy(feats32[padded_index(-left, num_frames + right, num_frames)])
+        times = np.arange(-left, num_frames + right)
+        rows = np.clip(np.floor_divide(times, period), 0, len(ivectors) - 1)
+        iv = torch.from_numpy(np.ascontiguousarray(ivectors[rows], dtype=np.float32))
+        return model(x[None], iv[None], stride=f)[0]
     num_chunks = -(-num_frames // period)
     chunk = np.arange(num_chunks)
     starts = -(-chunk * period // f) * f  # t_k, the chunk's first output (k·period at f = 1)

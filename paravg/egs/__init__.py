@@ -23,6 +23,7 @@ __all__ = [
     "Minibatch",
     "all_chunk_minibatches",
     "all_frame_minibatches",
+    "all_minibatches",
     "chunk_minibatches",
     "frame_minibatches",
 ]
@@ -32,6 +33,7 @@ _LOADER_NAMES = {
     "Minibatch",
     "all_chunk_minibatches",
     "all_frame_minibatches",
+    "all_minibatches",
     "chunk_minibatches",
     "frame_minibatches",
 }

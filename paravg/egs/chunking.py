@@ -124,12 +124,17 @@ class ChunkOptions:
                     "options of chunk egs (set egs.chunk_width, e.g. '40,30,20')"
                 )
             return None
+
+        def get(key: str, default: int) -> int:  # absent or None: train_rnn.py's
+            value = egs.get(key)
+            return default if value is None else int(value)
+
         return cls(
             widths=parse_chunk_widths(egs["chunk_width"]),
-            chunk_left_context=egs.get("chunk_left_context", CHUNK_LEFT_CONTEXT),
-            chunk_right_context=egs.get("chunk_right_context", CHUNK_RIGHT_CONTEXT),
-            chunk_left_context_initial=egs.get("chunk_left_context_initial", -1),
-            chunk_right_context_final=egs.get("chunk_right_context_final", -1),
+            chunk_left_context=get("chunk_left_context", CHUNK_LEFT_CONTEXT),
+            chunk_right_context=get("chunk_right_context", CHUNK_RIGHT_CONTEXT),
+            chunk_left_context_initial=get("chunk_left_context_initial", -1),
+            chunk_right_context_final=get("chunk_right_context_final", -1),
         )
 
     @property

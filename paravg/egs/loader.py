@@ -323,19 +323,39 @@ def chunk_minibatches(
 
 
 def all_chunk_minibatches(
-    archive: EgsArchive, left_context: int, right_context: int, minibatch_size: int
+    archive: EgsArchive,
+    left_context: int,
+    right_context: int,
+    minibatch_size: int,
+    indices: np.ndarray | None = None,
 ) -> Iterator[Minibatch]:
-    """Every chunk eg once: the egs of each structure (in first-seen order) in file
-    order, in minibatches of ≤ ``minibatch_size``, the last partial one kept
-    (``nnet3-compute-prob`` / ``nnet3-combine`` / priors with ``--minibatch-size=1:M``)."""
+    """Every chunk eg (or of ``indices``) once: the egs of each structure (in first-seen
+    order) in file (or ``indices``) order, in minibatches of ≤ ``minibatch_size``, the
+    last partial one kept (``nnet3-compute-prob`` / ``nnet3-combine`` / priors with
+    ``--minibatch-size=1:M``)."""
     if minibatch_size < 1:
         raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
     structures = _structures(archive)
     _check_chunk_context(archive, structures, left_context, right_context)
     groups: dict[tuple[int, int, int], list[int]] = {}
-    for i, row in enumerate(structures.tolist()):
-        groups.setdefault(tuple(row), []).append(i)
+    order = range(archive.num_egs) if indices is None else np.asarray(indices).tolist()
+    for i in order:
+        groups.setdefault(tuple(structures[i].tolist()), []).append(i)
     for structure, members in groups.items():
         for b in range(0, len(members), minibatch_size):
             index = np.asarray(members[b : b + minibatch_size], dtype=np.int64)
             yield _chunk_minibatch(archive, index, structure)
+
+
+def all_minibatches(
+    archive: EgsArchive,
+    left_context: int,
+    right_context: int,
+    minibatch_size: int,
+    indices: np.ndarray | None = None,
+) -> Iterator[Minibatch]:
+    """Every frame of every eg: :func:`all_chunk_minibatches` for a chunked archive,
+    else :func:`all_frame_minibatches` (diagnostics, combination, priors, LDA)."""
+    if archive.chunks is not None:
+        return all_chunk_minibatches(archive, left_context, right_context, minibatch_size, indices)
+    return all_frame_minibatches(archive, left_context, right_context, minibatch_size, indices)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from paravg.egs import EgsArchive, EgsInfo, all_frame_minibatches
+from paravg.egs import EgsArchive, EgsInfo, all_minibatches
 from paravg.errors import ConfigError, DataError
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
@@ -35,10 +35,13 @@ def accumulate_lda_stats(
     left, right = -min(model.input_splice), max(model.input_splice)
     for prefix in archives:
         archive = EgsArchive(prefix)
-        for mb in all_frame_minibatches(archive, left, right, minibatch_size=512):
+        for mb in all_minibatches(archive, left, right, minibatch_size=512):
             ivec = mb.ivectors if model.ivector_dim else None
             with torch.no_grad():
                 x = model.lda_input(mb.feats, ivec)  # (B, F, lda_dim)
+            if mb.chunk is not None:  # chunk egs: the chunk's w frames, not its context
+                w, chunk_left, _ = mb.chunk
+                x = x[:, chunk_left - left : chunk_left - left + w]
             labels = mb.labels.reshape(-1).numpy()
             if labels.max(initial=0) >= model.num_targets:
                 raise DataError(

@@ -160,3 +160,9 @@ def test_chunk_widths_and_train_rnn_contexts():
         {"chunk_width": 40, "chunk_right_context": 5, "chunk_right_context_final": 2}
     )
     assert o.contexts(1, 3) == (41, 8, 41, 5)
+    # the egs stage's options (absent keys are None there): train_rnn.py's defaults
+    from paravg.egs.plan import EgsOptions
+
+    opts = EgsOptions.from_config({"chunk_width": "20,10"}, 2, 3)
+    assert opts.chunks.contexts(2, 3) == (42, 3, 42, 3)
+    assert EgsOptions.from_config({}, 2, 3).chunks is None
