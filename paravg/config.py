@@ -228,6 +228,12 @@ def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:
             f"egs.chunk_width is set ({egs['chunk_width']!r}): chunk egs train the "
             "recurrent family (tdnn_lstm) only; remove egs.chunk_width or the experiment"
         )
+    if chunks is not None and exp["model"].get("frame_subsampling_factor", 1) != 1:
+        raise ConfigError(
+            f"{where}.model.frame_subsampling_factor with chunk egs is not implemented "
+            "(Kaldi rounds the chunk widths up to multiples of it and scores every f-th "
+            "frame of a chunk); remove it or use a frame-eg family"
+        )
     extra = sorted(k for k in CHUNK_TRAINER_KEYS if k in exp["trainer"])
     if extra and not recurrent:
         raise ConfigError(

@@ -68,6 +68,13 @@ def test_a_tdnn_lstm_experiment_with_chunk_egs_validates_and_keeps_what_was_writ
         ({"egs": {"chunk_width": 0}, "experiments": {"l": LSTM}}, r"chunk_width"),
         ({"egs": {"chunk_left_context_initial": -2, "chunk_width": 9}}, r"initial"),
         (
+            {
+                "egs": {"chunk_width": 20},
+                "experiments": {"l": deep_merge(LSTM, {"model": {"frame_subsampling_factor": 3}})},
+            },
+            r"frame_subsampling_factor with chunk egs",
+        ),
+        (
             {"egs": {"chunk_width": 20}, "experiments": {"l": {"model": {"family": "tdnn_lstm"}}}},
             r"needs model\.tdnn_lstm\.layers",
         ),
