@@ -175,6 +175,12 @@ def test_the_search_sees_every_fth_frame_at_f_times_the_scale(tmp_path, phone_gr
         best = lat3[u].best_paths([10.0], [0.0])[(10.0, 0.0)]
         want = expected.best_paths([10.0 / 3], [0.0])[(10.0 / 3, 0.0)]
         assert list(lat3[u].tid[best]) == list(expected.tid[want])
+        # the same pruned lattice: searched at 0.3 (at 0.1 it keeps other links)
+        assert lat3[u].num_links == expected.num_links
+        np.testing.assert_allclose(np.sort(lat3[u].graph), np.sort(expected.graph), atol=1e-4)
+        np.testing.assert_allclose(
+            np.sort(lat3[u].acoustic), np.sort(3 * expected.acoustic), rtol=1e-4, atol=1e-3
+        )
         assert lat3[u].acoustic[best].sum() == pytest.approx(
             3 * expected.acoustic[want].sum(), 1e-4
         )
