@@ -141,7 +141,7 @@ class Run:
                 for t, m in enumerate(models[1:], start=2):  # m_t = the model after t
                     ema = ema_update(ema, m["state_dict"], ema_plan.ema_decay(t))  # as stored
                 file_dict = {**models[-1], "state_dict": ema}
-                objectives[alpha] = combine_objective(file_dict, archive)[0]
+                objectives[alpha] = combine_objective(file_dict, archive)
                 emas[alpha] = file_dict
         best = max(objectives, key=objectives.get)
         path = self.scratch / f"{exp}.ema{best:g}.pt"

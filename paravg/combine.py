@@ -18,13 +18,14 @@ newest model alone), would change ``final.pt`` whenever the EMA is on. With
 * ``none``: the EMA is not read; the final model is Kaldi's combination (the name is not
   ``off``, which YAML reads as false).
 
-A model with batch-norm (TDNN-F) has its statistics recomputed on the combine egs before
-it is scored, as ``nnet3-combine`` does (``RecomputeStats``, ``nnet-utils.cc``): the
-statistics are zeroed, every combine eg is forwarded with batch-norm in training mode
-(each component normalises with its minibatch's statistics and stores them) and dropout
-off, and test mode then reads the stored sums. The candidate is scored, and written, with
-those statistics. A model without batch-norm is scored as it is. At a low frame rate
-(``model.frame_subsampling_factor`` f) both use the network's outputs at eg frames
+A model with batch-norm (TDNN-F) is handled as ``nnet3-combine`` does it
+(``src/nnet3bin/nnet3-combine.cc``): each candidate is scored with batch-norm in training
+mode (every minibatch of the combine egs, of :data:`COMBINE_MINIBATCH` egs, normalised by
+its own statistics; ``--batchnorm-test-mode`` false) and dropout off; the chosen model
+then has its statistics recomputed on the combine egs (``RecomputeStats``,
+``nnet-utils.cc``: zeroed, every combine eg forwarded in training mode, the sums stored),
+which test mode reads. A model without batch-norm is scored and written as it is. At a
+low frame rate (``model.frame_subsampling_factor`` f) both use the network's outputs at eg frames
 k ≡ 0 (mod f) (:func:`paravg.nnet.objective.eg_outputs`), as ``nnet3-combine`` on egs
 with output indexes t = 0, f, 2f, …
 
@@ -75,17 +76,25 @@ def recompute_batchnorm_stats(model: AcousticModel, archive: EgsArchive) -> None
     model.eval()
 
 
-def combine_objective(file_dict: dict, archive: EgsArchive) -> tuple[float, dict]:
-    """Average log-prob per frame of a model on every frame of the combine egs, and its
-    state dict as scored (batch-norm statistics recomputed on those egs)."""
+def combine_objective(file_dict: dict, archive: EgsArchive) -> float:
+    """Average log-prob per frame of a model on every frame of the combine egs, scored as
+    ``nnet3-combine``'s ``ComputeObjf`` with its defaults: dropout off, batch-norm in
+    training mode (each minibatch normalised by its own statistics)."""
     model = build_model(file_dict)
-    recompute_batchnorm_stats(model, archive)
     batches = all_minibatches(archive, model.left_context, model.right_context, COMBINE_MINIBATCH)
-    objf = evaluate_minibatches(model, batches, torch.device("cpu")).logprob
+    stats = evaluate_minibatches(model, batches, torch.device("cpu"), batchnorm_test_mode=False)
+    return stats.logprob
+
+
+def with_recomputed_stats(file_dict: dict, archive: EgsArchive) -> dict:
+    """``file_dict`` with its batch-norm statistics recomputed on ``archive`` (the chosen
+    model; ``nnet3-combine`` calls ``RecomputeStats`` on it); unchanged without batch-norm."""
+    model = build_model(file_dict)
     if not model.batchnorms():
-        return objf, file_dict["state_dict"]
+        return file_dict
+    recompute_batchnorm_stats(model, archive)
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-    return objf, state
+    return {**file_dict, "state_dict": state}
 
 
 @torch.no_grad()
@@ -112,9 +121,8 @@ def combine_models(
     for n in range(1, n_total + 1):
         if not (n == 1 or n == n_total or (n - 1) % step == 0):
             continue
-        objf, sd = combine_objective(
-            {**files[0], "state_dict": mean([f["state_dict"] for f in files[:n]])}, archive
-        )
+        sd = mean([f["state_dict"] for f in files[:n]])
+        objf = combine_objective({**files[0], "state_dict": sd}, archive)
         evaluated[n] = objf
         log.info("average of newest %d models: objective %.5f", n, objf)
         if objf > best_objf:
@@ -131,16 +139,13 @@ def combine_models(
     }
     if ema_path is not None and ema_choice != "none":
         ema = load_model_file(ema_path)
-        ema_objf, ema_sd = combine_objective(ema, archive)
+        ema_objf = combine_objective(ema, archive)
         log.info("EMA model %s: objective %.5f (combination %.5f)", ema_path, ema_objf, best_objf)
         summary["ema"] = {"path": str(ema_path), "objective": ema_objf, "choice": ema_choice}
         if ema_choice == "final" or ema_objf > best_objf:
-            combined = {
-                **ema,
-                "state_dict": ema_sd,
-                "meta": {"combined_models": "EMA", "ema": str(ema_path)},
-            }
+            combined = {**ema, "meta": {"combined_models": "EMA", "ema": str(ema_path)}}
             summary.update(chosen="ema", objective=ema_objf)
+    combined = with_recomputed_stats(combined, archive)
     summary["sha256"] = checksums({model_out: save_torch_atomic(model_out, combined)})
     write_json_atomic(summary_out, summary)
     return summary

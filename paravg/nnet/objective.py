@@ -92,14 +92,24 @@ def eg_outputs(model, mb) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 def evaluate_minibatches(
-    model: torch.nn.Module, minibatches: Iterable, device: torch.device
+    model: torch.nn.Module,
+    minibatches: Iterable,
+    device: torch.device,
+    batchnorm_test_mode: bool = True,
 ) -> ObjectiveStats:
     """Average log-prob and accuracy of ``model`` over minibatches with all frames of each
-    eg (at a low frame rate, those of its output frames: :func:`eg_outputs`)."""
+    eg (at a low frame rate, those of its output frames: :func:`eg_outputs`).
+
+    Dropout is always in test mode (off). ``batchnorm_test_mode=False`` normalises each
+    minibatch by its own statistics, as ``nnet3-combine`` scores its candidates (its
+    ``--batchnorm-test-mode`` default); a model without batch-norm is unaffected."""
     from paravg.egs.loader import Minibatch
 
     stats = ObjectiveStats()
     model.eval()
+    if not batchnorm_test_mode and model.batchnorms():
+        model.set_dropout_proportion(0.0)
+        model.train()
     with torch.no_grad():
         for mb in minibatches:
             ivec = mb.ivectors.to(device) if mb.ivectors is not None else None

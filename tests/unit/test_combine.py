@@ -13,6 +13,7 @@ from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import build_model, load_model_file, model_to_file_dict
 from paravg.nnet.objective import weighted_logprob
 from paravg.nnet.tdnn import TdnnModel
+from paravg.sync.tensors import mean
 
 CFG = {
     "input_splice": [-1, 0, 1],
@@ -171,11 +172,14 @@ def test_batchnorm_statistics_are_recomputed_on_the_combine_egs(tmp_path):
         lda = model.lda(model.lda_input(feats, None))  # rows at times 1..3 of the window
         rows = tdnn1.relu(tdnn1.affine(lda)).reshape(-1, 8).double()
     torch.testing.assert_close(final["layers.0.batchnorm.stats_sum"] / 120, rows.mean(0))
-    # the objective was scored with those statistics
-    batches = all_frame_minibatches(EgsArchive(tmp_path / "combine"), 2, 2, 512)
-    with torch.no_grad():
-        stats = [
-            weighted_logprob(model(mb.feats, None)[:, 0], mb.labels[:, 0], mb.weights[:, 0])
-            for mb in batches
-        ]
-    assert float(sum(stats)) / 40 == pytest.approx(summary["objective"], rel=1e-5)
+    # the candidates were scored with batch-norm in training mode (the one minibatch of
+    # 40 egs normalised by its own statistics), not with any stored statistics
+    files = [load_model_file(p) for p in reversed(paths)]
+    for n in (1, 2):
+        cand = build_model({**files[0], "state_dict": mean([f["state_dict"] for f in files[:n]])})
+        cand.train()
+        batch = next(iter(all_frame_minibatches(EgsArchive(tmp_path / "combine"), 2, 2, 512)))
+        with torch.no_grad():
+            logp = cand(batch.feats, None)[:, 0]
+        want = float(weighted_logprob(logp, batch.labels[:, 0], batch.weights[:, 0])) / 40
+        assert summary["objective_by_num_models"][str(n)] == pytest.approx(want, rel=1e-5)
