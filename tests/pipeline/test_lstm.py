@@ -1,7 +1,7 @@
 """The TDNN-LSTM family through the same DAG, on chunk egs (Kaldi's train_rnn.py):
 the egs rebuilt as chunks, trained with whole chunks and derivative truncation,
-combined, evaluated and decoded on whole utterances (looped-equivalent); a rerun job
-reproduces its bits.
+combined, evaluated and decoded on whole utterances (looped-equivalent), exported to
+Kaldi's formats; a rerun job reproduces its bits.
 
 The chunk egs replace the frame egs of the shared upstream workspace (the egs config
 changes), so every experiment of the run is recurrent: the overlay makes the default
@@ -63,7 +63,7 @@ def workdir(clone_upstream) -> Path:
     # the chunk egs replace the frame egs: without the old info.json the DAG plans the
     # training after the egs checkpoint (with it, from its stale archive count)
     shutil.rmtree(ws / "results" / "egs")
-    targets = [str(EXP / "decode/test/scores.json"), str(EXP / "eval/test.json")]
+    targets = [str(EXP / t) for t in ("decode/test/scores.json", "eval/test.json", "kaldi")]
     check_ok(run_snakemake(ws, "--cores", "2", *targets, overlay=OVERLAY), "the lstm run")
     return ws
 
@@ -93,6 +93,7 @@ def test_the_lstm_trains_on_chunks_combines_evaluates_and_decodes(workdir):
     assert evaluated["frame_accuracy"] > 0.2, evaluated
     scores = json.loads((exp / "decode" / "test" / "scores.json").read_text())
     assert scores, scores
+    assert (exp / "kaldi" / "export.json").exists()  # the chunk-trained model exports
 
 
 def test_a_rerun_lstm_iteration_reproduces_its_bits(workdir):
