@@ -72,12 +72,13 @@ def one_job(cfg: dict, prefix: str, ng: bool, repeats: int) -> dict:
     from paravg.train_job import train_one_job
 
     torch.set_num_threads(1)
-    times, base, model = [], 0, None
+    factory = make_affine_factory({"enabled": ng})
+    new_model(cfg, FEAT_DIM, IVEC_DIM, NUM_TARGETS, factory).init_parameters(seed=0)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # imports and one model
+    times, model = [], None
     for _ in range(repeats):
-        factory = make_affine_factory({"enabled": ng})
         model = new_model(cfg, FEAT_DIM, IVEC_DIM, NUM_TARGETS, factory)
         model.init_parameters(seed=0)
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         spec = JobSpec(
             iteration=1,
             job=0,
@@ -116,7 +117,10 @@ def measure_job(cfg: dict, prefix: Path, ng: bool, repeats: int) -> dict:
 def training_cost(num_egs: int, repeats: int) -> None:
     from paravg.nnet.context import model_context
 
-    configs = family_configs()
+    configs = {}
+    for name, cfg in family_configs().items():  # one row per distinct model (not per seed)
+        if all(cfg != other for other in configs.values()):
+            configs[name] = cfg
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, cfg in configs.items():
