@@ -51,9 +51,10 @@ W ~ N(0, 1/in), b ~ N(0, 1); the peepholes N(0, 1) (``param-stddev`` 1.0); the o
 layer zero. Max-change: TDNN affines ``model.max_change_hidden`` (0.75), W_all and W_rp
 1.5 (the fast-lstmp ``ng-affine-options``), lstm_nonlin 0.75, output 1.5.
 
-Not here (yet): the fast-lstmp ``dropout-proportion`` (DropoutMaskComponent; the WSJ
-recipe has none), ``lstmp-layer`` (the non-fast variant), backward LSTMs (delay > 0),
-train_rnn.py's shrinkage, the LSTM's nnet3 export, chunked egs.
+Chunked egs and chunk training: :mod:`paravg.egs.chunking`, :mod:`paravg.train_job`; the
+nnet3 export: :mod:`paravg.export.nnet3`. Not here (yet): the fast-lstmp
+``dropout-proportion`` (DropoutMaskComponent; the WSJ recipe has none), ``lstmp-layer``
+(the non-fast variant), backward LSTMs (delay > 0), train_rnn.py's shrinkage.
 """
 
 from __future__ import annotations
