@@ -7,7 +7,9 @@ of an experiment gets a **frontier** K_R: the largest index such that R's output
 every index ≤ K_R exist (files are written atomically, so an existing file is complete).
 R is then only allowed to produce indices > K_R (:func:`indices_above`), so the files of
 finished iterations are plain inputs and the DAG holds only what is left to do: its size
-no longer grows with the run.
+no longer grows with the run. Finding K_R costs O(t · N) stats; the main snakemake pays
+it once, but a cluster job of one iteration t (thousands per run) takes K_R = t − 1 from
+its own inputs instead (:func:`resume_frontiers` with ``below``: O(N)).
 
 What makes skipping the history safe is the **fingerprint chain** of
 :mod:`paravg.plan`: every job records f_{t+1} (a hash over everything its model depends
