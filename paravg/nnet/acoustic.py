@@ -131,6 +131,20 @@ class AcousticModel(nn.Module):
         """y = A x + b of the fixed transform."""
         return nn.functional.linear(x, self.lda_weight, self.lda_bias)
 
+    # ------------------------------------------------------------------ windows
+    def output_times(self, num_frames: int, stride: int = 1) -> tuple[int, ...]:
+        """The window frames whose outputs a window of ``num_frames`` input frames gives
+        at output stride ``stride`` (left, left + stride, … < num_frames − right)."""
+        left, right = self.left_context, self.right_context
+        if num_frames - left - right <= 0:
+            raise ValueError(
+                f"window of {num_frames} frames is too short for the model context "
+                f"({left} left, {right} right)"
+            )
+        if stride < 1:
+            raise ValueError(f"output stride must be >= 1, got {stride}")
+        return tuple(range(left, num_frames - right, stride))
+
     # ------------------------------------------------------------------ persistence
     def header(self) -> dict:
         from paravg.nnet.model_file import MODEL_FORMAT
@@ -142,3 +156,32 @@ class AcousticModel(nn.Module):
             "ivector_dim": self.ivector_dim,
             "num_targets": self.num_targets,
         }
+
+
+class LayerStackModel(AcousticModel):
+    """A family whose network is ``self.layers`` (each layer's ``parts()``: its updatable
+    components with Kaldi's names, in order) then ``self.output`` (the output affine,
+    zero-initialised): the TDNN-F and the TDNN-LSTM."""
+
+    def _named_components(self) -> list[tuple[str, nn.Module]]:
+        named = [part for layer in self.layers for part in layer.parts()]
+        return [*named, ("output.affine", self.output)]
+
+    def components(self) -> list[nn.Module]:
+        return [comp for _, comp in self._named_components()]
+
+    def component_names(self) -> list[str]:
+        return [name for name, _ in self._named_components()]
+
+    def modules_of(self, kind: type) -> list[nn.Module]:
+        """Every sub-module of type ``kind``, in order."""
+        return [m for m in self.modules() if isinstance(m, kind)]
+
+    def init_parameters(self, seed: int) -> None:
+        """Kaldi's initialisation, seeded, components in order; the output layer zero."""
+        gen = torch.Generator().manual_seed(seed)
+        for comp in self.components()[:-1]:
+            comp.init_kaldi(gen)
+        with torch.no_grad():
+            self.output.weight.zero_()
+            self.output.bias.zero_()

@@ -67,7 +67,7 @@ import torch
 from torch import nn
 
 from paravg.errors import ConfigError
-from paravg.nnet.acoustic import AcousticModel
+from paravg.nnet.acoustic import LayerStackModel
 from paravg.nnet.affine import Affine, plain_affine_factory
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
 from paravg.nnet.rows import Selector, append, selector, take
@@ -639,7 +639,7 @@ def uses_natural_gradient(factory: AffineFactory) -> bool:
     return isinstance(probe, NaturalGradientAffine) and probe.ngsgd.enabled
 
 
-class TdnnLstmModel(AcousticModel):
+class TdnnLstmModel(LayerStackModel):
     """The TDNN-LSTM acoustic model (module docstring), configured by
     ``model.tdnn_lstm``::
 
@@ -725,30 +725,11 @@ class TdnnLstmModel(AcousticModel):
         self._levels: dict[tuple, list[Times]] = {}
 
     # ------------------------------------------------------------------ training hooks
-    def _named_components(self) -> list[tuple[str, nn.Module]]:
-        named = [part for layer in self.layers for part in layer.parts()]
-        return [*named, ("output.affine", self.output)]
-
-    def components(self) -> list[nn.Module]:
-        return [comp for _, comp in self._named_components()]
-
-    def component_names(self) -> list[str]:
-        return [name for name, _ in self._named_components()]
-
     def relus(self) -> list[RectifiedLinear]:
-        return [m for m in self.modules() if isinstance(m, RectifiedLinear)]
+        return self.modules_of(RectifiedLinear)
 
     def lstm_nonlinearities(self) -> list[LstmNonlinearity]:
-        return [m for m in self.modules() if isinstance(m, LstmNonlinearity)]
-
-    def init_parameters(self, seed: int) -> None:
-        """Kaldi's initialisation, seeded, components in order; the output zero."""
-        gen = torch.Generator().manual_seed(seed)
-        for comp in self.components()[:-1]:
-            comp.init_kaldi(gen)
-        with torch.no_grad():
-            self.output.weight.zero_()
-            self.output.bias.zero_()
+        return self.modules_of(LstmNonlinearity)
 
     def reset_nonlinearity_stats(self, seed: int) -> None:
         """``ZeroComponentStats``: the ReLUs' (and their draws' seeds) and the LSTM
@@ -803,18 +784,11 @@ class TdnnLstmModel(AcousticModel):
         outside [min, max] are zero (Kaldi's ``--optimization.min-deriv-time`` /
         ``max-deriv-time``)."""
         L = self.left_context
-        num_out = feats.shape[1] - L - self.right_context
-        if num_out <= 0:
-            raise ValueError(
-                f"window of {feats.shape[1]} frames is too short for the model context "
-                f"({L} left, {self.right_context} right)"
-            )
-        if stride < 1:
-            raise ValueError(f"output stride must be >= 1, got {stride}")
-        levels = self._levels.get((num_out, stride))
+        key = (feats.shape[1], stride)
+        levels = self._levels.get(key)
         if levels is None:  # one walk per window length and stride
-            levels = self.level_times(tuple(range(L, L + num_out, stride)))
-            self._levels[(num_out, stride)] = levels
+            levels = self.level_times(self.output_times(feats.shape[1], stride))
+            self._levels[key] = levels
         offset = L - first_output_time  # window frame − offset = Kaldi's t
         lo = None if min_deriv_time is None else min_deriv_time + offset
         hi = None if max_deriv_time is None else max_deriv_time + offset

@@ -51,7 +51,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from paravg.nnet.acoustic import AcousticModel
+from paravg.nnet.acoustic import LayerStackModel
 from paravg.nnet.affine import Affine, plain_affine_factory
 from paravg.nnet.batchnorm import BatchNorm
 from paravg.nnet.dropout import GeneralDropout
@@ -193,7 +193,7 @@ class PrefinalLayer(nn.Module):
         return self.batchnorm2(self.linear(self.batchnorm1(self.relu(self.affine(x)))))
 
 
-class TdnnfModel(AcousticModel):
+class TdnnfModel(LayerStackModel):
     """The TDNN-F acoustic model (module docstring), configured by ``model.tdnnf``."""
 
     family = "tdnnf"
@@ -260,33 +260,14 @@ class TdnnfModel(AcousticModel):
         self._levels: dict[tuple[int, int], list[Times]] = {}
 
     # ------------------------------------------------------------------ training hooks
-    def _named_components(self) -> list[tuple[str, Affine]]:
-        named = [part for layer in self.layers for part in layer.parts()]
-        return [*named, ("output.affine", self.output)]
-
-    def components(self) -> list[Affine]:
-        return [comp for _, comp in self._named_components()]
-
-    def component_names(self) -> list[str]:
-        return [name for name, _ in self._named_components()]
-
     def relus(self) -> list[RectifiedLinear]:
-        return [m for m in self.modules() if isinstance(m, RectifiedLinear)]
+        return self.modules_of(RectifiedLinear)
 
     def dropouts(self) -> list[GeneralDropout]:
-        return [m for m in self.modules() if isinstance(m, GeneralDropout)]
+        return self.modules_of(GeneralDropout)
 
     def batchnorms(self) -> list[BatchNorm]:
-        return [m for m in self.modules() if isinstance(m, BatchNorm)]
-
-    def init_parameters(self, seed: int) -> None:
-        """Kaldi's initialisation, seeded, components in order; the output zero."""
-        gen = torch.Generator().manual_seed(seed)
-        for comp in self.components()[:-1]:
-            comp.init_kaldi(gen)
-        with torch.no_grad():
-            self.output.weight.zero_()
-            self.output.bias.zero_()
+        return self.modules_of(BatchNorm)
 
     def reset_nonlinearity_stats(self, seed: int) -> None:
         """``ZeroComponentStats`` (ReLU and batch-norm statistics) and the job's seeds for
@@ -318,19 +299,11 @@ class TdnnfModel(AcousticModel):
         """(B, T, D) features [+ i-vectors] → (B, ⌈(T − left − right) / stride⌉, C)
         log-probs at the window's output frames 0, stride, 2·stride, …, each layer
         computed only at the times those outputs need."""
-        num_out = feats.shape[1] - self.left_context - self.right_context
-        if num_out <= 0:
-            raise ValueError(
-                f"window of {feats.shape[1]} frames is too short for the model context "
-                f"({self.left_context} left, {self.right_context} right)"
-            )
-        if stride < 1:
-            raise ValueError(f"output stride must be >= 1, got {stride}")
-        levels = self._levels.get((num_out, stride))
+        key = (feats.shape[1], stride)
+        levels = self._levels.get(key)
         if levels is None:  # one walk per window length and stride
-            first = self.left_context
-            levels = self.level_times(tuple(range(first, first + num_out, stride)))
-            self._levels[(num_out, stride)] = levels
+            levels = self.level_times(self.output_times(feats.shape[1], stride))
+            self._levels[key] = levels
         h = self.lda(self.lda_rows(feats, ivectors, levels[0], self.input_rows(levels[0])))
         for layer, have, times in zip(self.layers, levels[:-1], levels[1:], strict=True):
             h = layer(h, have, times)
