@@ -15,13 +15,13 @@ paravg's reader; the config lines from ``steps/libs/nnet3/xconfig/lstm.py``
 from __future__ import annotations
 
 import copy
-import struct
 import wave
 
 import numpy as np
 import pytest
 import torch
 from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS
+from kaldi_bytes import f32, f64, fm, fv, i32, tok
 
 from paravg.corpus.phones import PHONES
 from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
@@ -276,48 +276,23 @@ TINY_TEXT = {
 }
 
 
-def _tok(*names):
-    return b"".join(n.encode() + b" " for n in names)
-
-
-def _i32(v):
-    return b"\x04" + struct.pack("<i", v)
-
-
-def _f32(v):
-    return b"\x04" + struct.pack("<f", v)
-
-
-def _f64(v):
-    return b"\x08" + struct.pack("<d", v)
-
-
-def _fv(values):
-    return _tok("FV") + _i32(len(values)) + struct.pack(f"<{len(values)}f", *values)
-
-
-def _fm(rows):
-    flat = [v for row in rows for v in row]
-    return _tok("FM") + _i32(len(rows)) + _i32(len(rows[0])) + struct.pack(f"<{len(flat)}f", *flat)
-
-
 # Binary mode: int32 = size byte 4 + little-endian; float = 4 + IEEE single; double
 # (count_, the truncation's statistics) = 8 + IEEE double; Matrix = "FM " + rows + cols
 # + row-major floats (Kaldi writes its double statistics as a float matrix); Vector =
 # "FV " + dim + floats.
 TINY_BINARY = {
-    "lstm1.lstm_nonlin": _tok("<LstmNonlinearityComponent>", "<MaxChange>") + _f32(0.5)
-    + _tok("<LearningRate>") + _f32(0.0) + _tok("<Params>") + _fm(PEEPHOLES)
-    + _tok("<ValueAvg>") + _fm(VALUE_AVG) + _tok("<DerivAvg>") + _fm(DERIV_AVG)
-    + _tok("<SelfRepairConfig>") + _fv([0.05, 0.05, 0.2, 0.05, 0.2] + [0.0625] * 5)
-    + _tok("<SelfRepairProb>") + _fv([1.0, 0.0, 0.5, 0.0, 0.25])
-    + _tok("<Count>") + _f64(COUNT) + _tok("</LstmNonlinearityComponent>"),
-    "lstm1.cr_trunc": _tok("<BackpropTruncationComponent>", "<Dim>") + _i32(3)
-    + _tok("<Scale>") + _f32(0.75) + _tok("<ClippingThreshold>") + _f32(32.0)
-    + _tok("<ZeroingThreshold>") + _f32(16.0) + _tok("<ZeroingInterval>") + _i32(24)
-    + _tok("<RecurrenceInterval>") + _i32(2) + _tok("<NumElementsClipped>") + _f64(0.0)
-    + _tok("<NumElementsZeroed>") + _f64(0.0) + _tok("<NumElementsProcessed>") + _f64(0.0)
-    + _tok("<NumZeroingBoundaries>") + _f64(0.0) + _tok("</BackpropTruncationComponent>"),
+    "lstm1.lstm_nonlin": tok("<LstmNonlinearityComponent>", "<MaxChange>") + f32(0.5)
+    + tok("<LearningRate>") + f32(0.0) + tok("<Params>") + fm(PEEPHOLES)
+    + tok("<ValueAvg>") + fm(VALUE_AVG) + tok("<DerivAvg>") + fm(DERIV_AVG)
+    + tok("<SelfRepairConfig>") + fv([0.05, 0.05, 0.2, 0.05, 0.2] + [0.0625] * 5)
+    + tok("<SelfRepairProb>") + fv([1.0, 0.0, 0.5, 0.0, 0.25])
+    + tok("<Count>") + f64(COUNT) + tok("</LstmNonlinearityComponent>"),
+    "lstm1.cr_trunc": tok("<BackpropTruncationComponent>", "<Dim>") + i32(3)
+    + tok("<Scale>") + f32(0.75) + tok("<ClippingThreshold>") + f32(32.0)
+    + tok("<ZeroingThreshold>") + f32(16.0) + tok("<ZeroingInterval>") + i32(24)
+    + tok("<RecurrenceInterval>") + i32(2) + tok("<NumElementsClipped>") + f64(0.0)
+    + tok("<NumElementsZeroed>") + f64(0.0) + tok("<NumElementsProcessed>") + f64(0.0)
+    + tok("<NumZeroingBoundaries>") + f64(0.0) + tok("</BackpropTruncationComponent>"),
 }  # fmt: skip
 
 
@@ -347,9 +322,9 @@ def test_the_components_are_kaldis_bytes_written_by_hand():
 def test_the_reader_reads_kaldis_bytes_written_by_hand(binary):
     for name in TINY_TEXT:
         body = TINY_BINARY[name] if binary else TINY_TEXT[name].encode()
-        data = (b"\0B" if binary else b"") + _tok("<Nnet3>") + b"\n\n" + _tok("<NumComponents>")
-        data += (_i32(1) if binary else b"1 \n") + _tok("<ComponentName>", name) + body
-        comp = read_nnet3(KaldiReader(data + _tok("</Nnet3>"))).components[0]
+        data = (b"\0B" if binary else b"") + tok("<Nnet3>") + b"\n\n" + tok("<NumComponents>")
+        data += (i32(1) if binary else b"1 \n") + tok("<ComponentName>", name) + body
+        comp = read_nnet3(KaldiReader(data + tok("</Nnet3>"))).components[0]
         p = comp.params
         if name == "lstm1.lstm_nonlin":
             np.testing.assert_array_equal(p["params"], PEEPHOLES)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS
+from kaldi_bytes import f32, fm, fv, i32, tok
 
 from paravg.corpus.phones import PHONES
 from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
@@ -276,33 +277,12 @@ TINY_TEXT = {
 }
 
 
-def _tok(*names):
-    return b"".join(n.encode() + b" " for n in names)
-
-
-def _i32(v):
-    return b"\x04" + struct.pack("<i", v)
-
-
-def _f32(v):
-    return b"\x04" + struct.pack("<f", v)
-
-
-def _fv(values):
-    return _tok("FV") + _i32(len(values)) + struct.pack(f"<{len(values)}f", *values)
-
-
-def _fm(rows):
-    flat = [v for row in rows for v in row]
-    return _tok("FM") + _i32(len(rows)) + _i32(len(rows[0])) + struct.pack(f"<{len(flat)}f", *flat)
-
-
 def _updatable_common(kind):
     """WriteUpdatableCommon in binary: the tag, <MaxChange> 0.75, <L2Regularize> 0.25,
     <LearningRate> 0."""
     return (
-        _tok(f"<{kind}>", "<MaxChange>") + _f32(0.75) + _tok("<L2Regularize>") + _f32(0.25)
-        + _tok("<LearningRate>") + _f32(0.0)
+        tok(f"<{kind}>", "<MaxChange>") + f32(0.75) + tok("<L2Regularize>") + f32(0.25)
+        + tok("<LearningRate>") + f32(0.0)
     )  # fmt: skip
 
 
@@ -313,34 +293,34 @@ def _updatable_common(kind):
 # after a component.
 TINY_BINARY = {
     "tdnn1.affine": _updatable_common("NaturalGradientAffineComponent")
-    + _tok("<LinearParams>") + _fm(TDNN1) + _tok("<BiasParams>") + _fv(TDNN1_BIAS)
-    + _tok("<RankIn>") + _i32(1) + _tok("<RankOut>") + _i32(1)
-    + _tok("<UpdatePeriod>") + _i32(4) + _tok("<NumSamplesHistory>") + _f32(2000.0)
-    + _tok("<Alpha>") + _f32(4.0) + _tok("</NaturalGradientAffineComponent>"),
+    + tok("<LinearParams>") + fm(TDNN1) + tok("<BiasParams>") + fv(TDNN1_BIAS)
+    + tok("<RankIn>") + i32(1) + tok("<RankOut>") + i32(1)
+    + tok("<UpdatePeriod>") + i32(4) + tok("<NumSamplesHistory>") + f32(2000.0)
+    + tok("<Alpha>") + f32(4.0) + tok("</NaturalGradientAffineComponent>"),
     "tdnnf2.linear": _updatable_common("TdnnComponent")
-    + _tok("<TimeOffsets>") + b"\x04" + struct.pack("<iii", 2, -1, 0)
-    + _tok("<LinearParams>") + _fm(TDNN_LINEAR) + _tok("<BiasParams>") + _fv([])
-    + _tok("<OrthonormalConstraint>") + _f32(-1.0) + _tok("<UseNaturalGradient>") + b"T"
-    + _tok("<NumSamplesHistory>") + _f32(2000.0) + _tok("<AlphaInOut>") + _f32(4.0)
-    + _f32(4.0) + _tok("<RankInOut>") + _i32(2) + _i32(1) + _tok("</TdnnComponent>"),
+    + tok("<TimeOffsets>") + b"\x04" + struct.pack("<iii", 2, -1, 0)
+    + tok("<LinearParams>") + fm(TDNN_LINEAR) + tok("<BiasParams>") + fv([])
+    + tok("<OrthonormalConstraint>") + f32(-1.0) + tok("<UseNaturalGradient>") + b"T"
+    + tok("<NumSamplesHistory>") + f32(2000.0) + tok("<AlphaInOut>") + f32(4.0)
+    + f32(4.0) + tok("<RankInOut>") + i32(2) + i32(1) + tok("</TdnnComponent>"),
     "tdnnf2.affine": _updatable_common("TdnnComponent")
-    + _tok("<TimeOffsets>") + b"\x04" + struct.pack("<iii", 2, 0, 1)
-    + _tok("<LinearParams>") + _fm(TDNN_AFFINE) + _tok("<BiasParams>") + _fv(TDNN_AFFINE_BIAS)
-    + _tok("<OrthonormalConstraint>") + _f32(0.0) + _tok("<UseNaturalGradient>") + b"T"
-    + _tok("<NumSamplesHistory>") + _f32(2000.0) + _tok("<AlphaInOut>") + _f32(4.0)
-    + _f32(4.0) + _tok("<RankInOut>") + _i32(1) + _i32(1) + _tok("</TdnnComponent>"),
-    "tdnnf2.batchnorm": _tok("<BatchNormComponent>", "<Dim>") + _i32(2) + _tok("<BlockDim>")
-    + _i32(2) + _tok("<Epsilon>") + _f32(0.001) + _tok("<TargetRms>") + _f32(1.0)
-    + _tok("<TestMode>") + b"T" + _tok("<Count>") + b"\x08" + struct.pack("<d", BN_COUNT)
-    + _tok("<StatsMean>") + _fv(BN_MEAN) + _tok("<StatsVar>") + _fv(BN_VAR)
-    + _tok("</BatchNormComponent>"),
-    "tdnnf2.noop": _tok("<NoOpComponent>", "<Dim>") + _i32(2) + _tok("<BackpropScale>")
-    + _f32(1.0) + _tok("</NoOpComponent>"),
+    + tok("<TimeOffsets>") + b"\x04" + struct.pack("<iii", 2, 0, 1)
+    + tok("<LinearParams>") + fm(TDNN_AFFINE) + tok("<BiasParams>") + fv(TDNN_AFFINE_BIAS)
+    + tok("<OrthonormalConstraint>") + f32(0.0) + tok("<UseNaturalGradient>") + b"T"
+    + tok("<NumSamplesHistory>") + f32(2000.0) + tok("<AlphaInOut>") + f32(4.0)
+    + f32(4.0) + tok("<RankInOut>") + i32(1) + i32(1) + tok("</TdnnComponent>"),
+    "tdnnf2.batchnorm": tok("<BatchNormComponent>", "<Dim>") + i32(2) + tok("<BlockDim>")
+    + i32(2) + tok("<Epsilon>") + f32(0.001) + tok("<TargetRms>") + f32(1.0)
+    + tok("<TestMode>") + b"T" + tok("<Count>") + b"\x08" + struct.pack("<d", BN_COUNT)
+    + tok("<StatsMean>") + fv(BN_MEAN) + tok("<StatsVar>") + fv(BN_VAR)
+    + tok("</BatchNormComponent>"),
+    "tdnnf2.noop": tok("<NoOpComponent>", "<Dim>") + i32(2) + tok("<BackpropScale>")
+    + f32(1.0) + tok("</NoOpComponent>"),
     "prefinal-l": _updatable_common("LinearComponent")
-    + _tok("<Params>") + _fm(PREFINAL_L) + _tok("<OrthonormalConstraint>") + _f32(-1.0)
-    + _tok("<UseNaturalGradient>") + b"T" + _tok("<RankInOut>") + _i32(1) + _i32(1)
-    + _tok("<Alpha>") + _f32(4.0) + _tok("<NumSamplesHistory>") + _f32(2000.0)
-    + _tok("<UpdatePeriod>") + _i32(4) + _tok("</LinearComponent>"),
+    + tok("<Params>") + fm(PREFINAL_L) + tok("<OrthonormalConstraint>") + f32(-1.0)
+    + tok("<UseNaturalGradient>") + b"T" + tok("<RankInOut>") + i32(1) + i32(1)
+    + tok("<Alpha>") + f32(4.0) + tok("<NumSamplesHistory>") + f32(2000.0)
+    + tok("<UpdatePeriod>") + i32(4) + tok("</LinearComponent>"),
 }  # fmt: skip
 
 
@@ -369,9 +349,9 @@ def test_the_reader_reads_kaldis_bytes_written_by_hand(binary):
     """paravg's reader on the hand-written components, each in a one-component file."""
     for name in TINY_TEXT:
         body = TINY_BINARY[name] if binary else TINY_TEXT[name].encode()
-        data = (b"\0B" if binary else b"") + _tok("<Nnet3>") + b"\n\n" + _tok("<NumComponents>")
-        data += (_i32(1) if binary else b"1 \n") + _tok("<ComponentName>", name) + body
-        nnet = read_nnet3(KaldiReader(data + _tok("</Nnet3>")))
+        data = (b"\0B" if binary else b"") + tok("<Nnet3>") + b"\n\n" + tok("<NumComponents>")
+        data += (i32(1) if binary else b"1 \n") + tok("<ComponentName>", name) + body
+        nnet = read_nnet3(KaldiReader(data + tok("</Nnet3>")))
         params = nnet.components[0].params
         if name == "tdnnf2.linear":
             np.testing.assert_array_equal(params["linear"], TDNN_LINEAR)
