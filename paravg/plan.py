@@ -179,6 +179,7 @@ class ExperimentPlan:
         simulate: dict | None = None,
         block_jobs: int = 600,
         synced_start_mb: float = float("inf"),
+        block_edges: int | None = None,
     ) -> None:
         self.name = name
         self.experiment = experiment
@@ -189,6 +190,7 @@ class ExperimentPlan:
         self.combine = combine
         self.simulate = simulate or {}
         self.block_jobs = block_jobs
+        self.block_edges = block_edges
         self.synced_start_mb = synced_start_mb
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
@@ -397,8 +399,36 @@ class ExperimentPlan:
     # ------------------------------------------------------------ blocks
     @cached_property
     def block_iterations(self) -> int:
-        """H: iterations per block of the DAG (``run.block_jobs`` jobs at the most)."""
-        return max(1, self.block_jobs // max(self.schedule.jobs_per_iter))
+        """H: iterations per block of the DAG, at least one: at most ``run.block_jobs``
+        training jobs and ``run.block_edges`` start inputs.
+
+        The second bound is what the main snakemake's time grows with: each start input is
+        a DAG edge, looked up in its producer's list, and averaging below
+        ``run.synced_start_mb`` gives N_t · N_{t−1} models and as many statistics per
+        iteration (32,768 at N = 128, against 288 at the demo's 12)."""
+        by_jobs = self.block_jobs // max(self.schedule.jobs_per_iter)
+        if self.block_edges is None or self.num_iters < 2:
+            return max(1, by_jobs)
+        return max(1, min(by_jobs, self.block_edges // self.max_start_edges))
+
+    @cached_property
+    def max_start_edges(self) -> int:
+        """The most start inputs (files, every role) the jobs of one iteration read."""
+        per_job: dict[tuple, int] = {}
+        jobs_per_iter, srand = self.schedule.jobs_per_iter, self.trainer["srand"]
+        most = 0
+        for t in range(1, self.num_iters):
+            synced = self.starts_from_synced(t)
+            key = (jobs_per_iter[t - 1], jobs_per_iter[t], synced, min(t, 2))
+            if key not in per_job:  # every job of an iteration reads as many files
+                refs = (
+                    self.sync.restart_inputs(t, jobs_per_iter)
+                    if synced
+                    else self.sync.start_inputs(t, 0, jobs_per_iter, srand)
+                )
+                per_job[key] = sum(len(files) for files in refs.values())
+            most = max(most, per_job[key] * jobs_per_iter[t])
+        return max(1, most)
 
     @property
     def num_blocks(self) -> int:
@@ -510,6 +540,7 @@ def experiment_plans(
             config.get("simulate"),
             config["run"]["block_jobs"],
             config["run"]["synced_start_mb"],
+            config["run"]["block_edges"],
         )
         for name in config["experiments"]
     }

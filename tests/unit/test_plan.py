@@ -324,6 +324,24 @@ def test_blocks_cover_every_index_once():
     assert p.block_end(p.num_blocks - 1) == p.num_iters
 
 
+def test_blocks_are_bounded_by_the_edges_into_training_jobs():
+    """Averaging reads N_t · N_{t−1} models and statistics an iteration: the block holds
+    at most run.block_edges of them, and one iteration however many; reading the node's
+    <t>.pt instead (run.synced_start_mb) is 2 files a job, and the job bound rules."""
+    n = {"trainer": {"num_jobs_initial": 4, "num_jobs_final": 4}}
+    p = plans({**n, "run": {"block_jobs": 400, "block_edges": 10 * 2 * 4 * 4}})["default"]
+    assert p.max_start_edges == 2 * 4 * 4
+    assert p.block_iterations == 10  # not 400 // 4
+    assert plans({**n, "run": {"block_edges": 1}})["default"].block_iterations == 1
+    ring = plans({**n, "sync": {"method": "ring"}, "run": {"block_edges": 2 * 3 * 4 * 5}})
+    assert ring["default"].block_iterations == 5  # 3 neighbours' models and stats a job
+    synced = plans({**n, "run": {"block_edges": 10 * 2 * 4, "synced_start_mb": 0}})
+    assert synced["default"].max_start_edges == (1 + 1 + 4) * 4  # <t>.pt, summary, stats
+    # the demo's blocks are the job bound's: the default edge bound leaves them alone
+    demo = plans()["default"]
+    assert demo.block_iterations == 600 // max(demo.schedule.jobs_per_iter)
+
+
 def test_parsing_the_snakefile_imports_no_torch(tmp_path):
     """The Snakefile is parsed twice per cluster job: it must stay torch-free."""
     code = (
