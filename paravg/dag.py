@@ -298,6 +298,15 @@ class Dag:
             **self._dag_edges(p.start_inputs(it, j)),
         }
 
+    def mix_inputs(self, exp: str, t: int, j: int) -> dict:
+        """The mix node writing ``<t>/job<j>.start.pt`` (s_j^{t−1}, delay-by-one): the
+        neighbours' starts of t − 2 and the learner's own job of t − 3 (no job of t − 2:
+        it runs while its learner's job of t − 2 trains)."""
+        return self._dag_edges(self.plan(exp).mix_inputs(t - 1, j))
+
+    def mix_params(self, exp: str, t: int, j: int) -> dict:
+        return self.plan(exp).mix_rule_params(t - 1, j)
+
     def job_params(self, exp: str, t: int, j: int) -> dict:
         """Train job ``<t>/job<j>``'s params (``ExperimentPlan.job_rule_params``)."""
         return self.plan(exp).job_rule_params(t - 1, j)

@@ -282,6 +282,11 @@ class Layout:
         """``<t>/job<j>.start.pt``: the start model job j of iteration t − 1 trained from."""
         return f"{self.job_dir(exp, t)}/job{job}.start.pt"
 
+    def job_start_record(self, exp: str, t: Index, job: Index) -> str:
+        """``<t>/job<j>.start.json``: how the mix node formed ``job<j>.start.pt`` (the
+        neighbours mixed, the own job whose progress it adds) and its sha256."""
+        return f"{self.job_dir(exp, t)}/job{job}.start.json"
+
     def sync_summary(self, exp: str, t: Index) -> str:
         """``sync/<t>.json``: which jobs of iteration t − 1 were averaged, and how."""
         return f"{self.exp_dir(exp)}/sync/{t}.json"
@@ -442,7 +447,7 @@ _ARGS = {"exp": "[^/]+", "t": "[0-9]+", "job": "[0-9]+"}  # wildcard -> its rege
 
 def _args(kind: str) -> tuple[str, ...]:
     """The wildcards a Layout method takes."""
-    if kind in ("job_model", "job_start", "job_stats"):
+    if kind in ("job_model", "job_start", "job_stats", "job_start_record"):
         return ("exp", "t", "job")
     per_experiment = ("init_model", "init_stats", "combined_model", "combine_summary")
     if kind in (*per_experiment, "final_model", "final_summary"):
@@ -476,9 +481,13 @@ def _regexes() -> dict[str, re.Pattern]:
     return {kind: _regex(kind) for kind in (*_MODEL_KINDS, *_node_writers())}
 
 
-def _producer_rule(layout: Layout, kind: str, exp: str, t: str) -> tuple[str, str | None]:
+def _producer_rule(
+    layout: Layout, kind: str, exp: str, t: str, job: str | None = None
+) -> tuple[str, str | None]:
     """(rule, record kind) of a model file of ``kind``: a fixed rule, or the sync node
     kind writing it whose other model files of the same index exist."""
+    if kind == "job_start" and os.path.exists(layout.job_start_record(exp, t, job)):
+        return "mix_node", "job_start_record"  # delay-by-one's start: its mix node wrote it
     if kind in _MODEL_KINDS:
         return _MODEL_KINDS[kind]
     writers = _node_writers()[kind]
@@ -497,7 +506,8 @@ def model_producer(path) -> ModelProducer | None:
         if not (m := regex.match(text)):
             continue
         layout, exp = Layout(m["root"]), m["exp"]
-        rule, record_kind = _producer_rule(layout, kind, exp, m.groupdict().get("t"))
+        groups = m.groupdict()
+        rule, record_kind = _producer_rule(layout, kind, exp, groups.get("t"), groups.get("job"))
         record = None
         if record_kind:
             record = getattr(layout, record_kind)(*(m[a] for a in _args(record_kind)))

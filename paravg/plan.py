@@ -352,8 +352,41 @@ class ExperimentPlan:
         refs = self.sync.start_inputs(
             iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
         )
-        stats = refs.get("stats")
+        stats = refs.get("stats") or refs.get("previous")
         return self.fingerprint(stats[0].t if stats else 0)
+
+    def mix_inputs(self, iteration: int, job: int) -> dict[str, list[str]]:
+        """Role -> files the mix node of (``iteration``, ``job``) forms s_job^iteration from."""
+        refs = self.sync.mix_inputs(
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+        )
+        return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
+
+    def mix_rule_params(self, iteration: int, job: int) -> dict:
+        """The mix node's rule params: its input files, the sync settings the jobs of
+        ``iteration`` − 1 ran with, the fingerprint its start stands for (index
+        ``iteration``) and the one the neighbours' statistics must carry."""
+        files = self.mix_inputs(iteration, job)
+        refs = self.sync.mix_inputs(
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+        )
+        stats = refs.get("stats")
+        return {
+            "iteration": iteration,
+            "files": files,
+            "sync": self.sync_params(iteration - 1),
+            "fingerprints": {
+                "own": self.fingerprint(iteration),
+                "inputs": self.fingerprint(stats[0].t if stats else 0),
+            },
+        }
+
+    def mix_outputs(self, index: int) -> list[str]:
+        """The kept outputs of the mix nodes writing layout ``index`` (their records)."""
+        if not self.sync.mix_node or index < 2:
+            return []
+        jobs = range(self.num_jobs(index - 1))
+        return [self.layout.job_start_record(self.name, index, j) for j in jobs]
 
     def node_inputs(self, t: int) -> dict[str, list[str]]:
         """Role -> files the sync node of layout index ``t`` reads (off the critical path)."""

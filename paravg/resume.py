@@ -69,9 +69,17 @@ class Frontiers:
     node: int
     ema: int
     diag: int
+    mix: int = 0  # delay-by-one's mix nodes (their starts run ahead of the jobs); else 0
 
     def capped(self, k: int) -> Frontiers:
-        return Frontiers(*(min(v, k) for v in (self.train, self.node, self.ema, self.diag)))
+        return Frontiers(
+            *(min(v, k) for v in (self.train, self.node, self.ema, self.diag, self.mix))
+        )
+
+    @classmethod
+    def at(cls, k: int, mix_node: bool) -> Frontiers:
+        """Every rule finished up to index ``k`` (``mix_node``: the method has mix nodes)."""
+        return cls(train=k, node=k, ema=k, diag=k, mix=k if mix_node else 0)
 
 
 def scan_frontiers(plan) -> Frontiers:
@@ -92,6 +100,9 @@ def scan_frontiers(plan) -> Frontiers:
         node=node,
         ema=contiguous_done(lambda t: [L.ema_model(e, t)], 1, n),
         diag=contiguous_done(lambda t: [L.diag(e, t)], 0, n),
+        # the mix nodes write indices 2.. (s^0 is 0.pt); a start whose learner's job is
+        # gone cannot be rebuilt, but it is not needed either (the job is done)
+        mix=max(contiguous_done(plan.mix_outputs, 2, n), train) if plan.sync.mix_node else 0,
     )
 
 
@@ -225,8 +236,7 @@ def resume_frontiers(plan, on_change: str = "stop", below: int | None = None) ->
     if init_is_stale(plan):
         return Frontiers(train=0, node=0, ema=0, diag=-1)
     if below is not None and (below < 1 or _all_exist(plan.job_outputs(below))):
-        k = max(below, -1)
-        return check_plan(plan, Frontiers(train=k, node=k, ema=k, diag=k), on_change)
+        return check_plan(plan, Frontiers.at(max(below, -1), plan.sync.mix_node), on_change)
     return check_plan(plan, scan_frontiers(plan), on_change)
 
 
@@ -269,8 +279,7 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
             if exp in below:
                 frontiers[exp] = resume_frontiers(p, on_change, below[exp]).capped(below[exp])
             else:
-                n = p.num_iters
-                frontiers[exp] = Frontiers(train=n, node=n, ema=n, diag=n)
+                frontiers[exp] = Frontiers.at(p.num_iters, p.sync.mix_node)
     for exp, p in plans.items():
         p.restart_from_synced(restart_iteration(p, frontiers[exp]))
     return frontiers
@@ -304,6 +313,7 @@ def per_iteration_outputs(kind: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(k for node in NODE_KINDS.values() for k in node.layout_kinds))
     return {
         "train": ("job_model", "job_stats", "job_start"),
+        "mix": ("job_start", "job_start_record"),
         "ema": ("ema_model",),
         "diag": ("diag",),
     }[kind]

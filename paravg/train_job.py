@@ -345,7 +345,8 @@ def run_planned_job(
     archive_prefix = spec.archive
     check_egs_identity(plan["egs_info"], plan["egs"])
     if "initial" not in inputs:
-        check_input_fingerprints(inputs.get("stats", []), plan["inputs_fingerprint"])
+        stats = [*inputs.get("stats", []), *inputs.get("previous", [])]
+        check_input_fingerprints(stats, plan["inputs_fingerprint"])
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
     log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
     record = (

@@ -35,6 +35,34 @@ for node in NODE_KINDS.values():
             "../scripts/sync_node.py"
 
 
+rule mix_node:
+    # delay-by-one's start s_j^{t−1} of learner j, one node per (t, j), written to
+    # <t>/job<j>.start.pt from the neighbours' starts of t − 2 (their mix nodes) and the
+    # learner's own job of t − 3: it runs while the learner's job of t − 2 trains, and
+    # job (t − 1, j) waits for no neighbour's job (Cui et al.'s overlap; the registry's
+    # mix_inputs)
+    input:
+        unpack(from_dag("mix_inputs")),
+    output:
+        model=job_output(LAYOUT.job_start("{exp}", "{t}", "{j}")),
+        record=LAYOUT.job_start_record("{exp}", "{t}", "{j}"),
+    wildcard_constraints:
+        exp=for_experiments(mix_node=True),
+        t=PARAVG.index_after_frontier("mix"),
+    params:
+        node=from_dag("mix_params"),
+    log:
+        LAYOUT.log("mix_node", "{exp}/{t}/job{j}"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,  # the 3 neighbours' starts and the own job's two models
+        runtime=15,
+    script:
+        "../scripts/mix_node.py"
+
+
 rule ema:
     input:
         unpack(from_dag("ema_inputs")),

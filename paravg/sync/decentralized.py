@@ -11,8 +11,11 @@ This module mixes them inside the job (so no extra node lies on the critical pat
     s_j^t  = mixed + (w_j^{t−2} − s_j^{t−2}),  x = s^{t−1}   (delay-by-one, t ≥ 2; s^1 = s^0)
     s_j^t  = mixed + (w_j^{t−1} − s_j^{t−1}),  x = s^{t−1}   (d-psgd)
 
-(:mod:`paravg.sync.delay_by_one`). The objective of neighbour k's last job decides A.
-The train job keeps s_j^t as ``<t+1>/job<j>.start.pt`` where the method reads it later.
+(:mod:`paravg.sync.delay_by_one`). The objective of neighbour k's last job decides A
+(delay-by-one: of the job whose displacement s_k^{t−1} holds; none before t = 3, where
+every s_k^{t−1} is ``0.pt``). The ring methods and d-psgd mix inside the train job, which
+keeps s_j^t as ``<t+1>/job<j>.start.pt`` where the method reads it later; delay-by-one
+mixes in its mix node per (t, j) (:func:`mix_node`), which writes that file.
 """
 
 from __future__ import annotations
@@ -40,7 +43,11 @@ def mixed_start(
     """The start model file dict s_j^t and a record of how it was formed."""
     if (own_end is None) != (own_start is None):
         raise ValueError("a displacement needs both the own job's end model and its start model")
-    models, objfs, problems = load_job_results(mix_models, mix_stats, mix_iteration)
+    if mix_stats:
+        models, objfs, problems = load_job_results(mix_models, mix_stats, mix_iteration)
+    else:  # no objective to choose by (copies of 0.pt): every neighbour, as if all equal
+        models = [load_model_file(p) for p in mix_models]
+        objfs, problems, mix_iteration = [0.0] * len(models), [], max(mix_iteration, 1)
     # Kaldi's "best job at iteration 0" holds here too (averaging models right after the
     # initialisation hurts): the start after iteration 0 is the neighbourhood's best job
     accepted = select_jobs(objfs, iteration=mix_iteration, threshold=threshold)
@@ -63,6 +70,28 @@ def mixed_start(
     return out, record
 
 
+def mix_node(files: dict, iteration: int, sync: dict, outputs: dict, fingerprints: dict) -> None:
+    """The mix node of (``iteration``, j): s_j^iteration from the files the registry's
+    ``mix_inputs`` names, written atomically to ``outputs["model"]``, then its record
+    (how it was formed, its sha256, the plan's fingerprint) to ``outputs["record"]``.
+    The neighbours' statistics must carry ``fingerprints["inputs"]`` (the current plan)."""
+    from paravg.io import save_torch_atomic, write_json_atomic
+    from paravg.provenance import checksums
+    from paravg.train_job import check_input_fingerprints
+
+    check_input_fingerprints(files.get("stats", []), fingerprints["inputs"])
+    start, record = start_model(files, iteration, sync)
+    digest = save_torch_atomic(outputs["model"], start)
+    write_json_atomic(
+        outputs["record"],
+        {
+            "start": record,
+            "sha256": checksums({outputs["model"]: digest}),
+            "plan": {"fingerprint": fingerprints["own"], "sync": sync},
+        },
+    )
+
+
 def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
     """s_j^t of a decentralized job of ``iteration`` ≥ 1 from the start inputs the registry
     names: the neighbours' end models of t − 1 (ring) or start models of t − 1
@@ -72,7 +101,7 @@ def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dic
     own_start = (inputs.get("own_start") or [None])[0]
     return mixed_start(
         inputs["models"],
-        inputs["stats"],
+        inputs.get("stats", []),
         iteration - 1,
         sync_cfg["objf_threshold"],
         own_end,

@@ -35,13 +35,19 @@ while the mean still moves as averaging's. Measured on the demo (docs/sync-metho
 "the learners"; ``benchmarks/bench_sync_paper.py``): γ climbs past 2/3 mid-training and the flipping
 mode grows ×1.04–1.15 per iteration until the objective threshold drops a learner.
 
-Files: job (t, j) keeps s_j^t as ``<t+1>/job<j>.start.pt`` beside w_j^t = ``<t+1>/job<j>.pt``,
-so job (t+1, j) reads the neighbours' ``<t+1>/job<k>.start.pt`` and its own pair of
-``<t>/`` (delay-by-one) or ``<t+1>/`` (d-psgd); its own start file also orders each
-learner's jobs (job (t+1, j) after job (t, j)). The mixing runs inside the job: the DAG
-makes job (t+1, j) wait for its neighbours' jobs of iteration t to *end* (their start
-files are outputs), so the overlap of mixing and training that the paper gains on a
-cluster is not exploited here; the iterates are those of the definition.
+Files and overlap. Delay-by-one exists for its overlap: the step it adds is one
+iteration old, so the mixing of iteration t + 1 can run while the jobs of t train. Here
+that is a mix node per (t, j) (rule ``mix_node``): it writes s_j^t = M(s^{t−1})_j +
+Δ_j^{t−2} to ``<t+1>/job<j>.start.pt`` (and its record, ``.start.json``) from the
+neighbours' starts of t − 1 (their mix nodes' files) and the learner's own job of t − 2,
+so it waits for no job of t − 1; job (t, j) reads that file and, for order, its own job
+of t − 1. A slow neighbour k therefore never delays job (t + 1, j): only mix node
+(t + 2, k), which needs k's job of t, and through it j's mix node of t + 3, so a learner
+runs at most about two iterations ahead of a neighbour (bounded staleness). The
+neighbours mixed are chosen by the objectives of the jobs whose progress their starts
+hold (job (t − 3, k)). d-psgd has no such overlap (its step is the current one): job
+(t + 1, j) forms its start itself from the neighbours' start files, which their jobs of t
+keep, and its own job of t.
 """
 
 from __future__ import annotations

@@ -18,6 +18,12 @@ and :mod:`paravg.plan` turn the answers into paths (:mod:`paravg.layout`), nothi
 4. **learning-rate factor** (``lr_scale``): the factor on Kaldi's per-job rate N · ε.
 5. **history** (``history``): how many iterations back the start inputs reach (the
    resume frontier must keep that many iterations of job outputs).
+6. **mix node** (``mix_inputs``, delay-by-one only): one node per (t, j) that writes the
+   learner's start s_j^t (``<t+1>/job<j>.start.pt``) from the neighbours' starts of t − 1
+   (written by their mix nodes) and the learner's own job of t − 2, so that it runs while
+   the learner's job of t − 1 trains (Cui et al.'s overlap of mixing and computing); the
+   train job then reads that file and, for order, its own job of t − 1, and waits for no
+   neighbour's job.
 
 Notation: job j of iteration t (0-based) starts from s_j^t and writes w_j^t to the layout
 index t + 1 (``<t+1>/job<j>.pt``); iteration 0 starts every job from ``0.pt``.
@@ -28,7 +34,7 @@ index t + 1 (``<t+1>/job<j>.pt``); iteration 0 starts every job from ``0.pt``.
 | ``bmuf`` | ``bmuf`` | g^t + bm·Δ^t (Nesterov) or g^t, from w^{t−1} and the state of t − 1 |
 | ``ring`` | ``consensus`` | mean of w_k^{t−1}, k ∈ {j−1, j, j+1 mod N} |
 | ``random-ring`` | ``consensus`` | the same on the ring drawn from (srand, t) |
-| ``delay-by-one`` | ``consensus`` | M(s^{t−1})_j + (w_j^{t−2} − s_j^{t−2}); t = 1: M(s^0)_j |
+| ``delay-by-one`` | ``consensus`` | M(s^{t−1})_j + (w_j^{t−2} − s_j^{t−2}); M(s^0)_j at t = 1 |
 | ``d-psgd`` | ``consensus`` | M(s^{t−1})_j + (w_j^{t−1} − s_j^{t−1}) |
 """
 
@@ -90,6 +96,9 @@ class SyncMethod:
     topology: Callable[[int, int, int], tuple[int, ...]] | None = None
     # the sync settings as the jobs and the node compute with them (sync_cfg, N) -> dict
     resolve_params: Callable[[dict, int], dict] = lambda sync_cfg, num_jobs: dict(sync_cfg)
+    # the inputs of the mix node of (t, j), t ≥ 1, writing s_j^t: methods whose jobs read
+    # their start from such a node ("start" role) instead of forming it themselves
+    _mix_inputs: Callable[[int, int, tuple[int, ...], int], StartInputs] | None = None
 
     def start_inputs(
         self, iteration: int, job: int, jobs_per_iter: tuple[int, ...], srand: int
@@ -104,6 +113,21 @@ class SyncMethod:
         if iteration == 0:
             return _initial()
         return self._inputs(iteration, job, jobs_per_iter, srand)
+
+    @property
+    def mix_node(self) -> bool:
+        """Whether a mix node per (t, j) writes each job's start (delay-by-one)."""
+        return self._mix_inputs is not None
+
+    def mix_inputs(
+        self, iteration: int, job: int, jobs_per_iter: tuple[int, ...], srand: int
+    ) -> StartInputs:
+        """The files the mix node writing s_job^iteration (iteration ≥ 1) reads."""
+        if self._mix_inputs is None:
+            raise ValueError(f"sync method {self.name!r} has no mix node")
+        if not 1 <= iteration < len(jobs_per_iter) or not 0 <= job < jobs_per_iter[iteration]:
+            raise ValueError(f"no mix node for job {job} of iteration {iteration}")
+        return self._mix_inputs(iteration, job, jobs_per_iter, srand)
 
     def restart_inputs(self, iteration: int, jobs_per_iter: tuple[int, ...]) -> StartInputs | None:
         """The start inputs of iteration ≥ 1 when its jobs' inputs are gone (a rewound
@@ -273,10 +297,35 @@ def _own_displacement(index: int, j: int) -> StartInputs:
     }
 
 
+def _start_ref(t: int, k: int) -> FileRef:
+    """s_k^t: ``0.pt`` for t = 0, else the file its mix node wrote (``<t+1>/job<k>.start.pt``)."""
+    return FileRef("init_model") if t == 0 else FileRef("job_start", t + 1, k)
+
+
 def _delay_by_one_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
-    # s_j^t = M(s^{t−1})_j + Δ_j^{t−2}, Δ^{−1} = 0: s_j^1 = M(s^0)_j (= 0.pt, bit for bit)
-    mixed = _mixed_starts("delay-by-one", t, j, jobs_per_iter, srand)
-    return mixed if t == 1 else {**mixed, **_own_displacement(t - 1, j)}
+    # the start its mix node wrote, and (only for order: a learner's jobs run one after
+    # another, and the statistics carry the plan's fingerprint) its own job of t − 1
+    return {"mixed_start": [_start_ref(t, j)], "previous": [FileRef("job_stats", t, j)]}
+
+
+def _delay_by_one_mix_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
+    """s_j^t = M(s^{t−1})_j + Δ_j^{t−2} (Δ^{−1} = 0: s_j^1 = M(s^0)_j = 0.pt, bit for bit).
+
+    The neighbours' starts s_k^{t−1} come from their mix nodes, which need no job of
+    t − 1: so neither does this node. Which neighbours are mixed is decided, as for every
+    method, by objectives within ``sync.objf_threshold``; here those of the jobs whose
+    displacement each s_k^{t−1} holds (job (t − 3, k), index t − 2): the newest ones known
+    without waiting for a neighbour. Before t = 3 every s_k^{t−1} is ``0.pt``: no
+    objective is needed.
+    """
+    nb = neighbourhoods("delay-by-one", t, jobs_per_iter[t - 1], srand)[j]
+    inputs = {"models": [_start_ref(t - 1, k) for k in nb]}
+    if t >= 3:
+        inputs["stats"] = [FileRef("job_stats", t - 2, k) for k in nb]
+    if t >= 2:
+        inputs["own_end"] = [FileRef("job_model", t - 1, j)]
+        inputs["own_start"] = [_start_ref(t - 2, j)]
+    return inputs
 
 
 def _d_psgd_inputs(t, j, jobs_per_iter, srand) -> StartInputs:
@@ -324,7 +373,7 @@ SYNC_METHODS: dict[str, SyncMethod] = {
         SyncMethod(
             "delay-by-one", "mix starts, add last progress", "consensus", "consensus_model",
             "paravg.sync.decentralized:start_model", 2, _delay_by_one_inputs, _all_jobs,
-            fixed_num_jobs=True, writes_start=True, topology=_fixed_ring,
+            fixed_num_jobs=True, topology=_fixed_ring, _mix_inputs=_delay_by_one_mix_inputs,
         ),
         SyncMethod(
             "d-psgd", "mix starts, add own progress", "consensus", "consensus_model",

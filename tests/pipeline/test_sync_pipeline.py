@@ -5,9 +5,11 @@ three jobs each) is built up to the egs once; then
 
 * the DAG tests read ``snakemake --dry-run --forcerun init_model``'s job list (every job's input and
   output files) and check that EMA and consensus files never feed a train job, that a
-  ring job reads only its neighbours' outputs, a delay-by-one (d-psgd) job exactly its
-  neighbours' start models and its own job of two iterations (one iteration) before, and that the
-  fan-in methods' jobs read only ``<t>.pt``;
+  ring job reads only its neighbours' outputs, a d-psgd job exactly its neighbours' start
+  models and its own job before, a delay-by-one job its mix node's start and its own job
+  before, and its mix node the neighbours' starts and its own job of two iterations
+  before (no job of the iteration before), and that the fan-in methods' jobs read only
+  ``<t>.pt``;
 * the end-to-end test runs the whole tiny pipeline for all six methods at once and checks
   each method's own files (BMUF state, consensus, EMA, EMA evaluation) and, from the kept
   job models, that every decentralized start model is what its definition says.
@@ -125,10 +127,12 @@ def test_each_method_uses_its_own_rules(jobs):
     for m in ("ring", "random-ring"):
         assert "train_job" in rules[m] and "consensus" in rules[m]
         assert not rules[m] & {"average", "bmuf"}, rules[m]
-    # delay-by-one and d-psgd keep every job's start model: the same job, one more output
-    for m in ("delay-by-one", "d-psgd"):
-        assert {"train_job_keep_start", "consensus"} <= rules[m]
-        assert not rules[m] & {"train_job", "average", "bmuf"}
+    # d-psgd keeps every job's start model: the same job, one more output
+    assert {"train_job_keep_start", "consensus"} <= rules["d-psgd"]
+    assert not rules["d-psgd"] & {"train_job", "average", "bmuf", "mix_node"}
+    # delay-by-one's starts come from a mix node per (t, j)
+    assert {"train_job", "mix_node", "consensus"} <= rules["delay-by-one"]
+    assert not rules["delay-by-one"] & {"train_job_keep_start", "average", "bmuf"}
     assert "ema" in rules["average"] and "ema" not in rules["bmuf"]
     assert "evaluate_ema" in rules["ring"]
 
@@ -164,11 +168,11 @@ def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
     for (t, j), job in tj.items():
         if t == 0:
             expected = [f"{d}0.pt"]
-        elif exp in ("delay-by-one", "d-psgd"):  # M(s^{t−1}) + Δ^{t−2} (Δ^{−1} = 0) / Δ^{t−1}
+        elif exp == "delay-by-one":  # its mix node's start, and its own job before it
+            expected = [f"{d}{t + 1}/job{j}.start.pt", f"{d}{t}/job{j}.json"]
+        elif exp == "d-psgd":  # M(s^{t−1}) + Δ^{t−1}
             expected = [f"{d}{t}/job{k}.start.pt" for k in ring[j]]
-            own = t - 1 if exp == "delay-by-one" else t
-            if own >= 1:
-                expected += [f"{d}{own}/job{j}.pt", f"{d}{own}/job{j}.start.pt"]
+            expected += [f"{d}{t}/job{j}.pt", f"{d}{t}/job{j}.start.pt"]
         else:
             nb = neighbourhoods(exp, t, N, srand)[j]
             if exp == "ring":
@@ -176,6 +180,28 @@ def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
             seen_random.add((t, nb))
             expected = [f"{d}{t}/job{k}.pt" for k in nb]
         assert model_inputs(job, exp) == sorted(expected), (t, j)
+
+
+def test_delay_by_one_mix_nodes_wait_for_no_neighbours_job(jobs):
+    """Cui et al.'s overlap: the mix node writing s_j^t reads the neighbours' starts of
+    t − 1 (their mix nodes' files; 0.pt for t = 1) and the learner's own job of t − 2
+    (Δ^{t−2}), never a job of t − 1, so it runs while the learner's job of t − 1 trains."""
+    d = exp_prefix("delay-by-one")
+    ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
+    mixes = {
+        (int(x["wildcards"]["t"]) - 1, int(x["wildcards"]["j"])): x
+        for x in jobs
+        if x["rule"] == "mix_node" and x["wildcards"].get("exp") == "delay-by-one"
+    }
+    iters = max(t for t, _ in train_jobs(jobs, "delay-by-one")) + 1
+    assert set(mixes) == {(t, j) for t in range(1, iters) for j in range(N)}
+    for (t, j), mix in mixes.items():
+        assert mix["output"] == [f"{d}{t + 1}/job{j}.start.pt", f"{d}{t + 1}/job{j}.start.json"]
+        expected = [f"{d}{t}/job{k}.start.pt" if t > 1 else f"{d}0.pt" for k in ring[j]]
+        if t >= 2:  # Δ_j^{t−2}
+            expected += [f"{d}{t - 1}/job{j}.pt"]
+            expected += [f"{d}{t - 1}/job{j}.start.pt" if t > 2 else f"{d}0.pt"]
+        assert model_inputs(mix, "delay-by-one") == sorted(set(expected)), (t, j, mix["input"])
 
 
 def test_end_to_end_all_methods(workdir):

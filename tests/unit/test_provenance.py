@@ -48,6 +48,26 @@ def test_the_synced_model_of_a_bmuf_run_names_the_bmuf_node(tmp_path):
     assert model_producer(layout.model("a", 8)).rule == "average"
 
 
+def test_a_delay_by_one_start_names_its_mix_node_and_is_checked_against_its_record(tmp_path):
+    """delay-by-one's <t>/job<j>.start.pt is written by its mix node, with the sha256 in
+    <t>/job<j>.start.json: a changed file stops its reader, naming that rule."""
+    from paravg.sync.decentralized import mix_node
+
+    lay = Layout(str(tmp_path / "results"))
+    init = {"format": MODEL_FORMAT, "state_dict": {"w": torch.ones(8)}, "meta": {}}
+    save_torch_atomic(lay.init_model("x"), init)
+    outputs = {"model": lay.job_start("x", 2, 0), "record": lay.job_start_record("x", 2, 0)}
+    mix_node({"models": [lay.init_model("x")] * 3}, 1, {"objf_threshold": 1.0}, outputs,
+             {"own": "f1", "inputs": None})  # fmt: skip
+    producer = model_producer(outputs["model"])
+    assert (producer.rule, producer.record) == ("mix_node", outputs["record"])
+    assert torch.equal(load_model_file(outputs["model"])["state_dict"]["w"], torch.ones(8))
+    data = Path(outputs["model"]).read_bytes()
+    Path(outputs["model"]).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ModelFileError, match="rule mix_node recorded"):
+        load_model_file(outputs["model"])
+
+
 @pytest.fixture
 def job_model(tmp_path):
     """A job model written as train_job writes it: the file, then its JSON with the sha256."""

@@ -28,9 +28,8 @@ def test_formula_and_float64_arithmetic():
     assert torch.equal(mix_plus_displacement(s, w, s)["w"], w["w"])
 
 
-@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd"])
-def test_edges_are_the_neighbours_starts_and_the_own_displacement(method):
-    m, L = get_method(method), Layout("r")
+def test_d_psgd_job_reads_the_neighbours_starts_and_its_own_displacement():
+    m, L = get_method("d-psgd"), Layout("r")
     n = 5
     nb = ring_neighbourhoods(fixed_ring_order(n))
     per_iter = (n,) * 8
@@ -44,12 +43,73 @@ def test_edges_are_the_neighbours_starts_and_the_own_displacement(method):
         for j in range(n):
             got = inputs(t, j)
             assert got["models"] == [f"r/exp/e/{t}/job{k}.start.pt" for k in nb[j]]
-            own = t - 1 if method == "delay-by-one" else t  # Δ^{t−2} resp. Δ^{t−1}
-            if method == "delay-by-one" and t == 1:  # Δ^{−1} = 0
-                assert "own_end" not in got
+            assert got["own_end"] == [f"r/exp/e/{t}/job{j}.pt"]  # Δ^{t−1}
+            assert got["own_start"] == [f"r/exp/e/{t}/job{j}.start.pt"]
+
+
+def test_delay_by_one_mix_node_reads_no_job_of_the_iteration_before():
+    """Job (t, j) reads the start its mix node wrote and, for order, its own job of
+    t − 1; the mix node reads the neighbours' starts of t − 1 (0.pt for t = 1), the own
+    job of t − 2 and the objectives of the jobs whose progress those starts hold (t − 3):
+    no neighbour's job of t − 1, so a slow neighbour never holds up job (t, j)."""
+    m, L = get_method("delay-by-one"), Layout("r")
+    n = 5
+    nb = ring_neighbourhoods(fixed_ring_order(n))
+    per_iter = (n,) * 8
+
+    def paths(refs):
+        return {role: [r.path(L, "e") for r in rs] for role, rs in refs.items()}
+
+    assert m.mix_node and not get_method("d-psgd").mix_node
+    assert paths(m.start_inputs(0, 3, per_iter, 0)) == {"initial": ["r/exp/e/0.pt"]}
+    with pytest.raises(ValueError, match="no mix node"):
+        m.mix_inputs(0, 3, per_iter, 0)
+    e = "r/exp/e"
+    for t in range(1, 7):
+        for j in range(n):
+            assert paths(m.start_inputs(t, j, per_iter, 0)) == {
+                "mixed_start": [f"{e}/{t + 1}/job{j}.start.pt"],
+                "previous": [f"{e}/{t}/job{j}.json"],
+            }
+            got = paths(m.mix_inputs(t, j, per_iter, 0))
+            starts = [f"{e}/{t}/job{k}.start.pt" if t > 1 else f"{e}/0.pt" for k in nb[j]]
+            assert got["models"] == starts
+            assert got.get("stats", []) == (
+                [f"{e}/{t - 2}/job{k}.json" for k in nb[j]] if t >= 3 else []
+            )
+            if t == 1:  # Δ^{−1} = 0
+                assert "own_end" not in got and "own_start" not in got
                 continue
-            assert got["own_end"] == [f"r/exp/e/{own}/job{j}.pt"]
-            assert got["own_start"] == [f"r/exp/e/{own}/job{j}.start.pt"]
+            assert got["own_end"] == [f"{e}/{t - 1}/job{j}.pt"]
+            assert got["own_start"] == [f"{e}/{t - 1}/job{j}.start.pt" if t > 2 else f"{e}/0.pt"]
+            # nothing the neighbours' (or the own) job of t − 1 writes (index t)
+            assert not [
+                p
+                for ps in got.values()
+                for p in ps
+                if p.startswith(f"{e}/{t}/job") and not p.endswith(".start.pt")
+            ]
+
+
+def form_start(method, t, j, per_iter, srand, layout, sync_cfg):
+    """s_j^t as the DAG forms it: in the job, or (delay-by-one) in the mix node of (t, j),
+    whose file the job then reads."""
+    from paravg.sync.decentralized import mix_node
+    from paravg.sync.start import form_start_model
+
+    m = get_method(method)
+
+    def paths(refs):
+        return {role: [r.path(layout, "e") for r in rs] for role, rs in refs.items()}
+
+    if m.mix_node and t >= 1:
+        outputs = {
+            "model": layout.job_start("e", t + 1, j),
+            "record": layout.job_start_record("e", t + 1, j),
+        }
+        fingerprints = {"own": None, "inputs": None}  # the fake stats carry no plan
+        mix_node(paths(m.mix_inputs(t, j, per_iter, srand)), t, sync_cfg, outputs, fingerprints)
+    return form_start_model(method, paths(m.start_inputs(t, j, per_iter, srand)), t, sync_cfg)
 
 
 def spread(models):
@@ -62,14 +122,13 @@ def test_without_progress_the_learners_contract_at_every_iteration(tmp_path, met
     """Zero learning rate (w = s): s^{t+1} = M(s^t), so the spread around the mean
     shrinks at every iteration (the earlier s^{t+1} = M(w^{t−1}) + Δ^t mixed each chain
     only every other iteration and let the spread of s^{t−1} come back)."""
-    from paravg.sync.start import form_start_model
-
-    n, iters = 5, 7
+    n, iters = 5, 8
     m, layout = get_method(method), Layout(str(tmp_path))
     g = torch.Generator().manual_seed(1)
-    starts = {  # distinct learners at indices 1 and 2, the older ones 10x further apart
-        1: [{"w": 10 * torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
-        2: [{"w": torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
+    starts = {  # distinct learners at indices 1..3, the older ones 10x further apart
+        1: [{"w": 100 * torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
+        2: [{"w": 10 * torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
+        3: [{"w": torch.randn(4, generator=g, dtype=torch.float64)} for _ in range(n)],
     }
     for index, models in starts.items():
         for j, sd in enumerate(models):
@@ -78,13 +137,11 @@ def test_without_progress_the_learners_contract_at_every_iteration(tmp_path, met
             save(d / f"job{j}.start.pt", sd)
             save(d / f"job{j}.pt", sd)  # no progress
             (d / f"job{j}.json").write_text(json.dumps({"objf": -1.0}))
-    spreads = [spread(starts[2])]
-    for t in range(2, iters):
+    spreads = [spread(starts[3])]
+    for t in range(3, iters):
         new = []
         for j in range(n):
-            refs = m.start_inputs(t, j, (n,) * iters, 0)
-            files = {role: [r.path(layout, "e") for r in rs] for role, rs in refs.items()}
-            start, _ = form_start_model(method, files, t, {"objf_threshold": 1.0})
+            start, _ = form_start(method, t, j, (n,) * iters, 0, layout, {"objf_threshold": 1.0})
             mixed = sum(starts[t][k]["w"] for k in ring_neighbourhoods(fixed_ring_order(n))[j])
             assert torch.allclose(start["state_dict"]["w"], mixed / 3, atol=1e-12)
             new.append(start["state_dict"])
@@ -92,7 +149,8 @@ def test_without_progress_the_learners_contract_at_every_iteration(tmp_path, met
         d = tmp_path / "exp" / "e" / str(t + 1)
         d.mkdir(parents=True, exist_ok=True)
         for j, sd in enumerate(new):
-            save(d / f"job{j}.start.pt", sd)
+            if not m.mix_node:  # written by the mix node otherwise
+                save(d / f"job{j}.start.pt", sd)
             save(d / f"job{j}.pt", sd)
             (d / f"job{j}.json").write_text(json.dumps({"objf": -1.0}))
         spreads.append(spread(new))
@@ -144,19 +202,16 @@ def test_simulation_through_files_matches_the_definition(tmp_path, method):
             else:
                 nxt = ring_mix(w_ref[t], nb)
         s_ref.append(nxt)
-    # the DAG's way: each job reads only the files its start inputs name
-    from paravg.sync.start import form_start_model
-
+    # the DAG's way: each job (and mix node) reads only the files its inputs name
     layout = Layout(str(tmp_path))
     sync_cfg = {"objf_threshold": 1.0}
     for t in range(iters):
         for j in range(n):
-            refs = m.start_inputs(t, j, (n,) * iters, srand)
-            files = {role: [r.path(layout, "e") for r in rs] for role, rs in refs.items()}
-            start, _ = form_start_model(method, files, t, sync_cfg)
             d = tmp_path / "exp" / "e" / str(t + 1)
             d.mkdir(parents=True, exist_ok=True)
-            save(d / f"job{j}.start.pt", start["state_dict"])
+            start, _ = form_start(method, t, j, (n,) * iters, srand, layout, sync_cfg)
+            if not m.mix_node:
+                save(d / f"job{j}.start.pt", start["state_dict"])
             assert torch.allclose(start["state_dict"]["w"], s_ref[t][j]["w"], atol=1e-12), (t, j)
             save(d / f"job{j}.pt", fake_train(start["state_dict"], t, j))
             (d / f"job{j}.json").write_text(json.dumps({"objf": objf_of(j)}))
