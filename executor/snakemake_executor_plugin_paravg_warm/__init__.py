@@ -24,16 +24,23 @@ process:
 Jobs with a conda env, a container or environment modules, and every non-Python job, run
 as Snakemake's local executor runs them. Select it with ``--executor paravg-warm`` (the
 ``profiles/local`` profile does).
+
+The same server runs on SLURM: ``paravg-slurm --paravg-slurm-warm-workers K`` keeps
+allocations that each run :mod:`.worker` (this forkserver, and a loop that takes job files
+from the shared file system); there the main snakemake prepares each job as here, and the
+script file runs in a fork on a compute node (``snakemake_executor_plugin_paravg_slurm.warm``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import threading
@@ -87,11 +94,38 @@ _lock = threading.Lock()
 _python_execute_script = PythonScript.execute_script
 
 
-def _run_file(path: str, environment: dict[str, str]) -> None:
+def _run_file(
+    path: str, environment: dict[str, str], cwd: str | None = None, lifeline=None
+) -> None:
     """In the forked child: run Snakemake's script file as ``python <path>`` would, with
-    the environment ``shell()`` would give it."""
+    the environment ``shell()`` would give it (in ``cwd``, when given).
+
+    ``lifeline``: the read end of a pipe whose write end only the SLURM worker holds
+    (:mod:`.worker`). The child kills itself when the pipe reaches EOF, i.e. as soon as
+    the worker dies, so no job of a lost worker outlives it (a job rerun elsewhere never
+    races a leftover); and it gets SIGKILL when the forkserver ends (Linux
+    ``PR_SET_PDEATHSIG``). The forkserver ends when the pipe from its client (the worker)
+    reaches EOF; every child is handed a copy of that pipe's write end, so the child closes
+    its copy, or a running job would keep the forkserver alive."""
+    if lifeline is not None:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        server = multiprocessing.forkserver._forkserver
+        if server._forkserver_alive_fd is not None:
+            os.close(server._forkserver_alive_fd)
+            server._forkserver_alive_fd = None
+        threading.Thread(target=_die_with, args=(lifeline,), daemon=True).start()
+    if cwd is not None:
+        os.chdir(cwd)
     os.environ.update(environment)
     runpy.run_path(path, run_name="__main__")
+
+
+def _die_with(lifeline) -> None:
+    """Block until ``lifeline`` reaches EOF (its writer died), then SIGKILL this process."""
+    with contextlib.suppress(EOFError, OSError):
+        while True:
+            lifeline.recv_bytes()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _job_environment(script: PythonScript) -> dict[str, str]:
@@ -128,16 +162,33 @@ def _wait(child: multiprocessing.process.BaseProcess) -> None:
         child.join()
 
 
+#: Set by paravg-slurm's warm pool in the thread that runs a job of its worker allocations:
+#: ``remote.run(script, fname)`` runs the script file there (``..._paravg_slurm.warm``).
+remote = threading.local()
+
+
+def runs_warm(script: PythonScript, edit: bool = False) -> bool:
+    """Whether a forked warm worker may run ``script``: host Python, one thread."""
+    return not (
+        edit
+        or script.threads != 1
+        or script.conda_env
+        or script.container_img
+        or script.env_modules
+    )
+
+
 def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
-    """``PythonScript.execute_script`` through the warm server (host Python jobs only)."""
-    if (
-        _context is None
-        or edit
-        or self.threads != 1
-        or self.conda_env
-        or self.container_img
-        or self.env_modules
-    ):
+    """``PythonScript.execute_script`` through the warm server (host Python jobs only), or
+    through a SLURM worker when this thread runs a job of paravg-slurm's warm pool."""
+    run_remote = getattr(remote, "run", None)
+    if run_remote is not None:
+        if not runs_warm(self, edit):
+            raise subprocess.CalledProcessError(
+                1, f"python {fname}: not a one-thread host Python job, cannot run warm"
+            )
+        return run_remote(self, fname)
+    if _context is None or not runs_warm(self, edit):
         return _python_execute_script(self, fname, edit)
     child = _context.Process(target=_run_file, args=(str(fname), _job_environment(self)))
     with _lock, _without_main_module():
@@ -160,26 +211,42 @@ def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
     return None
 
 
+def start_forkserver() -> multiprocessing.context.ForkServerContext:
+    """Start this process's ``multiprocessing`` forkserver with :data:`PRELOAD` imported
+    under one-thread BLAS settings (:data:`THREAD_VARIABLES`); return its context."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    saved = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, "1"))
+    try:
+        multiprocessing.forkserver.ensure_running()  # imports PRELOAD, one thread each
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return context
+
+
+def stop_forkserver() -> None:
+    """Stop the forkserver and wait for it (the standard library's own stop)."""
+    multiprocessing.forkserver._forkserver._stop()
+
+
+def install_script_hook() -> None:
+    """Route ``PythonScript.execute_script`` through :func:`_warm_execute_script`."""
+    PythonScript.execute_script = _warm_execute_script
+
+
 class Executor(LocalExecutor):
     """Snakemake's local executor; Python scripts run in forks of a warm server."""
 
     def __post_init__(self):
         global _context
         super().__post_init__()
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(list(PRELOAD))
-        saved = {name: os.environ.get(name) for name in THREAD_VARIABLES}
-        os.environ.update(dict.fromkeys(THREAD_VARIABLES, "1"))
-        try:
-            multiprocessing.forkserver.ensure_running()  # imports PRELOAD, one thread each
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-        _context = context
-        PythonScript.execute_script = _warm_execute_script
+        _context = start_forkserver()
+        install_script_hook()
 
     def _terminate_children(self) -> None:
         with _lock:
@@ -193,7 +260,7 @@ class Executor(LocalExecutor):
         global _context
         _context = None
         PythonScript.execute_script = _python_execute_script
-        multiprocessing.forkserver._forkserver._stop()  # the standard library's own stop
+        stop_forkserver()
 
     def cancel(self):
         self._terminate_children()
