@@ -44,6 +44,11 @@ under the ``--paravg-slurm-*`` prefix):
    of an array through the jobstep executor, but the batch script's snakemake runs the
    job itself (point 2), and the array option would come after the script's last line
    (point 3): every task would run the first task's job. The option is refused.
+7. **Warm workers** (opt-in, ``--paravg-slurm-warm-workers K``): one-thread Python
+   ``script:`` jobs run in forks of paravg-warm's server inside worker allocations of K
+   CPUs, the main snakemake doing each job's Snakemake side itself, instead of a fresh
+   snakemake and a fresh Python per SLURM job (:mod:`.warm`: the design and the
+   guarantees kept: same bits, retries, time limits, a lost worker's jobs rerun).
 """
 
 # No `from __future__ import annotations`: Snakemake turns each settings field's type into
@@ -88,6 +93,69 @@ class ExecutorSettings(SlurmExecutorSettings):
             "help": "Run each job through the jobstep executor and srun, as the SLURM "
             "plugin does (two snakemake start-ups per job), instead of in the batch "
             "script's snakemake (one).",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_workers: int = field(
+        default=0,
+        metadata={
+            "help": "Run one-thread Python script jobs in warm workers: allocations of this "
+            "many CPUs (one job each) running a forkserver that has imported torch and "
+            "paravg, fed by the main snakemake (see the warm module); 0: off.",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_allocations: int = field(
+        default=1,
+        metadata={
+            "help": "At most this many warm worker allocations at once.",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_gpus: int = field(
+        default=0,
+        metadata={
+            "help": "GPUs of each warm worker allocation (sbatch --gpus); jobs asking for "
+            "one GPU (resource gpu=1) run warm only where one is free.",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_mem_mb: int = field(
+        default=2000,
+        metadata={
+            "help": "Memory per warm worker (the allocation asks workers x this); a job "
+            "with a larger mem_mb is submitted on its own.",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_runtime: int = field(
+        default=1440,
+        metadata={
+            "help": "Time limit of a warm worker allocation in minutes; a job runs warm "
+            "only in an allocation with its runtime left.",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_heartbeat_seconds: float = field(
+        default=30.0,
+        metadata={
+            "help": "A warm worker whose heartbeat (a file it rewrites every second) stops "
+            "this long is taken for dead: its jobs fail (and are retried).",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    warm_idle_seconds: float = field(
+        default=60.0,
+        metadata={
+            "help": "Stop a warm worker allocation after this long without a job, so "
+            "SLURM can give its CPUs to jobs that cannot run warm.",
             "env_var": False,
             "required": False,
         },
@@ -141,6 +209,7 @@ class Executor(SlurmExecutor):
     end_dir: Path | None = None
     next_status_query = 0.0
     user_excluded_nodes: frozenset = frozenset()
+    warm_pool = None
 
     def __post_init__(self, test_mode: bool = False):
         settings = self.workflow.executor_settings
@@ -158,6 +227,37 @@ class Executor(SlurmExecutor):
         end_dir.mkdir(parents=True, exist_ok=True)
         super().__post_init__(test_mode=test_mode)
         self.end_dir = end_dir
+        if settings.warm_workers > 0:
+            from snakemake_executor_plugin_paravg_slurm.warm import WarmPool
+
+            self.warm_pool = WarmPool(self, settings, end_dir)
+
+    def run_jobs(self, jobs):
+        """Jobs that can run warm go to the warm pool; the others are submitted."""
+        if self.warm_pool is None:
+            return super().run_jobs(jobs)
+        submitted = []
+        for job in jobs:
+            why = self.warm_pool.why_not(job)
+            if why is None:
+                self.run_job_pre(job)
+                self.warm_pool.run_job(job)
+            else:
+                self.logger.debug(f"job {job.jobid} ({job.rule.name}) is not run warm: {why}")
+                submitted.append(job)
+        if submitted:
+            super().run_jobs(submitted)
+        return None
+
+    def shutdown(self):
+        if self.warm_pool is not None:
+            self.warm_pool.shutdown()
+        super().shutdown()
+
+    def cancel(self):
+        if self.warm_pool is not None:
+            self.warm_pool.cancel()
+        super().cancel()
 
     def additional_general_args(self):
         if self.workflow.executor_settings.srun_jobs:

@@ -3,14 +3,17 @@
 `tools/local_slurm.sh start` brings up a single-node SLURM cluster on this machine (root,
 Debian/Ubuntu; it installs what is missing) with fake GRES GPUs and accounting, so `sacct`
 shows what really went through sbatch. Tests marked `slurm` need it and skip, saying why,
-where it cannot run. Every snakemake call runs under `timeout -k`: a snakemake whose SLURM
-plugin lost track of its jobs ignores SIGTERM.
+where it cannot run. The warm-worker tests (`--paravg-slurm-warm-workers`) run the tiny
+pipeline's one-thread jobs in worker allocations, and kill one worker mid-job. Every
+snakemake call runs under `timeout -k`: a snakemake whose SLURM plugin lost track of its
+jobs ignores SIGTERM.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from .conftest import find_job_process
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "local_slurm.sh"
@@ -181,36 +186,47 @@ def test_toy_workflow_through_slurm_equals_local_run(slurm_cluster, tmp_path):
         assert env["cuda_visible_devices"] in {"0", "1"}  # a fake GPU, assigned by SLURM
 
 
+def tiny_pipeline(
+    workdir: Path, *args: str, overlay: str = TINY_OVERLAY, timeout_s: int = 600
+) -> subprocess.CompletedProcess:
+    """The real Snakefile in ``workdir`` on the tiny config + ``overlay``, to final.pt."""
+    (workdir / "slurm_overlay.yaml").write_text(overlay)
+    configs = [str(TINY), str(workdir / "slurm_overlay.yaml")]
+    return run_snakemake(
+        ["-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--configfile", *configs,
+         *args, FINAL],
+        workdir,
+        timeout_s,
+    )  # fmt: skip
+
+
+def tiny_pipeline_command(workdir: Path, *args: str, overlay: str = TINY_OVERLAY) -> list[str]:
+    (workdir / "slurm_overlay.yaml").write_text(overlay)
+    configs = [str(TINY), str(workdir / "slurm_overlay.yaml")]
+    return [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+            "--configfile", *configs, *args, FINAL]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_local(clone_upstream) -> Path:
+    """The tiny pipeline (:data:`TINY_OVERLAY`) run locally: the models every SLURM run of
+    it must reproduce bit for bit."""
+    local = clone_upstream("slurm_local")
+    proc = tiny_pipeline(local, "--profile", str(REPO / "profiles" / "local"), "--cores", "2")
+    check_ok(proc, "local")
+    return local
+
+
 @pytest.mark.slurm
-def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone_upstream):
+def test_tiny_pipeline_through_slurm_gives_the_local_models(
+    slurm_cluster, clone_upstream, tiny_local
+):
     """The real Snakefile from the shared egs to final.pt through the slurm profile: every
     job is a SLURM job, train jobs hold a (fake) GPU and fall back to the CPU, and every model
     is byte-identical to a local run's."""
-    local, remote = clone_upstream("slurm_local"), clone_upstream("slurm_remote")
-
-    def pipeline(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-        (workdir / "slurm_overlay.yaml").write_text(TINY_OVERLAY)
-        configs = [str(TINY), str(workdir / "slurm_overlay.yaml")]
-        return run_snakemake(
-            [
-                "-s",
-                str(REPO / "Snakefile"),
-                "--directory",
-                str(workdir),
-                "--configfile",
-                *configs,
-                *args,
-                FINAL,
-            ],
-            workdir,
-            600,
-        )
-
-    check_ok(
-        pipeline(local, "--profile", str(REPO / "profiles" / "local"), "--cores", "2"), "local"
-    )
+    local, remote = tiny_local, clone_upstream("slurm_remote")
     since = time.time()
-    proc = pipeline(
+    proc = tiny_pipeline(
         remote,
         "--profile",
         str(REPO / "profiles" / "slurm"),
@@ -245,6 +261,99 @@ def test_tiny_pipeline_through_slurm_gives_the_local_models(slurm_cluster, clone
         assert len(logs) == 4
         for log in logs:
             assert "paravg.devices: using the CPU" in log.read_text(), log
+
+
+# Warm workers on this cluster (2 CPUs, 2 fake GPUs): two allocations of one worker and one
+# GPU each; an idle one stops after 5 s, so the two-thread jobs (combine, priors) find CPUs.
+WARM = [
+    "--paravg-slurm-warm-workers", "1",
+    "--paravg-slurm-warm-allocations", "2",
+    "--paravg-slurm-warm-gpus", "1",
+    "--paravg-slurm-warm-idle-seconds", "5",
+]  # fmt: skip
+WARM_ALLOCATION = "paravg_warm_workers"  # their sacct comment
+
+
+def slurm_profile_args() -> list[str]:
+    return [
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--paravg-slurm-init-seconds-before-status-checks",
+        POLL_PIPELINE,
+    ]
+
+
+@pytest.mark.slurm
+def test_tiny_pipeline_in_warm_workers_gives_the_local_models(
+    slurm_cluster, clone_upstream, tiny_local
+):
+    """--paravg-slurm-warm-workers: every one-thread job (init, train jobs, averages,
+    diagnostics) runs in a fork of a worker allocation's warm server, only the two-thread
+    jobs are SLURM jobs of their own, and every model is the local run's, bit for bit."""
+    ws = clone_upstream("slurm_warm")
+    since = time.time()
+    proc = tiny_pipeline(ws, *slurm_profile_args(), *WARM)
+    check_ok(proc, "SLURM run with warm workers")
+    models = read_tree(tiny_local, "results/exp/default/**/*.pt")
+    assert read_tree(ws, "results/exp/default/**/*.pt") == models
+
+    jobs = sacct_jobs(ws, since)
+    own = sorted(
+        j["Comment"].split("_wildcards_")[0] for j in jobs if j["Comment"] != WARM_ALLOCATION
+    )
+    assert own == ["rule_combine", "rule_priors"], jobs
+    allocations = [j for j in jobs if j["Comment"] == WARM_ALLOCATION]
+    assert 1 <= len(allocations) <= 4 and all(j["State"] == "COMPLETED" for j in allocations), jobs
+    assert all("gres/gpu=1" in j["AllocTRES"] for j in allocations), allocations
+    served = "".join(p.read_text() for p in (ws / ".snakemake" / "slurm_logs").rglob("*.log"))
+    for rule, count in (("init_model", 1), ("train_job", 4), ("average", 2), ("diagnostics", 3)):
+        assert served.count(f"({rule} {{") == count, (rule, served[-3000:])
+    assert "stopped by the main snakemake" in served
+
+
+@pytest.mark.slurm
+def test_a_killed_warm_worker_is_noticed_and_its_job_rerun(
+    slurm_cluster, clone_upstream, tiny_local
+):
+    """The worker running a (slow) train job is killed with SIGKILL: the job's process dies
+    with it, the main snakemake notices the allocation's end, fails the job, and --retries
+    reruns it in another allocation; the models are still the local run's."""
+    ws = clone_upstream("slurm_warm_kill")
+    overlay = TINY_OVERLAY + "simulate:\n  straggler: {job: 1, factor: 100.0, iteration: 1}\n"
+    cmd = tiny_pipeline_command(ws, *slurm_profile_args(), *WARM, "--retries", "1", overlay=overlay)
+    since = time.time()
+    proc = subprocess.Popen(
+        ["timeout", "-k", "30", "600", *cmd],
+        cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        log = ws / "logs" / "train_job" / "default" / "2" / "job1.log"
+        child, deadline = None, time.time() + 300
+        while child is None and time.time() < deadline and proc.poll() is None:
+            if log.exists() and "trained" in log.read_text():  # sleeping now
+                child = find_job_process(log)
+            time.sleep(0.2)
+        assert child is not None, "the slow job was never caught sleeping"
+        forkserver = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        worker = int(Path(f"/proc/{forkserver}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert "paravg_warm.worker" in Path(f"/proc/{worker}/cmdline").read_text()
+        os.kill(worker, signal.SIGKILL)
+        time.sleep(1)
+        assert (
+            not Path(f"/proc/{child}").exists()
+            or "State:\tZ" in Path(f"/proc/{child}/status").read_text()
+        ), "the job outlived its worker"
+        out = proc.communicate(timeout=600)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out[-6000:]
+    assert "lost (its batch script ended (exit status 137))" in out, out[-6000:]
+    assert "Trying to restart job" in out
+    assert read_tree(ws, "results/exp/default/**/*.pt") == read_tree(
+        tiny_local, "results/exp/default/**/*.pt"
+    )
+    allocations = [j for j in sacct_jobs(ws, since) if j["Comment"] == WARM_ALLOCATION]
+    assert [j["State"] for j in allocations].count("FAILED") == 1, allocations
 
 
 def toy_run(workdir: Path, *args: str, timeout_s: int = 600) -> subprocess.CompletedProcess:
