@@ -82,11 +82,24 @@ class Dag:
         info_path = Path(self.layout.egs_info())
         # Plans from the egs info.json when it exists at parse time (thousands of jobs then
         # need no edge to the checkpoint; a job checks at run time that the egs are still
-        # those it was planned for: paravg.train_job); else after the egs checkpoint.
-        self._plans = self._make_plans(read_json(info_path)) if info_path.exists() else None
+        # those it was planned for: paravg.train_job); else after the egs checkpoint, as
+        # when the config asks for other egs than those (the checkpoint reruns).
+        info = read_json(info_path) if info_path.exists() else None
+        self.stale_egs = self._stale_egs_fields(info) if info is not None else []
+        self._plans = self._make_plans(info) if info is not None and not self.stale_egs else None
         self.frontiers = self._parse_time_frontiers()
 
     # ------------------------------------------------------------ plans and frontiers
+    def _stale_egs_fields(self, info: dict) -> list[str]:
+        """The fields of the existing egs ``info.json`` that the config would not write
+        (e.g. chunk egs asked for where frame egs are): those egs are rebuilt, and the
+        plans wait for them."""
+        from paravg.egs.plan import EgsOptions
+
+        left, right = self.egs_context()
+        options = EgsOptions.from_config(self.config["egs"], left, right)
+        return options.stale_fields(info)
+
     def _make_plans(self, info: dict) -> dict[str, ExperimentPlan]:
         plans = experiment_plans(self.config, info, self.experiments)
         for p in plans.values():

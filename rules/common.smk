@@ -45,6 +45,13 @@ LAYOUT = PARAVG.layout
 RECOGNITION = PARAVG.recognition
 if RECOGNITION.why_not:
     print(RECOGNITION.why_not, file=sys.stderr)
+if PARAVG.stale_egs:
+    print(
+        f"{LAYOUT.egs_info()} was made with other egs options than the config's "
+        f"({', '.join(PARAVG.stale_egs)}): the egs are rebuilt, and the training is "
+        "planned on the new ones",
+        file=sys.stderr,
+    )
 
 
 wildcard_constraints:

@@ -89,6 +89,43 @@ class EgsOptions:
             {k: v for k, v in dataclasses.asdict(self).items() if k.startswith("chunk_")}
         )
 
+    def info_fields(self) -> dict:
+        """The ``info.json`` fields these options alone decide (the egs geometry before
+        any data is read): egs made with other options differ in one of them."""
+        chunks = self.chunks
+        widths = chunks.widths if chunks else (self.frames_per_eg,)
+        left, right, left_initial, right_final = (
+            chunks.contexts(self.left_context, self.right_context)
+            if chunks
+            else (self.left_context, self.right_context, None, None)
+        )
+        return {
+            "frames_per_eg": widths[0],  # archive sizing: the principal width
+            "left_context": left,
+            "right_context": right,
+            "samples_per_iter": self.samples_per_iter,
+            "srand": self.srand,
+            "compress": self.compress,
+            "nj": self.nj,
+            "targets_length_tolerance": self.targets_length_tolerance,
+            "num_utts_subset_requested": self.num_utts_subset,
+            "num_egs_diagnostic": self.num_frames_diagnostic // widths[0],
+            "num_egs_combine": self.num_train_frames_combine // widths[0],
+            "chunk_widths": list(chunks.widths) if chunks else None,
+            "left_context_initial": left_initial,
+            "right_context_final": right_final,
+        }
+
+    def stale_fields(self, info: dict) -> list[str]:
+        """The fields of an existing ``info.json`` that these options would not write (a
+        field it lacks counts only for the chunk fields, absent from frame egs' info)."""
+        return [
+            k
+            for k, v in self.info_fields().items()
+            if (k in info or k.startswith(("chunk_", "left_context_", "right_context_")))
+            and info.get(k) != v
+        ]
+
     @classmethod
     def from_config(
         cls, egs: dict, left_context: int, right_context: int, num_targets: int = 0
@@ -295,42 +332,24 @@ def plan_egs(
 
     feat_dim = int(np.asarray(load_scp(feats_scp)[utts[0]]).shape[1])
     num_archives = num_archives_for(num_frames, F, o.samples_per_iter)
-    left, right, left_initial, right_final = (
-        chunks.contexts(o.left_context, o.right_context)
-        if chunks
-        else (o.left_context, o.right_context, None, None)
-    )
     info = EgsInfo(
+        **o.info_fields(),
         num_archives=num_archives,
-        frames_per_eg=F,
         egs_per_archive=egs_per_archive_for(num_frames, F, num_archives),
         num_frames=num_frames,
         feat_dim=feat_dim,
         ivector_dim=ivector_dim,
         ivector_period=period,
-        left_context=left,
-        right_context=right,
         num_targets=num_targets,
-        srand=o.srand,
-        samples_per_iter=o.samples_per_iter,
-        compress=o.compress,
-        nj=o.nj,
-        targets_length_tolerance=o.targets_length_tolerance,
         num_utts=len(usable),
         num_utts_subset=n_subset,
-        num_utts_subset_requested=o.num_utts_subset,
         num_valid_utts=len(valid),
         num_train_subset_utts=len(train_subset),
         num_train_utts=len(train),
         num_train_egs=count_egs([(u, lengths[u]) for u in train], F, o.srand, widths[1:]),
         num_utts_too_short=len(too_short),
         num_utts_skipped=len(skipped),
-        num_egs_diagnostic=o.num_frames_diagnostic // F,
-        num_egs_combine=o.num_train_frames_combine // F,
         notes=notes,
-        chunk_widths=list(widths) if chunks else None,
-        left_context_initial=left_initial,
-        right_context_final=right_final,
     )
     info.save(info_out)
     log.info(

@@ -74,6 +74,37 @@ def test_a_fresh_run_plans_after_the_egs_checkpoint(tmp_path):
     }
 
 
+def test_egs_made_with_other_options_are_not_planned_from(tmp_path):
+    """A workspace whose egs are frame egs, and a config that asks for chunk egs (an
+    LSTM): the parse-time plans would come from the old info.json (its archives, its
+    context); they wait for the egs checkpoint (which reruns) instead."""
+    import json
+
+    from paravg.egs.plan import EgsOptions
+
+    frame_cfg = config_in(tmp_path)
+    info_path = tmp_path / "results" / "egs" / "info.json"
+    info_path.parent.mkdir(parents=True)
+    frame_info = EgsOptions.from_config(frame_cfg["egs"], 7, 7).info_fields()
+    frame_info = {k: v for k, v in frame_info.items() if v is not None}  # as info.json has it
+    info_path.write_text(json.dumps({**INFO, **frame_info}))
+    dag, _ = dag_of(tmp_path)
+    assert dag.stale_egs == [] and dag._plans is not None  # the same options: planned now
+    lstm = {
+        "family": "tdnn_lstm",
+        "tdnn_lstm": {"layers": [{"type": "tdnn", "dim": 8}, {"type": "lstm", "cell_dim": 4}]},
+    }
+    chunks = {"chunk_width": "40,30,20", "chunk_left_context": 40}
+    dag, cp = dag_of(tmp_path, {"egs": chunks, "model": lstm})
+    assert {"frames_per_eg", "chunk_widths"} <= set(dag.stale_egs)
+    assert dag._plans is None
+    cp.egs_done = False
+    with pytest.raises(CheckpointPendingError):
+        dag.job_inputs("default", 1, 0)
+    dag, _ = dag_of(tmp_path, {"egs": {"samples_per_iter": 1234}})
+    assert dag.stale_egs == ["samples_per_iter"]
+
+
 def test_job_params_are_the_plans_job_contract(tmp_path):
     dag, _ = dag_of(tmp_path, {"trainer": {"num_jobs_initial": 2, "num_jobs_final": 4}})
     p = dag.plan("default")
