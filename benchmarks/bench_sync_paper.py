@@ -7,7 +7,8 @@ i-vectors and egs):
     .venv/bin/python benchmarks/bench_sync_paper.py results/sync_paper
 
 Prints two tables, both on the held-out test speakers (frame accuracy, log-prob per frame
-= −cross-entropy) and the validation diagnostics of the synced models:
+= −cross-entropy; when the run decodes, the final model's test WER at the tuning set's
+LMWT/WIP from ``results.tsv``) and the validation diagnostics of the synced models:
 
 1. **Tian et al.** (EMA vs model averaging vs BMUF, N = 4 and 8): Kaldi's combination of
    the synced models (``combined.pt``), the EMA alone (``ema/<T>.pt``, α = 0.9 per archive
@@ -45,6 +46,7 @@ is the config's (``results: results/sync_paper``); every path comes from its lay
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
@@ -103,6 +105,17 @@ class Run:
             ivectors_scp=lay.ivector_scp("test"),
             period_path=lay.ivector_period("test"),
         )
+
+    def test_wer(self, exp: str) -> str:
+        """The final model's test WER % at the tuning set's LMWT/WIP (``results.tsv``,
+        when the run decodes), as a table cell."""
+        path = Path(self.layout.results_table("tsv"))
+        if not path.exists():
+            return "—"
+        for row in csv.DictReader(path.open(), delimiter="\t"):
+            if row["experiment"] == exp and row["set"] == "test" and row.get("wer"):
+                return f"{float(row['wer']):.2f}"
+        return "—"
 
     def valid_curve(self, exp: str) -> list[float]:
         plan = self.plans[exp]
@@ -241,9 +254,9 @@ def tian_table(run: Run) -> None:
     print(
         "| method | jobs | iterations | final valid log-prob | combination "
         "| EMA alone (α = 0.9/archive) | chosen by combine.ema: candidate "
-        "| EMA, α picked on combine egs |"
+        "| its test WER % | EMA, α picked on combine egs |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for exp, plan in run.plans.items():
         method = plan.sync_cfg["method"]
         if method not in TIAN or not plan.sync_cfg["ema"]["enabled"]:
@@ -257,12 +270,12 @@ def tian_table(run: Run) -> None:
         print(
             f"| {method} | {plan.num_jobs(0)} | {plan.num_iters} | {run.valid_curve(exp)[-1]:.4f} "
             f"| {fmt(run.combination(exp))} | {fmt(ema)} | {chosen}: {fmt(final)} "
-            f"| α = {alpha:g}: {fmt(swept)} |"
+            f"| {run.test_wer(exp)} | α = {alpha:g}: {fmt(swept)} |"
         )
         sweep = ", ".join(f"{a:g}: {o:.4f}" for a, o in objectives.items())
         print(
             f"|  | combine-egs objective: combination {summary['combined']['objective']:.4f}, "
-            f"EMA {summary['ema']['objective']:.4f}; sweep {sweep} |  |  |  |  |  |  |"
+            f"EMA {summary['ema']['objective']:.4f}; sweep {sweep} |  |  |  |  |  |  |  |"
         )
 
 
@@ -281,7 +294,7 @@ def cui_table(run: Run) -> None:
         "\n## Cui et al.: decentralized vs averaging, N = 4, equally fast learners\n\n"
         "| experiment | method | valid log-prob at 25 / 50 / 75 / 100 % | first iteration "
         f"within 0.05 of {best_final:.4f} | test acc | test log-prob | Δ acc vs average "
-        "| Δ log-prob |\n|---|---|---|---|---|---|---|---|"
+        "| Δ log-prob | final model's test WER % |\n|---|---|---|---|---|---|---|---|---|"
     )
     for exp, plan, curve, test in rows:
         marks = [curve[max(0, round(f * (len(curve) - 1)))] for f in (0.25, 0.5, 0.75, 1.0)]
@@ -292,7 +305,7 @@ def cui_table(run: Run) -> None:
             f"| {exp} | {plan.sync_cfg['method']} | {' / '.join(f'{v:.3f}' for v in marks)} "
             f"| {reach if reach is not None else '—'} of {plan.num_iters} "
             f"| {test['frame_accuracy']:.4f} | {-test['cross_entropy']:.4f} "
-            f"| {d_acc:+.4f} | {d_lp:+.4f} |"
+            f"| {d_acc:+.4f} | {d_lp:+.4f} | {run.test_wer(exp)} |"
         )
 
 
