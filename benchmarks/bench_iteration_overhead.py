@@ -1,4 +1,5 @@
-"""Scheduling overhead per training iteration: SLURM (profiles/slurm) beside the local executor.
+"""Scheduling overhead per training iteration, and CPU per job: SLURM (profiles/slurm), with
+and without warm workers, beside the local executor, in one run.
 
 The real Snakefile trains the tiny config's egs with N jobs per iteration whose training is
 a fixed sleep of L seconds (``simulate.train_seconds``: the job forms its start model from
@@ -10,14 +11,29 @@ snakemake and Python start-up, reading and averaging the models. Per iteration,
     overhead = (last job of iteration t ends) − (last job of iteration t − 1 ends) − L
 
 from the ``wall`` times in the jobs' JSON, averaged over the iterations after the first.
-Only the training chain is targeted (the off-path sync nodes and diagnostics would compete
-for this machine's two cores). The local cluster of tools/local_slurm.sh is started with
+The targets are the iterations' train jobs *and* their off-path jobs (each iteration's
+sync node and diagnostics), which compete for the same cores (``--train-only``: the train
+jobs alone, as before). The local cluster of tools/local_slurm.sh is started with
 ``LOCAL_SLURM_CPUS`` CPUs and one fake GPU per job, so that N sleeping jobs run at once
-(their start-ups still share the machine's real cores). Target: SLURM overhead ≤ 10 s per
-iteration for L = 5, 30 and 120 s.
+(their start-ups still share the machine's real cores).
 
+CPU per job: every process of the run, divided by the DAG jobs it ran: the snakemake
+started here (``getrusage`` of the finished process: for the local executor, its jobs too)
+plus, on SLURM, each SLURM job's ``TotalCPU`` (``sacct``: a job's own snakemake and
+script, or a warm worker allocation's server, forkserver and forks). A job's own work here
+is milliseconds (forming and writing a tiny model), so this is its fixed cost.
+
+Runs: ``local`` (profiles/local: paravg-warm), ``slurm`` (profiles/slurm: a snakemake and a
+Python per SLURM job) and ``slurm-warm`` (profiles/slurm with ``--paravg-slurm-warm-workers
+K``: one worker allocation of K = N + 2 CPUs and N GPUs, the main snakemake running each
+job's Snakemake side and a fork of a warm server its script). Targets: SLURM overhead
+≤ 3 s per iteration with a core per job (N = 2 here), ≤ 6 s for N = 4 on this 2-core
+machine; CPU per job beyond its work ≤ 0.5 s.
+
+    B=benchmarks/bench_iteration_overhead.py
+    .venv/bin/python $B --train-seconds 5 --iterations 4              # 4 jobs, 2 cores
+    .venv/bin/python $B --train-seconds 5 --iterations 4 --jobs 2     # a core per job
     .venv/bin/python benchmarks/bench_iteration_overhead.py                 # L = 5 30 120
-    .venv/bin/python benchmarks/bench_iteration_overhead.py --train-seconds 5 --iterations 4
 """
 
 from __future__ import annotations
@@ -25,6 +41,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,7 +65,8 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
 
 
-def snakemake(workdir: Path, args: list[str], timeout_s: int) -> float:
+def snakemake(workdir: Path, args: list[str], timeout_s: int) -> tuple[float, str]:
+    """Run snakemake; its wall time and output (stdout + stderr)."""
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
     t0 = time.monotonic()
     proc = subprocess.run(
@@ -59,7 +78,40 @@ def snakemake(workdir: Path, args: list[str], timeout_s: int) -> float:
     )
     if proc.returncode != 0:
         raise RuntimeError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-5000:]}")
-    return time.monotonic() - t0
+    return time.monotonic() - t0, proc.stdout
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_seconds(total_cpu: str) -> float:
+    """sacct's TotalCPU ([D-][HH:]MM:SS[.mmm]) in seconds."""
+    days, _, rest = total_cpu.rpartition("-")
+    parts = [float(x) for x in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0.0)
+    return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def slurm_cpu(workdir: Path, since: float) -> tuple[float, int]:
+    """(TotalCPU summed over the SLURM jobs run from ``workdir`` since ``since``, their
+    number), from sacct's batch steps."""
+    fields = "JobIDRaw,WorkDir,TotalCPU"
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 5))
+    for _ in range(20):  # a job's TotalCPU reaches the database as it completes
+        out = subprocess.run(
+            ["sacct", "-n", "-P", "--allusers", f"--format={fields}", "-S", start],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        rows = [line.split("|") for line in out.splitlines()]
+        ours = {r[0].split(".")[0] for r in rows if r[1] and Path(r[1]) == workdir}
+        batch = [r for r in rows if r[0].split(".")[0] in ours and r[0].endswith(".batch")]
+        if len(batch) == len(ours):
+            return sum(cpu_seconds(r[2]) for r in batch), len(ours)
+        time.sleep(1)
+    raise RuntimeError(f"sacct has no batch step for some jobs of {workdir}")
 
 
 def plan_of(overlay: dict, info: dict) -> ExperimentPlan:
@@ -80,6 +132,14 @@ def overhead_per_iteration(
     return [b - a - seconds for a, b in itertools.pairwise(ends)]
 
 
+def offpath_targets(plan: ExperimentPlan, iterations: int) -> list[str]:
+    """Each timed iteration's off-path jobs: its sync node's model and its diagnostics."""
+    out = []
+    for t in range(1, iterations + 1):
+        out += [plan.synced_model(t), plan.layout.diag("default", t)]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--train-seconds", type=float, nargs="+", default=[5, 30, 120])
@@ -87,7 +147,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--cluster-cpus", type=int, default=8)
     ap.add_argument("--skip-slurm", action="store_true")
+    ap.add_argument("--no-warm", action="store_true", help="no slurm-warm run")
+    ap.add_argument(
+        "--warm-workers", type=int, default=0, help="workers of the allocation (0: jobs + 2)"
+    )
+    ap.add_argument("--train-only", action="store_true", help="no off-path jobs as targets")
     args = ap.parse_args()
+    workers = args.warm_workers or args.jobs + 2
     if not args.skip_slurm:
         if os.geteuid() != 0:
             sys.exit("needs root for the local SLURM cluster (or --skip-slurm)")
@@ -100,6 +166,16 @@ def main() -> None:
         subprocess.run(
             ["bash", str(REPO / "tools" / "local_slurm.sh"), "start"], env=env, check=True
         )
+    runs = [("local", ["--profile", str(REPO / "profiles" / "local"), "--cores", str(args.jobs)])]
+    if not args.skip_slurm:
+        slurm = ["--profile", str(REPO / "profiles" / "slurm")]
+        runs.append(("slurm", slurm))
+        if not args.no_warm:
+            warm = [
+                "--paravg-slurm-warm-workers", str(workers),
+                "--paravg-slurm-warm-gpus", str(args.jobs),
+            ]  # fmt: skip
+            runs.append(("slurm-warm", [*slurm, *warm]))
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_overhead.") as tmp_name:
         tmp = Path(tmp_name)
@@ -121,54 +197,74 @@ def main() -> None:
         if plan.num_iters < args.iterations:
             sys.exit(f"the plan has {plan.num_iters} iterations, not {args.iterations}")
         targets = plan.job_outputs(args.iterations)  # the last timed iteration's jobs
+        if not args.train_only:
+            targets += offpath_targets(plan, args.iterations)
         for seconds in args.train_seconds:
             overlay = {"trainer": trainer, "simulate": {"train_seconds": seconds}}
             row = {"L": seconds}
-            runs = [
-                (
-                    "local",
-                    ["--profile", str(REPO / "profiles" / "local"), "--cores", str(args.jobs)],
-                )
-            ]
-            if not args.skip_slurm:
-                runs.append(("slurm", ["--profile", str(REPO / "profiles" / "slurm")]))
             for name, profile in runs:
                 ws = tmp / f"{name}_{seconds:g}"
                 shutil.copytree(upstream, ws, symlinks=True)
                 (ws / "overlay.yaml").write_text(yaml.safe_dump(overlay))
                 cfg = ["--configfile", str(TINY), str(ws / "overlay.yaml")]
                 budget = int(args.iterations * (seconds + 120) + 600)
-                wall = snakemake(ws, [*profile, *targets, *cfg], budget)
+                cpu, since = children_cpu(), time.time()
+                wall, out = snakemake(ws, [*profile, *targets, *cfg], budget)
+                main_cpu = children_cpu() - cpu
+                jobs = len(re.findall(r"^Finished jobid", out, re.M))
+                cluster_cpu, slurm_jobs = slurm_cpu(ws, since) if name != "local" else (0.0, 0)
                 over = overhead_per_iteration(ws, plan, args.iterations, seconds)
-                row[name] = statistics.mean(over)
-                row[f"{name}_max"] = max(over)
-                row[f"{name}_wall"] = wall
+                row[name] = {
+                    "overhead": statistics.mean(over),
+                    "max": max(over),
+                    "wall": wall,
+                    "jobs": jobs,
+                    "slurm_jobs": slurm_jobs,
+                    "main_cpu": main_cpu / jobs,
+                    "cluster_cpu": cluster_cpu / jobs,
+                    "cpu": (main_cpu + cluster_cpu) / jobs,
+                }
                 print(
                     f"  L={seconds:g}s {name}: overhead/iteration {[round(o, 1) for o in over]}"
-                    f" (wall {wall:.0f} s)",
+                    f" (wall {wall:.0f} s; {jobs} jobs, {slurm_jobs} SLURM jobs; CPU/job "
+                    f"{row[name]['cpu']:.2f} s = {row[name]['main_cpu']:.2f} main snakemake "
+                    f"+ {row[name]['cluster_cpu']:.2f} in SLURM jobs)",
                     flush=True,
                 )
                 shutil.rmtree(ws)
             rows.append(row)
+    scope = "train jobs" if args.train_only else "train jobs + sync nodes + diagnostics"
     print(
-        f"\n{args.iterations} iterations x {args.jobs} jobs, training simulated by a sleep of "
-        "L s; overhead = iteration wall time - L (mean over iterations 2..)\n"
+        f"\n{args.iterations} iterations x {args.jobs} jobs ({scope}), training simulated by a "
+        f"sleep of L s; overhead = iteration wall time - L (mean over iterations 2..); CPU per "
+        f"DAG job, every process (slurm-warm: {workers} workers, {args.jobs} GPUs)\n"
     )
     head = (
-        f"{'L (s)':>6} {'local s/iter':>13} {'slurm s/iter':>13} {'slurm max':>10} "
-        f"{'slurm/local':>12}"
+        f"{'L (s)':>6} {'run':>11} {'s/iter':>7} {'max':>6} {'CPU s/job':>10} "
+        f"{'main':>6} {'in SLURM':>9} {'jobs':>5} {'SLURM jobs':>11} "
+        f"{'s/iter vs slurm':>16} {'CPU vs slurm':>13}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
-        slurm = r.get("slurm")
-        s = (
-            f"{slurm:13.1f} {r['slurm_max']:10.1f} {slurm / max(r['local'], 0.1):11.1f}x"
-            if slurm
-            else ""
-        )
-        print(f"{r['L']:6g} {r['local']:13.1f} {s}")
-    print("\ntarget: slurm overhead <= 10 s per iteration")
+        base = r.get("slurm")
+        for name, _ in runs:
+            m = r[name]
+            ratio = (
+                f"{m['overhead'] / max(base['overhead'], 0.1):15.2f}x "
+                f"{m['cpu'] / base['cpu']:12.2f}x"
+                if base
+                else ""
+            )
+            print(
+                f"{r['L']:6g} {name:>11} {m['overhead']:7.1f} {m['max']:6.1f} {m['cpu']:10.2f} "
+                f"{m['main_cpu']:6.2f} {m['cluster_cpu']:9.2f} {m['jobs']:5d} "
+                f"{m['slurm_jobs']:11d} {ratio}"
+            )
+    print(
+        "\ntargets: SLURM overhead <= 3 s per iteration with a core per job, <= 6 s for 4 "
+        "jobs on 2 cores; CPU per job beyond its work <= 0.5 s"
+    )
 
 
 if __name__ == "__main__":
