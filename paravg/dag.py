@@ -372,7 +372,39 @@ class Dag:
     def block_params(self, exp: str, b: int) -> dict:
         p = self.plan(exp)
         end = p.block_end(b)
-        return {"block": b, "end": end, "fingerprint": p.fingerprint(end)}
+        return {
+            "block": b,
+            "end": end,
+            "fingerprint": p.fingerprint(end),
+            "delete": self.spent_job_files(exp, b),
+        }
+
+    def spent_job_files(self, exp: str, b: int) -> list[str]:
+        """The temporary job files (models, kept starts) that nothing reads once block b is
+        trained, which its checkpoint deletes (``run.keep_job_models: false``).
+
+        Snakemake deletes no temporary file while a checkpoint is pending, and a run of
+        blocks always has one until its last block: without this, a 128 × 1,000 run would
+        keep every job model to the end. Once block b (indices up to E) is trained, the
+        files of indices ≤ E − max(OFF_PATH_LAG, history) are spent: their sync nodes ran
+        (the checkpoint waits for the diagnostics of E − OFF_PATH_LAG, which read them),
+        and the next jobs and mix nodes read only the last ``history`` indices.
+        """
+        if self.config["run"]["keep_job_models"]:
+            return []
+        p = self.plan(exp)
+        lag = max(OFF_PATH_LAG, p.sync.history)
+        first = 1 if b == 0 else p.block_end(b - 1) - lag + 1
+        last = p.block_end(b) - lag
+        kinds = ["job_model"]
+        if p.sync.writes_start or p.sync.mix_node:
+            kinds.append("job_start")
+        return [
+            getattr(self.layout, kind)(exp, index, j)
+            for index in range(max(first, 1), last + 1)
+            for j in range(p.num_jobs(index - 1))
+            for kind in kinds
+        ]
 
     # ------------------------------------------------------------ sync nodes, diagnostics, EMA
     def node_inputs(self, exp: str, t: int) -> dict[str, list[str]]:

@@ -174,6 +174,37 @@ def test_blocks_wait_for_the_block_before_them(tmp_path):
     assert dag.combine_inputs("default")["models"] == p.combine_models()
 
 
+@pytest.mark.parametrize("method", ["average", "delay-by-one"])
+def test_each_block_deletes_the_job_files_no_later_job_reads(tmp_path, method):
+    """Snakemake keeps temporary files while a checkpoint is pending (always, in a run of
+    blocks): block b's checkpoint deletes the job models (and starts) of indices up to its
+    end − 2, once, so that every index is deleted by exactly one block and the next jobs'
+    (and delay-by-one's mix nodes') inputs are never among them."""
+    n = {"num_jobs_initial": 4, "num_jobs_final": 4}
+    cfg = {"run": {"block_jobs": 12}, "trainer": n, "sync": {"method": method}}
+    dag, cp = dag_of(tmp_path, cfg)
+    cp.trained = 10**6
+    p, L = dag.plan("default"), dag.layout
+    deleted = [f for b in range(p.num_blocks) for f in dag.block_params("default", b)["delete"]]
+    assert len(deleted) == len(set(deleted))
+    kinds = ["job_model"] + (["job_start"] if method == "delay-by-one" else [])
+    spent = [
+        getattr(L, k)("default", i, j) for i in range(1, p.num_iters - 1) for j in range(4)
+        for k in kinds
+    ]  # fmt: skip
+    assert sorted(deleted) == sorted(spent)
+    for b in range(p.num_blocks - 1):  # what the next block's jobs and mix nodes read
+        first = p.block_end(b) + 1
+        needed = {f for ps in dag.job_inputs("default", first, 0).values() for f in ps}
+        if method == "delay-by-one":
+            needed |= {f for ps in dag.mix_inputs("default", first, 0).values() for f in ps}
+            needed |= {f for ps in dag.mix_inputs("default", first + 1, 0).values() for f in ps}
+        gone = {f for c in range(b + 1) for f in dag.block_params("default", c)["delete"]}
+        assert needed and not needed & gone, b
+    kept, _ = dag_of(tmp_path, {**cfg, "run": {"block_jobs": 12, "keep_job_models": True}})
+    assert kept.block_params("default", 0)["delete"] == []
+
+
 def test_frontiers_make_finished_indices_inputs_and_cap_for_a_target_job(tmp_path):
     """Files of finished iterations are inputs, not jobs: the train rule's index regex
     matches only indices above the frontier, for that experiment's paths only; a job named
