@@ -25,6 +25,7 @@ found by bisection (the chain makes "matches" monotone) and, by ``run.on_plan_ch
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,10 @@ from dataclasses import dataclass
 
 from paravg.errors import ConfigError
 from paravg.io import read_json
+
+
+#: The key of a ``--target-jobs`` job's rule beside its wildcards (no wildcard is named so).
+RULE_KEY = "_rule"
 
 
 def indices_above(k: int) -> str:
@@ -241,14 +246,27 @@ def resume_frontiers(plan, on_change: str = "stop", below: int | None = None) ->
 
 
 def _indices_below_targets(plans: dict, target_jobs: list[dict]) -> dict[str, int] | None:
-    """Experiment -> the smallest index of its jobs named by ``--target-jobs``, minus one;
-    None when some named job is of no iteration of a known experiment (``init_model``,
-    ``combine``, the stages before training: rare jobs, which scan)."""
+    """Experiment -> the smallest index of its jobs named by ``--target-jobs``, minus one
+    (minus two for a mix node, which runs while its learner's job of the index below
+    trains: it reads the files of index t − 2 and the starts of t − 1); None when some
+    named job is of no iteration of a known experiment (``init_model``, ``combine``, the
+    stages before training: rare jobs, which scan)."""
     below: dict[str, int] = {}
     for w in target_jobs:
         if w.get("exp") not in plans or not str(w.get("t", "")).isdigit():
             return None
-        below[w["exp"]] = min(below.get(w["exp"], int(w["t"])), int(w["t"])) - 1
+        index = int(w["t"]) - (2 if w.get(RULE_KEY) == "mix_node" else 1)
+        below[w["exp"]] = min(below.get(w["exp"], index), index)
+    return below
+
+
+def _mix_targets_below(target_jobs: list[dict]) -> dict[str, int]:
+    """Experiment -> the index below its mix nodes named by ``--target-jobs``: their
+    inputs' starts are finished there (their own mix nodes ran)."""
+    below: dict[str, int] = {}
+    for w in target_jobs:
+        if w.get(RULE_KEY) == "mix_node" and str(w.get("t", "")).isdigit():
+            below[w["exp"]] = min(below.get(w["exp"], int(w["t"])), int(w["t"])) - 1
     return below
 
 
@@ -280,6 +298,8 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
                 frontiers[exp] = resume_frontiers(p, on_change, below[exp]).capped(below[exp])
             else:
                 frontiers[exp] = Frontiers.at(p.num_iters, p.sync.mix_node)
+    for exp, mix in _mix_targets_below(target_jobs).items():
+        frontiers[exp] = dataclasses.replace(frontiers[exp], mix=mix)
     for exp, p in plans.items():
         p.restart_from_synced(restart_iteration(p, frontiers[exp]))
     return frontiers
@@ -298,9 +318,9 @@ def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:
                 specs.append(value)
     jobs = []
     for spec in specs:
-        _, _, wildcards = spec.partition(":")
+        rule, _, wildcards = spec.partition(":")
         pairs = (item.split("=", 1) for item in wildcards.split(",") if "=" in item)
-        jobs.append({key: value for key, value in pairs})
+        jobs.append({RULE_KEY: rule, **{key: value for key, value in pairs}})
     return jobs
 
 

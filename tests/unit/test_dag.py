@@ -229,7 +229,7 @@ def test_frontiers_make_finished_indices_inputs_and_cap_for_a_target_job(tmp_pat
     assert not producible("default", 5) and producible("default", 6)
     assert producible("other", 1)
     retry = target_jobs_from_argv(["snakemake", "--target-jobs", "train_job:exp=default,t=4,j=0"])
-    assert retry == [{"exp": "default", "t": "4", "j": "0"}]
+    assert retry == [{"_rule": "train_job", "exp": "default", "t": "4", "j": "0"}]
     dag, _ = dag_of(tmp_path, overrides, target_jobs=retry)
     assert dag.frontiers["default"].train == 3
 

@@ -14,6 +14,7 @@ from paravg.plan import experiment_plans
 from paravg.resume import (
     Frontiers,
     first_changed_index,
+    frontier_regex,
     indices_above,
     restart_iteration,
     resume_frontiers,
@@ -202,6 +203,37 @@ def test_a_cluster_job_plans_from_the_index_below_it_as_the_scan_did(tmp_path, m
         # the other experiment is not in this job's DAG: nothing of it is produced
         n = new["other"].num_iters
         assert now["other"] == Frontiers(train=n, node=n, ema=n, diag=n)
+
+
+def test_a_mix_node_cluster_job_plans_without_a_scan_while_its_learner_trains(
+    tmp_path, monkeypatch
+):
+    """delay-by-one's mix node of index t runs while its learner's job of index t − 1 is
+    training (unfinished): its frontiers come from index t − 2 (and its inputs' starts,
+    t − 1), with no scan of the run's history, and the node stays producible."""
+    import paravg.resume as resume
+
+    dbo = {"trainer": {"num_jobs_initial": 3, "num_jobs_final": 3},
+           "sync": {"method": "delay-by-one"}}  # fmt: skip
+    plan = frontiers_of_run(tmp_path, {}, dbo, monkeypatch=monkeypatch)[1]["default"]
+    fabricate(plan, 6)
+    L = plan.layout
+    for index in range(2, 8):  # the mix nodes' records, one index ahead of the jobs
+        os.makedirs(L.job_dir("default", index), exist_ok=True)
+        for j in range(3):
+            with open(L.job_start_record("default", index, j), "w") as out:
+                json.dump({}, out)
+    for j in range(3):  # the models its learners' mix nodes read (index t − 2)
+        open(L.job_model("default", 5, j), "wb").close()
+    os.remove(L.job_stats("default", 6, 1))  # job (5, 1) still trains
+    monkeypatch.setattr(resume, "scan_frontiers", lambda p: pytest.fail("scanned"))
+    target = {"_rule": "mix_node", "exp": "default", "t": "7", "j": "1"}
+    f = frontiers_of_run(tmp_path, target, dbo, monkeypatch=monkeypatch)[0]["default"]
+    assert (f.train, f.mix) == (5, 6)
+    pattern = frontier_regex(L, {"default": f}, "mix")
+    assert re.search(pattern, L.job_start("default", 7, 1)) and not re.search(
+        pattern, L.job_start("default", 6, 1)
+    )
 
 
 def test_a_cluster_job_checks_the_plan_and_rewinds_as_the_main_snakemake(tmp_path, monkeypatch):
