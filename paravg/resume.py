@@ -25,15 +25,13 @@ found by bisection (the chain makes "matches" monotone) and, by ``run.on_plan_ch
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from paravg.errors import ConfigError
 from paravg.io import read_json
-
 
 #: The key of a ``--target-jobs`` job's rule beside its wildcards (no wildcard is named so).
 RULE_KEY = "_rule"
@@ -299,7 +297,7 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
             else:
                 frontiers[exp] = Frontiers.at(p.num_iters, p.sync.mix_node)
     for exp, mix in _mix_targets_below(target_jobs).items():
-        frontiers[exp] = dataclasses.replace(frontiers[exp], mix=mix)
+        frontiers[exp] = replace(frontiers[exp], mix=mix)
     for exp, p in plans.items():
         p.restart_from_synced(restart_iteration(p, frontiers[exp]))
     return frontiers
