@@ -452,7 +452,7 @@ class WarmPool:
 
     # ------------------------------------------------------------------ the monitor
     def _check(self, allocation: Allocation, now: float) -> None:
-        """Results, readiness, heartbeat and end file of one allocation (under cond)."""
+        """The results of ``allocation``'s finished jobs (under ``self.cond``)."""
         if allocation.running:
             try:
                 names = os.listdir(allocation.dir / "done")
@@ -482,42 +482,50 @@ class WarmPool:
             self._lose(allocation, f"no heartbeat for {self.heartbeat_s:g} s")
 
     def _monitor(self) -> None:
-        next_health = next_status = 0.0
-        while True:
-            now = time.monotonic()
-            with self.cond:
-                if self.closed:
-                    return
-                live = [a for a in self.allocations if a.ended is None]
-                for allocation in live:
-                    self._check(allocation, now)
-                if now >= next_health:
-                    next_health = now + 1.0
-                    self.main_beat += 1
-                    for allocation in live:
-                        write_counter(allocation.dir / "main.alive", self.main_beat)
-                        if allocation.ended is None:
-                            self._check_health(allocation, now)
-                        if (
-                            allocation.ended is None
-                            and not allocation.running
-                            and now - allocation.idle_since > self.idle_s
-                        ):
-                            self._stop(allocation, f"idle for {self.idle_s:g} s")
-                            self.cond.notify_all()
-                query = (
-                    [a for a in self.allocations if a.ended is None] if now >= next_status else []
-                )
-            if query:
-                next_status = now + self.status_s
-                states = self._slurm_states(query)
-                with self.cond:
-                    for allocation in query:
-                        state = states.get(allocation.jobid)
-                        if allocation.ended is None and state in ENDED_STATES:
-                            self._check(allocation, now)
-                            self._lose(allocation, f"SLURM state {state}")
+        """The pool's one thread of checks; an error in one round is logged, not fatal (a
+        dead monitor would leave every job waiting)."""
+        rounds = {"health": 0.0, "status": 0.0}
+        while not self.closed:
+            try:
+                self._monitor_round(rounds)
+            except Exception as e:
+                self.logger.warning(f"paravg-slurm warm pool: monitor error: {e!r}")
             time.sleep(POLL_S)
+
+    def _monitor_round(self, rounds: dict[str, float]) -> None:
+        """Results of every busy allocation; each second, readiness, heartbeats, end files
+        and idle allocations; each ``max_status_check_seconds``, SLURM's states."""
+        now = time.monotonic()
+        with self.cond:
+            if self.closed:
+                return
+            live = [a for a in self.allocations if a.ended is None]
+            for allocation in live:
+                self._check(allocation, now)
+            if now >= rounds["health"]:
+                rounds["health"] = now + 1.0
+                self.main_beat += 1
+                for allocation in live:
+                    write_counter(allocation.dir / "main.alive", self.main_beat)
+                    if allocation.ended is None:
+                        self._check_health(allocation, now)
+                    if (
+                        allocation.ended is None
+                        and not allocation.running
+                        and now - allocation.idle_since > self.idle_s
+                    ):
+                        self._stop(allocation, f"idle for {self.idle_s:g} s")
+                        self.cond.notify_all()
+            query = [a for a in self.allocations if a.ended is None]
+        if query and now >= rounds["status"]:
+            rounds["status"] = now + self.status_s
+            states = self._slurm_states(query)
+            with self.cond:
+                for allocation in query:
+                    state = states.get(allocation.jobid)
+                    if allocation.ended is None and state in ENDED_STATES:
+                        self._check(allocation, now)
+                        self._lose(allocation, f"SLURM state {state}")
 
     # ------------------------------------------------------------------ the end
     def shutdown(self) -> None:
