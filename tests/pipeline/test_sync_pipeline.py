@@ -241,6 +241,13 @@ def check_start_models(e: Path, method: str) -> None:
     def sd(path):
         return load_model_file(path)["state_dict"]
 
+    def start_of(index: int, k: int):
+        """The start model of job (index, k); delay-by-one's jobs of index 1 start from
+        ``0.pt`` itself (its mix nodes write starts from index 2 on)."""
+        if method == "delay-by-one" and index == 1:
+            return sd(e / "0.pt")
+        return sd(e / f"{index}/job{k}.start.pt")
+
     ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
     for t in range(1, num_iters(e)):
         for j in range(N):
@@ -259,10 +266,10 @@ def check_start_models(e: Path, method: str) -> None:
                 ) and all(f"/{t}/job" in p for p in record["mixed"]), (t, j, record)
                 continue
             start = sd(e / f"{t + 1}/job{j}.start.pt")
-            expected = mean([sd(e / f"{t}/job{k}.start.pt") for k in ring[j]])  # M(s^{t−1})
+            expected = mean([start_of(t, k) for k in ring[j]])  # M(s^{t−1})
             own = t - 1 if method == "delay-by-one" else t  # whose displacement is added
             if own >= 1:
-                end, own_start = sd(e / f"{own}/job{j}.pt"), sd(e / f"{own}/job{j}.start.pt")
+                end, own_start = sd(e / f"{own}/job{j}.pt"), start_of(own, j)
                 expected = {k: expected[k] + end[k].double() - own_start[k].double() for k in end}
             for k, v in start.items():
                 if v.is_floating_point():
