@@ -188,7 +188,8 @@ def learner_modes(run: Run, exp: str) -> list[dict] | None:
     n = plan.num_jobs(0)
     if not Path(lay.job_model(exp, 1, 0)).exists():
         return None
-    kind = "job_start" if Path(lay.job_start(exp, 1, 0)).exists() else "job_model"
+    # delay-by-one's jobs of index 1 start from 0.pt (its mix nodes write from index 2 on)
+    kind = "job_start" if Path(lay.job_start(exp, 2, 0)).exists() else "job_model"
     proj, _ = flipping_projector(n)
     proj = torch.as_tensor(proj)
     other_modes = max(n - 1 - round(float(proj.trace())), 1)  # the mean is no mode of ẽ
@@ -196,7 +197,10 @@ def learner_modes(run: Run, exp: str) -> list[dict] | None:
     def stacked(layout_kind: str, t: int) -> torch.Tensor:
         rows = []
         for j in range(n):
-            sd = load_model_file(getattr(lay, layout_kind)(exp, t + 1, j))["state_dict"]
+            path = getattr(lay, layout_kind)(exp, t + 1, j)
+            if layout_kind == "job_start" and not Path(path).exists() and t == 0:
+                path = lay.init_model(exp)
+            sd = load_model_file(path)["state_dict"]
             rows.append(torch.cat([v.double().flatten() for v in sd.values()]))
         x = torch.stack(rows)
         return x - x.mean(0)
