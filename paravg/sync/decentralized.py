@@ -34,23 +34,27 @@ log = logging.getLogger(__name__)
 
 def mixed_start(
     mix_models: Sequence[str | Path],
-    mix_stats: Sequence[str | Path],
+    mix_stats: Sequence[str | Path] | None,
     mix_iteration: int,
     threshold: float,
     own_end: str | Path | None = None,
     own_start: str | Path | None = None,
 ) -> tuple[dict, dict]:
-    """The start model file dict s_j^t and a record of how it was formed."""
+    """The start model file dict s_j^t and a record of how it was formed.
+
+    ``mix_stats`` None: no job's objective stands behind the models (delay-by-one's
+    s_k^{t−1} before t = 3 are all ``0.pt``), so every one is mixed.
+    """
     if (own_end is None) != (own_start is None):
         raise ValueError("a displacement needs both the own job's end model and its start model")
-    if mix_stats:
+    if mix_stats is None:
+        models, problems = [load_model_file(p) for p in mix_models], []
+        accepted = list(range(len(models)))
+    else:
         models, objfs, problems = load_job_results(mix_models, mix_stats, mix_iteration)
-    else:  # no objective to choose by (copies of 0.pt): every neighbour, as if all equal
-        models = [load_model_file(p) for p in mix_models]
-        objfs, problems, mix_iteration = [0.0] * len(models), [], max(mix_iteration, 1)
-    # Kaldi's "best job at iteration 0" holds here too (averaging models right after the
-    # initialisation hurts): the start after iteration 0 is the neighbourhood's best job
-    accepted = select_jobs(objfs, iteration=mix_iteration, threshold=threshold)
+        # Kaldi's "best job at iteration 0" holds here too (averaging models right after
+        # the initialisation hurts): the start after iteration 0 is the neighbourhood's best
+        accepted = select_jobs(objfs, iteration=mix_iteration, threshold=threshold)
     if not accepted:
         raise NoAcceptableJobError(
             f"iteration {mix_iteration}: no usable neighbour among {[str(p) for p in mix_models]}: "
@@ -101,7 +105,7 @@ def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dic
     own_start = (inputs.get("own_start") or [None])[0]
     return mixed_start(
         inputs["models"],
-        inputs.get("stats", []),
+        inputs.get("stats"),
         iteration - 1,
         sync_cfg["objf_threshold"],
         own_end,

@@ -228,6 +228,19 @@ def test_missing_half_of_the_own_progress_is_refused(tmp_path):
         mixed_start([tmp_path / "a.pt"], [tmp_path / "a.json"], 3, 1.0, own_end=tmp_path / "a.pt")
 
 
+def test_without_objectives_every_model_is_mixed_even_after_iteration_0(tmp_path):
+    # delay-by-one's mix nodes before t = 3 have no job behind their models: none is
+    # chosen as "the best", not even at mix iteration 0 (Kaldi's best-job rule)
+    paths = []
+    for k, value in enumerate([1.0, 2.0, 6.0]):
+        save(tmp_path / f"{k}.pt", {"w": torch.full((2,), value)})
+        paths.append(tmp_path / f"{k}.pt")
+    for mix_iteration in (0, 1):
+        start, record = mixed_start(paths, None, mix_iteration, 1.0)
+        assert start["state_dict"]["w"].tolist() == [3.0, 3.0]
+        assert record["mixed"] == [str(p) for p in paths] and record["rejected"] == []
+
+
 def restoring_job(start: dict, gamma: float) -> dict:
     """A job that pulls its model a fraction γ of the way to the common optimum 0."""
     return {k: (1.0 - gamma) * v for k, v in start.items()}
