@@ -117,7 +117,16 @@ def _run_file(
     if cwd is not None:
         os.chdir(cwd)
     os.environ.update(environment)
-    runpy.run_path(path, run_name="__main__")
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException:
+        # as `python <path>` ends on an uncaught error: through sys.excepthook, which the
+        # script may have set (paravg.logs puts the error into the job's log file), with
+        # exit status 1. multiprocessing would print the traceback and bypass the hook.
+        sys.excepthook(*sys.exc_info())
+        raise SystemExit(1) from None
 
 
 def _die_with(lifeline) -> None:

@@ -47,6 +47,12 @@ EXPERIMENTS = {
 TRAINED_OVERLAY = {"experiments": EXPERIMENTS}
 #: The tiny default experiment's final model (what the failure tests rebuild and compare).
 FINAL = "results/exp/default/final.pt"
+#: The local profile's executor (profiles/local): each one-thread Python job forked from a
+#: warm server, the same bits as a fresh process (test_warm_executor). The tests whose
+#: subject is not the executor run through it, as `--profile profiles/local` does;
+#: test_reproducible, test_failures and test_disk_full keep Snakemake's local executor
+#: (a fresh interpreter per job), so test_reproducible compares the two paths' files.
+WARM = ("--executor", "paravg-warm")
 # One snakemake call never takes longer than this (the longest, a tiny run, takes ~3 min).
 SNAKEMAKE_TIMEOUT_S = 600
 
@@ -155,7 +161,7 @@ def upstream(shared_dir) -> Path:
 
     def build(d: Path) -> None:
         d.mkdir()
-        proc = run_snakemake(d, "--cores", "2", *UPSTREAM_TARGETS)
+        proc = run_snakemake(d, "--cores", "2", *WARM, *UPSTREAM_TARGETS)
         check_ok(proc, "building the shared stages")
 
     return built_once(shared_dir, "upstream", build)
@@ -168,7 +174,7 @@ def trained(shared_dir, upstream) -> Path:
 
     def build(d: Path) -> None:
         copy_workspace(upstream, d)
-        proc = run_snakemake(d, "--cores", "2", overlay=TRAINED_OVERLAY)
+        proc = run_snakemake(d, "--cores", "2", *WARM, overlay=TRAINED_OVERLAY)
         check_ok(proc, "the tiny pipeline (all) for the shared trained workspace")
 
     return built_once(shared_dir, "trained", build)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import check_ok, run_snakemake
+from .conftest import WARM, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
 
@@ -30,18 +30,22 @@ def decode_beam(ws: Path, set_: str) -> float:
 
 def test_a_config_change_with_another_sets_edit_pending_never_ends_0_mixed(clone_trained):
     ws = clone_trained("mixing")
-    check_ok(run_snakemake(ws, "--cores", "2", TABLE, overlay=TWO_SETS), "decoding both sets")
+    check_ok(
+        run_snakemake(ws, "--cores", "2", *WARM, TABLE, overlay=TWO_SETS), "decoding both sets"
+    )
     assert decode_beam(ws, "test") == decode_beam(ws, "train") == 15.0
 
     wav_scp = ws / "results" / "demo" / "test" / "wav.scp"  # the test set's source
     lines = wav_scp.read_text().splitlines()
     wav_scp.write_text("\n".join([lines[0] + " ", *lines[1:]]) + "\n")
     beam_14 = {**TWO_SETS, "decode": {"beam": 14.0}}
-    proc = run_snakemake(ws, "--cores", "2", TABLE, overlay=beam_14)
+    proc = run_snakemake(ws, "--cores", "2", *WARM, TABLE, overlay=beam_14)
     assert proc.returncode != 0, proc.stdout[-3000:]
     assert "the results would mix two configs" in proc.stdout, proc.stdout[-3000:]
     log = (ws / "logs" / "results_table" / "all.log").read_text()
     assert "decode/train/scores.json: decoded with beam 15.0 (config: 14.0)" in log, log
 
-    check_ok(run_snakemake(ws, "--cores", "2", TABLE, overlay=beam_14), "the same command again")
+    check_ok(
+        run_snakemake(ws, "--cores", "2", *WARM, TABLE, overlay=beam_14), "the same command again"
+    )
     assert decode_beam(ws, "test") == decode_beam(ws, "train") == 14.0

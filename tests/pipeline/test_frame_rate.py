@@ -19,7 +19,7 @@ import torch
 
 from paravg.egs import EgsArchive
 
-from .conftest import check_ok, run_snakemake, tiny_plan
+from .conftest import WARM, check_ok, run_snakemake, tiny_plan
 from .test_vosk import (
     _decode,
     _export_dither0,
@@ -44,7 +44,7 @@ EXP = Path("results/exp/lfr")
 def workdir(clone_upstream) -> Path:
     ws = clone_upstream("frame_rate")
     targets = [EXP / "kaldi", EXP / "decode/test/scores.json", EXP / "eval/test.json"]
-    proc = run_snakemake(ws, "--cores", "2", *map(str, targets), overlay=OVERLAY)
+    proc = run_snakemake(ws, "--cores", "2", *WARM, *map(str, targets), overlay=OVERLAY)
     check_ok(proc, "the f = 3 run")
     return ws
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import check_ok, run_snakemake
+from .conftest import WARM, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
 
@@ -62,7 +62,7 @@ def workdir(clone_upstream) -> Path:
     # the chunk egs replace the clone's frame egs: the DAG does not plan from their
     # info.json (paravg.dag.Dag.stale_egs) but after the egs checkpoint, which reruns
     targets = [str(EXP / t) for t in ("decode/test/scores.json", "eval/test.json", "kaldi")]
-    proc = run_snakemake(ws, "--cores", "2", *targets, overlay=OVERLAY)
+    proc = run_snakemake(ws, "--cores", "2", *WARM, *targets, overlay=OVERLAY)
     check_ok(proc, "the lstm run")
     assert "was made with other egs options than the config's" in proc.stdout
     return ws

@@ -27,7 +27,7 @@ import torch
 from paravg.nnet.model_file import load_model_file
 from paravg.sync.registry import get_method, neighbourhoods
 
-from .conftest import check_ok, run_snakemake
+from .conftest import WARM, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
 
@@ -205,7 +205,7 @@ def test_delay_by_one_mix_nodes_wait_for_no_neighbours_job(jobs):
 
 
 def test_end_to_end_all_methods(workdir):
-    proc = run_snakemake(workdir, "--cores", "2", *TARGETS, overlay=OVERLAY)
+    proc = run_snakemake(workdir, "--cores", "2", *WARM, *TARGETS, overlay=OVERLAY)
     check_ok(proc, "the tiny pipeline with six sync methods")
     root = workdir / "results" / "exp"
     for m in METHODS:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import check_ok, run_snakemake
+from .conftest import WARM, check_ok, run_snakemake
 from .test_vosk import _decode, _export_dither0, _record, assert_hypotheses_are_words
 
 pytestmark = pytest.mark.pipeline
@@ -44,7 +44,7 @@ EXP = Path("results/exp/tdnnf")
 def workdir(clone_upstream) -> Path:
     ws = clone_upstream("tdnnf")
     targets = [str(EXP / "kaldi"), str(EXP / "decode/test/scores.json"), str(EXP / "final.json")]
-    check_ok(run_snakemake(ws, "--cores", "2", *targets, overlay=OVERLAY), "the tdnnf run")
+    check_ok(run_snakemake(ws, "--cores", "2", *WARM, *targets, overlay=OVERLAY), "the tdnnf run")
     return ws
 
 

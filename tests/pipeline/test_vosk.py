@@ -45,7 +45,7 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import TRAINED_OVERLAY, check_ok, run_snakemake
+from .conftest import TRAINED_OVERLAY, WARM, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
 
@@ -57,7 +57,7 @@ NUM_UTTS = 10  # the first 10 test utterances (sorted ids), 10 voices, ~34 s of 
 def workdir(clone_trained) -> Path:
     ws = clone_trained("vosk")
     targets = ["results/exp/default/kaldi", "results/exp/default/decode/test/scores.json"]
-    proc = run_snakemake(ws, "--cores", "2", *targets, overlay=OVERLAY)
+    proc = run_snakemake(ws, "--cores", "2", *WARM, *targets, overlay=OVERLAY)
     check_ok(proc, "export_kaldi and decode")
     return ws
 
