@@ -6,14 +6,14 @@ N = 4 jobs. For average, ring, random-ring, delay-by-one and d-psgd, the wall-cl
 whole training (first train job start → last model of the last iteration: ``<T>.pt`` or
 ``consensus/<T>.pt``) with job 1 made ``--factor`` times slower (``simulate.straggler``)
 against the same run without, and the ratio. Each timed run is its own
-``snakemake --cores N`` command on a fresh experiment (its ``0.pt`` built beforehand,
-untimed); runs are interleaved over ``--repeats``. Also printed: when the fast jobs (all
-but the straggler) finished their last iteration, which shows how far the DAG edges let
-them run ahead of the slow one.
+``snakemake --cores N --executor E`` command on a fresh experiment (its ``0.pt`` built
+beforehand, untimed); runs are interleaved over ``--repeats``. Also printed: when the fast
+jobs (all but the straggler) finished their last iteration, which shows how far the DAG
+edges let them run ahead of the slow one.
 
-    .venv/bin/python benchmarks/bench_sync.py [--cores 4] [--epochs 1] [--repeats 1]
-        [--factor 3] [--demo-minutes 20] [--methods average,ring,...] [--workdir DIR]
-        [--results DIR]
+    .venv/bin/python benchmarks/bench_sync.py [--cores 4] [--executor paravg-warm]
+        [--epochs 1] [--repeats 1] [--factor 3] [--demo-minutes 20]
+        [--methods average,ring,...] [--workdir DIR] [--results DIR]
 
 Every path and number of a run (its iterations, jobs, the synced model of each method,
 the files read) comes from its plan (:func:`paravg.plan.experiment_plans`) on the
@@ -75,12 +75,12 @@ def plan_of(overlay: dict, name: str) -> ExperimentPlan:
     return experiment_plans(config, info)[name]
 
 
-def snakemake(ws: Path, overlay: dict, *targets: str, cores: int) -> float:
+def snakemake(ws: Path, overlay: dict, *targets: str, cores: int, executor: str) -> float:
     """Run the Snakefile in ``ws`` with the overlay on ``targets``; return wall seconds."""
     cfg = ws / "overlay.yaml"
     cfg.write_text(yaml.safe_dump(overlay))
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(ws)]
-    cmd += ["--configfile", str(cfg), "--cores", str(cores), *targets]
+    cmd += ["--configfile", str(cfg), "--cores", str(cores), "--executor", executor, *targets]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - t0
@@ -104,9 +104,9 @@ def straggler_run(ws: Path, args, method: str, slow: bool, rep: int) -> dict:
     if os.path.exists(L.exp_dir(name)):
         shutil.rmtree(L.exp_dir(name))
     shutil.rmtree(L.log_dir("train_job", name), ignore_errors=True)
-    snakemake(ws, overlay, L.init_model(name), cores=args.cores)  # untimed
+    snakemake(ws, overlay, L.init_model(name), cores=args.cores, executor=args.executor)
     last = plan.synced_model(iters)
-    wall = snakemake(ws, overlay, last, cores=args.cores)
+    wall = snakemake(ws, overlay, last, cores=args.cores, executor=args.executor)
     first_jobs = glob.glob(L.log("train_job", f"{name}/1/*"))  # the jobs of iteration 0
     start = min(first_log_time(Path(p)) for p in first_jobs)
     end = Path(last).stat().st_mtime
@@ -139,7 +139,8 @@ def stragglers(ws: Path, args) -> None:
     base = med("average", False, "span")
     print(
         f"\n## Stragglers: job {SLOW_JOB} of {args.jobs} {args.factor:g}× slower, "
-        f"{iters} iterations, snakemake --cores {args.cores}, median of {args.repeats}\n"
+        f"{iters} iterations, snakemake --cores {args.cores} --executor {args.executor}, "
+        f"median of {args.repeats}\n"
     )
     print(
         "| method | training, no straggler (s) | with straggler (s) | slowdown "
@@ -158,6 +159,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/paravg_bench_sync"))
     ap.add_argument("--cores", type=int, default=4)
+    ap.add_argument(
+        "--executor",
+        default="paravg-warm",
+        help="Snakemake's executor: the local profile's paravg-warm (jobs forked from a warm "
+        "server), or local (a fresh interpreter per job)",
+    )
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--demo-minutes", type=float, default=20.0)
@@ -176,7 +183,9 @@ def main() -> None:
     ws.mkdir(parents=True, exist_ok=True)
     os.chdir(ws)  # the plan's paths are relative to the workspace, as Snakemake's
     print(f"workspace {ws}: building the demo up to the egs ...", flush=True)
-    wall = snakemake(ws, base_overlay(args), "egs_all", cores=min(args.cores, 2))
+    wall = snakemake(
+        ws, base_overlay(args), "egs_all", cores=min(args.cores, 2), executor=args.executor
+    )
     print(f"  done in {wall:.0f} s", flush=True)
     stragglers(ws, args)
 
