@@ -195,7 +195,12 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
 
 
 RECURRENT_FAMILIES = ("tdnn_lstm",)
-CHUNK_TRAINER_KEYS = ("num_chunk_per_minibatch", "deriv_truncate_margin")
+CHUNK_TRAINER_KEYS = (
+    "num_chunk_per_minibatch",
+    "deriv_truncate_margin",
+    "shrink_value",
+    "shrink_saturation_threshold",
+)
 
 
 def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:

@@ -48,6 +48,15 @@ MAX_LDA_ARCHIVES = 10
 #: train_rnn.py's defaults: --trainer.rnn.num-chunk-per-minibatch, --trainer.deriv-
 #: truncate-margin, --trainer.optimization.momentum (train_dnn.py's momentum is 0).
 RNN_CHUNKS_PER_MINIBATCH, RNN_DERIV_TRUNCATE_MARGIN, RNN_MOMENTUM = "100", 8, 0.5
+#: trainer keys a job takes as they are when the config sets them (no schema default):
+#: --trainer.optimization.momentum, shrink-value, shrink-saturation-threshold,
+#: proportional-shrink
+OPTIONAL_TRAINER_KEYS = (
+    "momentum",
+    "shrink_value",
+    "shrink_saturation_threshold",
+    "proportional_shrink",
+)
 
 
 def job_seed(srand: int, iteration: int, job: int) -> int:
@@ -88,6 +97,10 @@ class JobSpec:
     chunk_training: bool = False
     deriv_truncate_margin: int | None = None  # None: no derivative truncation
     momentum: float = 0.0  # nnet3-train --momentum (train_rnn.py: 0.5)
+    # the start model's shrinkage (paravg.nnet.shrinkage; train_rnn.py's options)
+    shrink_value: float = 1.0  # 1: none (train_rnn.py's default is 0.99)
+    shrink_saturation_threshold: float = 0.4
+    proportional_shrink: float = 0.0
 
     @property
     def seed(self) -> int:
@@ -206,6 +219,13 @@ class ExperimentPlan:
             )
         except ConfigError as exc:
             raise ConfigError(f"experiment {name!r}: {exc}") from None
+        shrink = self.trainer.get("proportional_shrink", 0.0)
+        if shrink * max(self.learning_rates, default=0.0) >= 0.5:
+            raise ConfigError(
+                f"experiments.{name}.trainer.proportional_shrink = {shrink} gives a shrink "
+                f"value of {1 - shrink * max(self.learning_rates):.3f} at the largest per-job "
+                "learning rate; it must stay above 0.5 (train_dnn.py / train_rnn.py)"
+            )
 
     def restart_from_synced(self, iteration: int | None) -> None:
         """The jobs of ``iteration`` start from the synced model ``<iteration>.pt`` instead
@@ -270,6 +290,11 @@ class ExperimentPlan:
                 "deriv_truncate_margin", RNN_DERIV_TRUNCATE_MARGIN
             )
             params["momentum"] = RNN_MOMENTUM
+        # keys without a schema default: set only where the config sets them, so a job
+        # of a config without them has the params (and fingerprint) it had before
+        for key in OPTIONAL_TRAINER_KEYS:
+            if key in t:
+                params[key] = t[key]
         if self.experiment["model"].get("family", "tdnn") != "tdnn":
             # the families with l2-regularize (the TDNN has none): train_dnn.py passes
             # --l2-regularize-factor=1/num_jobs so that the average keeps the l2 of one job

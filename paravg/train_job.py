@@ -38,6 +38,10 @@ step D ← μ D + Δ is accumulated over minibatches, max-change is applied to (
 that; D keeps its unclipped value for the next minibatch. μ = 0 is the frame job's
 update exactly.
 
+Before training, the start model may be shrunk (every parameter × s; train_rnn.py's
+``--trainer.optimization.shrink-value`` and ``proportional-shrink``, applied by Kaldi
+with ``nnet3-am-copy --scale``; :mod:`paravg.nnet.shrinkage`).
+
 The job writes ``<t+1>/job<j>.pt`` and a JSON of its statistics beside it; natural-
 gradient state is never saved (every job starts it afresh, as Kaldi).
 """
@@ -250,6 +254,28 @@ def simulated_job(model: AcousticModel, spec: JobSpec) -> dict:
     }
 
 
+def shrink_start_model(model: AcousticModel, spec: JobSpec) -> dict | None:
+    """Scale the start model's parameters as ``train_rnn.py`` does before a job
+    (:mod:`paravg.nnet.shrinkage`); the decision for the job's statistics, or None when
+    the job has no shrink option."""
+    from paravg.nnet.shrinkage import scale_parameters, shrinkage_value
+
+    if (spec.shrink_value, spec.proportional_shrink) == (1.0, 0.0):
+        return None
+    value, sat = shrinkage_value(
+        spec.iteration,
+        spec.learning_rate,
+        model,
+        spec.shrink_value,
+        spec.shrink_saturation_threshold,
+        spec.proportional_shrink,
+    )
+    scale_parameters(model.components(), value)
+    if value != 1.0:
+        log.info("shrink: %.5f (saturation %s)", value, "n/a" if sat is None else f"{sat:.3f}")
+    return {"value": value, "saturation": sat}
+
+
 def run_train_job(
     start: dict,
     archive_prefix: str | Path,
@@ -268,10 +294,13 @@ def run_train_job(
     started_at = time.time()
     torch.manual_seed(spec.seed)
     model = build_model(start, make_affine_factory(ngsgd))
+    shrink = shrink_start_model(model, spec)
     if spec.simulate_seconds > 0:
         stats = simulated_job(model, spec)
     else:
         stats = train_one_job(model, EgsArchive(archive_prefix), spec, device)
+    if shrink is not None:
+        stats["shrink"] = shrink
     stats["archive"] = str(archive_prefix)
     stats.update(record or {})
     # wall-clock times (Unix seconds) of the training part, for timelines and benchmarks

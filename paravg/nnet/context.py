@@ -20,12 +20,14 @@ def model_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_target
 def _tdnn_lstm_megabytes(
     model_cfg: dict, feat_dim: int, ivector_dim: int, num_targets: int
 ) -> float:
-    """:class:`paravg.nnet.lstm.TdnnLstmModel`'s state dict, all float32: the LDA-like
+    """:class:`paravg.nnet.lstm.TdnnLstmModel`'s state dict: in float32 the LDA-like
     transform and log-priors, every relu-renorm affine ((in · |splice| + 1) · D), every
     fast-lstmp layer (W_all (in + R + 1) · 4C, the 3C peepholes, W_rp (C + 1) · (R + P);
-    R defaults to C/4 and P to R, as Kaldi's) and the output affine."""
+    R defaults to C/4 and P to R, as Kaldi's) and the output affine; in float64 each
+    nonlinearity's statistics (value and derivative sums 2 · 5C, 5 repaired counts, the
+    count)."""
     lda = feat_dim * len(model_cfg["input_splice"]) + ivector_dim
-    values, prev = lda * lda + lda + num_targets, lda
+    values, prev, stats = lda * lda + lda + num_targets, lda, 0
     for layer in model_cfg["tdnn_lstm"]["layers"]:
         if layer["type"] == "tdnn":
             values += (prev * len(layer.get("splice", [0])) + 1) * layer["dim"]
@@ -35,9 +37,10 @@ def _tdnn_lstm_megabytes(
         r = layer.get("recurrent_projection_dim", 0) or c // 4
         p = layer.get("non_recurrent_projection_dim", 0) or r
         values += (prev + r + 1) * 4 * c + 3 * c + (c + 1) * (r + p)
+        stats += 2 * 5 * c + 5 + 1
         prev = r + p
     values += (prev + 1) * num_targets
-    return 4 * values / 2**20
+    return (4 * values + 8 * stats) / 2**20
 
 
 def _tdnnf_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_targets: int) -> float:

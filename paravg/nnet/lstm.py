@@ -54,7 +54,8 @@ layer zero. Max-change: TDNN affines ``model.max_change_hidden`` (0.75), W_all a
 Chunked egs and chunk training: :mod:`paravg.egs.chunking`, :mod:`paravg.train_job`; the
 nnet3 export: :mod:`paravg.export.nnet3`. Not here (yet): the fast-lstmp
 ``dropout-proportion`` (DropoutMaskComponent; the WSJ recipe has none), ``lstmp-layer``
-(the non-fast variant), backward LSTMs (delay > 0), train_rnn.py's shrinkage.
+(the non-fast variant), backward LSTMs (delay > 0). train_rnn.py's shrinkage reads the
+statistics of :class:`LstmNonlinearity`: :mod:`paravg.nnet.shrinkage`.
 """
 
 from __future__ import annotations
@@ -183,8 +184,12 @@ class LstmNonlinearity(nn.Module):
     ``self_repair_total``) accumulate in backward over the rows of the minibatch and join
     the ones self-repair reads at the end of the minibatch (:meth:`delta`): Kaldi's
     consolidated model update reads the model's statistics and adds the minibatch's to the
-    delta, which the update adds to the model. They are zeroed by :meth:`reset_stats` and
-    not part of the state_dict.
+    delta, which the update adds to the model. They are zeroed by :meth:`reset_stats` (a
+    job's start) and, as in Kaldi's model files, part of the state_dict (float64 buffers):
+    a job's model carries its statistics, the sync rules combine them like every tensor
+    (``nnet3-average`` averages them), so a synced model's are those of the jobs behind
+    it. :func:`saturation` reads them (train_rnn.py's shrinkage). A model file without
+    them (paravg before they were stored) loads with zero statistics.
 
     Step (:meth:`delta`): the gradient of the 3×C parameters summed over all rows of the
     minibatch (Kaldi consolidates the per-phase backprops into one update), preconditioned
@@ -210,8 +215,20 @@ class LstmNonlinearity(nn.Module):
         self.self_repair_scale = float(self_repair_scale)
         self.natural_gradient = bool(natural_gradient)
         self.params = nn.Parameter(torch.zeros(3, self.cell_dim))
+        for name, shape in self._stats_shapes().items():
+            self.register_buffer(name, torch.zeros(shape, dtype=torch.float64))
         self.reset_state()
         self.reset_stats()
+
+    def _stats_shapes(self) -> dict[str, tuple[int, ...]]:
+        C = self.cell_dim
+        return {"value_sum": (5, C), "deriv_sum": (5, C), "self_repair_total": (5,), "count": ()}
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # statistics absent from the file: a model file written before they were stored
+        for name, shape in self._stats_shapes().items():
+            state_dict.setdefault(prefix + name, torch.zeros(shape, dtype=torch.float64))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ------------------------------------------------------------------ component hooks
     def update_params(self) -> list[nn.Parameter]:
@@ -236,11 +253,9 @@ class LstmNonlinearity(nn.Module):
 
     def reset_stats(self) -> None:
         """Kaldi's ``ZeroStats`` (start of a training job)."""
-        C = self.cell_dim
-        self.value_sum = torch.zeros(5, C, dtype=torch.float64)
-        self.deriv_sum = torch.zeros(5, C, dtype=torch.float64)
-        self.self_repair_total = torch.zeros(5, dtype=torch.float64)
-        self.count = 0.0
+        device = self.deriv_sum.device
+        for name, shape in self._stats_shapes().items():
+            setattr(self, name, torch.zeros(shape, dtype=torch.float64, device=device))
         self._pending: list | None = None
 
     def repair_scales(self) -> torch.Tensor:
@@ -270,9 +285,8 @@ class LstmNonlinearity(nn.Module):
 
     def _to(self, device: torch.device) -> None:
         if self.deriv_sum.device != device:
-            self.value_sum = self.value_sum.to(device)
-            self.deriv_sum = self.deriv_sum.to(device)
-            self.self_repair_total = self.self_repair_total.to(device)
+            for name in self._stats_shapes():
+                setattr(self, name, getattr(self, name).to(device))
 
     def commit_stats(self) -> None:
         """End of a minibatch: its statistics join the ones self-repair reads."""
@@ -282,7 +296,7 @@ class LstmNonlinearity(nn.Module):
         self.value_sum = self.value_sum + vals
         self.deriv_sum = self.deriv_sum + derivs
         self.self_repair_total = self.self_repair_total + repaired
-        self.count += n
+        self.count = self.count + n
         self._pending = None
 
     @torch.no_grad()

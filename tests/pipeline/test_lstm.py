@@ -41,6 +41,7 @@ LSTM_MODEL = {
         ],
     },
 }
+SHRINK_THRESHOLD = 0.1
 OVERLAY = {
     "model": LSTM_MODEL,
     "egs": {
@@ -50,8 +51,14 @@ OVERLAY = {
         "chunk_right_context_final": 0,
     },
     # 3 archives of ~200 chunks (samples_per_iter 300 chunks of the principal width):
-    # 4 epochs are 12 archives, 8 iterations of 1 → 2 jobs
-    "trainer": {"num_epochs": 4, "num_chunk_per_minibatch": "16,8", "deriv_truncate_margin": 4},
+    # 4 epochs are 12 archives, 8 iterations of 1 → 2 jobs; train_rnn.py's shrinkage
+    "trainer": {
+        "num_epochs": 4,
+        "num_chunk_per_minibatch": "16,8",
+        "deriv_truncate_margin": 4,
+        "shrink_value": 0.99,
+        "shrink_saturation_threshold": SHRINK_THRESHOLD,
+    },
 }
 EXP = Path("results/exp/default")
 
@@ -94,6 +101,26 @@ def test_the_lstm_trains_on_chunks_combines_evaluates_and_decodes(workdir):
     scores = json.loads((exp / "decode" / "test" / "scores.json").read_text())
     assert scores, scores
     assert (exp / "kaldi" / "export.json").exists()  # the chunk-trained model exports
+
+
+def test_jobs_shrink_on_the_saturation_their_synced_start_carries(workdir):
+    """train_rnn.py's shrinkage through the DAG: iteration 0 shrinks unseen; later jobs
+    decide on the statistics of the synced model they start from, which the averaging
+    carries from the jobs before (the saturation get_saturation.pl would print)."""
+    from paravg.nnet.model_file import build_model
+    from paravg.nnet.shrinkage import saturation
+
+    exp = workdir / EXP
+    for stats_file in sorted(exp.glob("*/job*.json")):
+        stats = json.loads(stats_file.read_text())
+        shrink, t = stats["shrink"], stats["iteration"]
+        if t == 0:
+            assert shrink == {"value": 0.99, "saturation": None}, stats_file
+            continue
+        start = build_model(torch.load(exp / f"{t}.pt", weights_only=True))
+        assert shrink["saturation"] == pytest.approx(saturation(start)), stats_file
+        assert 0.0 < shrink["saturation"] < 1.0, stats_file
+        assert shrink["value"] == (0.99 if shrink["saturation"] > SHRINK_THRESHOLD else 1.0)
 
 
 def test_a_rerun_lstm_iteration_reproduces_its_bits(workdir):

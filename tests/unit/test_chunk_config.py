@@ -38,7 +38,14 @@ NEW_EGS_KEYS = {
     "chunk_left_context_initial",
     "chunk_right_context_final",
 }
-NEW_TRAINER_KEYS = {"num_chunk_per_minibatch", "deriv_truncate_margin"}
+NEW_TRAINER_KEYS = {
+    "num_chunk_per_minibatch",
+    "deriv_truncate_margin",
+    "momentum",
+    "shrink_value",
+    "shrink_saturation_threshold",
+    "proportional_shrink",
+}
 
 
 def config(overrides=None, schema_path=None):
@@ -64,6 +71,8 @@ def test_a_tdnn_lstm_experiment_with_chunk_egs_validates_and_keeps_what_was_writ
         ({"egs": {"chunk_right_context_final": 0}}, r"without egs\.chunk_width"),
         ({"experiments": {"a": {"trainer": {"deriv_truncate_margin": 3}}}}, r"options of chunk"),
         ({"experiments": {"a": {"trainer": {"num_chunk_per_minibatch": 3}}}}, r"options of chunk"),
+        ({"experiments": {"a": {"trainer": {"shrink_value": 0.99}}}}, r"options of chunk"),
+        ({"experiments": {"a": {"trainer": {"shrink_value": 0.4}}}}, r"shrink_value"),
         ({"egs": {"chunk_width": "20,,3"}, "experiments": {"l": LSTM}}, r"chunk_width"),
         ({"egs": {"chunk_width": 0}, "experiments": {"l": LSTM}}, r"chunk_width"),
         ({"egs": {"chunk_left_context_initial": -2, "chunk_width": 9}}, r"initial"),
@@ -113,6 +122,17 @@ def test_a_tdnn_lstm_experiment_with_chunk_egs_validates_and_keeps_what_was_writ
 def test_wrong_chunk_combinations_are_config_errors(overrides, match):
     with pytest.raises(ConfigError, match=match):
         config(overrides)
+
+
+def test_a_proportional_shrink_too_large_for_the_schedule_stops_the_plan():
+    """train_rnn.py refuses 1 − p·lr ≤ 0.5 when it reaches that iteration; paravg's plan
+    refuses it before any work, naming the key (here the largest per-job rate is 0.0026)."""
+    ok = config({"experiments": {"a": {"trainer": {"proportional_shrink": 10.0, "momentum": 0.3}}}})
+    job = experiment_plans(ok, INFO)["a"].job(3, 0)  # a TDNN: both are train_dnn.py options
+    assert (job.proportional_shrink, job.momentum) == (10.0, 0.3)
+    bad = config({"experiments": {"a": {"trainer": {"proportional_shrink": 250.0}}}})
+    with pytest.raises(ConfigError, match=r"a\.trainer\.proportional_shrink = 250\.0 gives"):
+        experiment_plans(bad, INFO)
 
 
 def _old_schema(tmp_path):

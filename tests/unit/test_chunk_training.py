@@ -187,3 +187,70 @@ def test_chunk_outputs_are_the_chunks_own_frames():
                 moved[0, row] += 1.0
                 out = chunk_outputs(m, moved, ivec, (w, left, right))
                 assert (not torch.allclose(out[0, k], base[0, k])) == changes, (k, row)
+
+
+def test_a_job_model_carries_its_nonlinearity_statistics(tmp_path):
+    """What train_rnn.py's shrinkage reads: the statistics of the job, in its model file."""
+    from paravg.nnet.shrinkage import saturation
+
+    archive = write_chunk_egs(tmp_path / "egs", 48)
+    m = model(seed=2)
+    m.lstm_nonlinearities()[0].count.fill_(1e6)  # a start model's, zeroed by the job
+    train_one_job(m, archive, spec(), torch.device("cpu"))
+    (nonlin,) = m.lstm_nonlinearities()
+    assert 0 < float(nonlin.count) < 1e6 and "layers.2.lstm_nonlin.count" in m.state_dict()
+    assert 0.0 < saturation(m) < 1.0
+
+
+@pytest.mark.parametrize("iteration, saturated, shrinks", [(0, False, True), (4, True, True),
+                                                          (4, False, False)])  # fmt: skip
+def test_a_shrinking_job_is_the_job_from_the_scaled_start(tmp_path, iteration, saturated, shrinks):
+    """train_rnn.py: the start model × shrink-value (nnet3-am-copy --scale) on iteration 0
+    and when its saturation exceeds the threshold; otherwise the job is unchanged."""
+    from paravg.nnet.model_file import model_to_file_dict
+    from paravg.nnet.shrinkage import scale_parameters
+    from paravg.train_job import run_train_job
+
+    write_chunk_egs(tmp_path / "egs", 48)
+    start = model(seed=3)
+    (nonlin,) = start.lstm_nonlinearities()
+    # mean derivatives 0.02 everywhere (saturated: 0.92, 0.98) or 0.24 and 0.95 (0.04, 0.05)
+    means = [0.02] * 5 if saturated else [0.24, 0.24, 0.95, 0.24, 0.95]
+    nonlin.count.fill_(100.0)
+    nonlin.deriv_sum.copy_(100.0 * torch.tensor(means, dtype=torch.float64)[:, None])
+    shrink = dict(shrink_value=0.9, shrink_saturation_threshold=0.4)
+
+    def job(name, start_model, **kw):
+        s = spec(iteration=iteration, archive=str(tmp_path / "egs"), **kw)
+        out = tmp_path / f"{name}.pt"
+        stats = run_train_job(
+            model_to_file_dict(start_model), s.archive, out, tmp_path / f"{name}.json", s,
+            s.ngsgd, torch.device("cpu"),
+        )  # fmt: skip
+        return torch.load(out)["state_dict"], stats
+
+    shrunk, stats = job("shrunk", start, **shrink)
+    plain, plain_stats = job("plain", start)
+    scaled = model(seed=3)
+    scale_parameters(scaled.components(), 0.9)
+    by_hand, _ = job("by_hand", scaled)
+    expected = by_hand if shrinks else plain
+    assert all(torch.equal(shrunk[k], expected[k]) for k in shrunk)
+    assert stats["shrink"]["value"] == (0.9 if shrinks else 1.0) and "shrink" not in plain_stats
+    assert (stats["shrink"]["saturation"] is None) == (iteration == 0)
+
+
+def test_the_plan_passes_the_shrink_options_only_where_the_config_sets_them():
+    cfg = deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), {
+        "egs": {"chunk_width": "40,30,20"},
+        "experiments": {
+            "s": deep_merge(LSTM_EXP, {"trainer": {"shrink_value": 0.99, "momentum": 0.25}}),
+            "n": LSTM_EXP,
+        },
+    })  # fmt: skip
+    info = {"num_archives": 12, "frames_per_eg": 40, "num_frames": 123456}
+    plans = experiment_plans(validate_config(cfg), info)
+    s, n = plans["s"].job(2, 0), plans["n"].job(2, 0)
+    assert (s.shrink_value, s.shrink_saturation_threshold, s.momentum) == (0.99, 0.4, 0.25)
+    assert (n.shrink_value, n.momentum) == (1.0, 0.5)
+    assert not {"shrink_value", "shrink_saturation_threshold"} & set(plans["n"].job_params(2, 0))

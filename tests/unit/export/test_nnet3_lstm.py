@@ -233,7 +233,7 @@ def tiny_model():
     nonlin.value_sum = torch.tensor(VALUE_AVG, dtype=torch.float64) * COUNT
     nonlin.deriv_sum = torch.tensor(DERIV_AVG, dtype=torch.float64) * COUNT
     nonlin.self_repair_total = torch.tensor(REPAIRED, dtype=torch.float64)
-    nonlin.count = COUNT
+    nonlin.count = torch.tensor(COUNT, dtype=torch.float64)
     return model.eval()
 
 
@@ -382,7 +382,7 @@ def test_write_read_round_trip(binary):
     nonlin.value_sum = torch.rand(5, 16, dtype=torch.float64) * 30
     nonlin.deriv_sum = torch.rand(5, 16, dtype=torch.float64) * 10
     nonlin.self_repair_total = torch.tensor([30.0, 0, 2, 0, 5], dtype=torch.float64)
-    nonlin.count = 30.0
+    nonlin.count = torch.tensor(30.0, dtype=torch.float64)
     nnet = nnet3_from_model(model)
     data = _bytes(nnet, binary)
     back = read_nnet3(KaldiReader(data))

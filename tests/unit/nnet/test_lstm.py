@@ -304,7 +304,7 @@ def test_self_repair_is_kaldis_term_on_the_units_below_threshold():
     nonlin, x, w, dy = nonlin_case(C, repair=scale)
     # statistics of an earlier minibatch: count 9, so unit j of nonlinearity k is repaired
     # when deriv_sum / 10 < 0.05 (sigmoids) or 0.2 (tanh's)
-    nonlin.count = 9.0
+    nonlin.count = torch.tensor(9.0, dtype=torch.float64)
     nonlin.deriv_sum = torch.tensor(
         [
             [0.2, 0.6, 0.49, 0.51, 3.0],
