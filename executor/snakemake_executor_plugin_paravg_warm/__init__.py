@@ -16,7 +16,9 @@ process:
   before the server imports torch; the BLAS thread variables are those ``shell()`` sets
   for a one-thread job, so only one-thread jobs run warm) and the script sets its own
   threads and seeds;
-* benchmarks: ``benchmark:`` files measure the child, as they measure ``python <file>``;
+* benchmarks: ``benchmark:`` files measure the child, as they measure ``python <file>``
+  (a job that ends before its monitor attaches records its running time alone:
+  :func:`benchmarked_child`);
 * failures: a non-zero exit, or a child killed by a signal (a dead worker), fails the job
   with the exit status, and Snakemake reruns it as any failed job (``--retries``);
 * cancellation: Ctrl-C / SIGTERM of snakemake terminates the running children.
@@ -44,6 +46,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import types
 from dataclasses import dataclass
 
@@ -159,6 +162,27 @@ def _without_main_module():
         sys.modules["__main__"] = main
 
 
+@contextlib.contextmanager
+def benchmarked_child(pid: int, record):
+    """Snakemake's ``benchmarked(pid, record)`` for a forked job, which may have ended
+    before its monitor attaches: a job faster than a fork (a simulated one, a tiny sync
+    node on a loaded machine) is reaped at once by the forkserver, so ``psutil`` finds no
+    process, and Snakemake's monitor raises ``NoSuchProcess`` (the job failed with it).
+    Then the record keeps the running time alone, as for a process gone between samples."""
+    import psutil
+
+    started = time.time()
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(benchmarked(pid, record))
+            attached = True
+        except psutil.NoSuchProcess:
+            attached = False
+        yield record
+    if not attached:
+        record.running_time = time.time() - started
+
+
 def _wait(child: multiprocessing.process.BaseProcess) -> None:
     """Wait for ``child`` to end, and take its exit status under the lock.
 
@@ -205,7 +229,7 @@ def _warm_execute_script(self: PythonScript, fname, edit=False) -> None:
         _running.add(child)
     try:
         if self.bench_record is not None:
-            with benchmarked(child.pid, self.bench_record):
+            with benchmarked_child(child.pid, self.bench_record):
                 _wait(child)
         else:
             _wait(child)

@@ -166,11 +166,11 @@ class Worker:
             process.start()
         child = Child(job_id, process, time.monotonic() + float(request["runtime_s"]))
         if request.get("benchmark"):
-            from snakemake.benchmark import BenchmarkRecord, benchmarked
+            from snakemake.benchmark import BenchmarkRecord
 
             child.record = BenchmarkRecord()
             child.bench = contextlib.ExitStack()
-            child.bench.enter_context(benchmarked(process.pid, child.record))
+            child.bench.enter_context(self.warm.benchmarked_child(process.pid, child.record))
         self.running[job_id] = child
         self.log(f"job {job_id} ({request.get('label', '')}): pid {process.pid}")
 
