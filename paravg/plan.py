@@ -193,6 +193,7 @@ class ExperimentPlan:
         block_jobs: int = 600,
         synced_start_mb: float = float("inf"),
         block_edges: int | None = None,
+        synced_start_jobs: int | None = None,
     ) -> None:
         self.name = name
         self.experiment = experiment
@@ -205,6 +206,7 @@ class ExperimentPlan:
         self.block_jobs = block_jobs
         self.block_edges = block_edges
         self.synced_start_mb = synced_start_mb
+        self.synced_start_jobs = synced_start_jobs
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
         self.restart_at: int | None = None
@@ -323,8 +325,14 @@ class ExperimentPlan:
 
     def node_rule_params(self, t: int) -> dict:
         """The sync node of index ``t``'s rule params: the iteration whose jobs it reads,
-        their sync settings (the same the jobs of iteration t use) and its input files."""
-        return {"iteration": t - 1, "sync": self.sync_params(t - 1), "files": self.node_inputs(t)}
+        their sync settings (the same the jobs of iteration t use), its input files and the
+        fingerprint of index t (its inputs' statistics carry it; its summary records it)."""
+        return {
+            "iteration": t - 1,
+            "sync": self.sync_params(t - 1),
+            "files": self.node_inputs(t),
+            "fingerprint": self.fingerprint(t),
+        }
 
     def sync_params(self, iteration: int) -> dict:
         """The sync settings of the block over ``iteration``'s jobs, resolved (BMUF's block
@@ -361,7 +369,10 @@ class ExperimentPlan:
             return False
         if iteration == self.restart_at:
             return True
-        return self.num_jobs(iteration - 1) * self.model_mb > self.synced_start_mb
+        n = self.num_jobs(iteration - 1)
+        if self.synced_start_jobs is not None and n > self.synced_start_jobs:
+            return True
+        return n * self.model_mb > self.synced_start_mb
 
     def start_inputs(self, iteration: int, job: int) -> dict[str, list[str]]:
         """Role -> files job ``job`` of ``iteration`` forms its start model from."""
@@ -599,6 +610,7 @@ def experiment_plans(
             config["run"]["block_jobs"],
             config["run"]["synced_start_mb"],
             config["run"]["block_edges"],
+            config["run"]["synced_start_jobs"],
         )
         for name in config["experiments"]
     }

@@ -316,8 +316,11 @@ def run_train_job(
     return stats
 
 
-def check_input_fingerprints(stats_paths, expected: str) -> None:
-    """Every job output a start model is formed from must come from the current plan.
+def check_input_fingerprints(stats_paths, expected: str, unrecorded_ok: bool = False) -> None:
+    """Every job output a start model is formed from must come from the current plan
+    (each statistics file's, or a sync node summary's, ``plan.fingerprint``).
+    ``unrecorded_ok``: a file without a plan record is let through with a warning (the
+    node summaries of an older paravg, which recorded none).
 
     The DAG starts at the newest finished iteration (:mod:`paravg.resume`), so the
     history is not re-checked by Snakemake; a job whose inputs were made with another
@@ -327,7 +330,11 @@ def check_input_fingerprints(stats_paths, expected: str) -> None:
     from paravg.io import read_json
 
     for path in stats_paths:
-        got = (read_json(path).get("plan") or {}).get("fingerprint")
+        record = read_json(path).get("plan")
+        if record is None and unrecorded_ok:
+            log.warning("%s records no plan (an older paravg wrote it): not checked", path)
+            continue
+        got = (record or {}).get("fingerprint")
         if got != expected:
             raise TrainingError(
                 f"{path} was made by another plan (fingerprint {got}, expected {expected}): "
@@ -373,9 +380,10 @@ def run_planned_job(
 
     archive_prefix = spec.archive
     check_egs_identity(plan["egs_info"], plan["egs"])
-    if "initial" not in inputs:
+    if "initial" not in inputs:  # the jobs' statistics, or the node's summary of them
         stats = [*inputs.get("stats", []), *inputs.get("previous", [])]
         check_input_fingerprints(stats, plan["inputs_fingerprint"])
+        check_input_fingerprints(inputs.get("summary", []), plan["inputs_fingerprint"], True)
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
     log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
     record = (

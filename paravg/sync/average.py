@@ -189,9 +189,12 @@ def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dic
     )
 
 
-def average_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
+def average_node(
+    files: dict, sync: dict, iteration: int, outputs: dict, plan: dict | None = None
+) -> dict:
     """The ``average`` node (Kaldi's ``nnet3-average``): ``<t>.pt`` of ``iteration``'s jobs
-    and its summary, off the critical path (the jobs of t formed the same model)."""
+    and its summary (with ``plan``, the record of the plan its inputs carry), off the
+    critical path (the jobs of t formed the same model)."""
     from paravg.io import save_torch_atomic, write_json_atomic
     from paravg.provenance import checksums
 
@@ -200,5 +203,7 @@ def average_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict
     )
     digest = save_torch_atomic(outputs["model"], synced)
     summary["sha256"] = checksums({outputs["model"]: digest})
+    if plan is not None:
+        summary["plan"] = plan
     write_json_atomic(outputs["summary"], summary)
     return summary

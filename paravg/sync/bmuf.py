@@ -167,9 +167,12 @@ def start_model(inputs: dict, iteration: int, sync: dict) -> tuple[dict, dict]:
     return files["start"], summary
 
 
-def bmuf_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
+def bmuf_node(
+    files: dict, sync: dict, iteration: int, outputs: dict, plan: dict | None = None
+) -> dict:
     """The ``bmuf`` node: write :func:`bmuf_step`'s start model ``<t+1>.pt``, g, Δ and the
-    summary (off the critical path: the jobs of t + 1 form the same start themselves)."""
+    summary (with ``plan``, the record of the plan its inputs carry; off the critical
+    path: the jobs of t + 1 form the same start themselves)."""
     steps, summary = bmuf_step(
         files["models"],
         files["stats"],
@@ -184,5 +187,7 @@ def bmuf_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
     for role, step in (("model", "start"), ("global_model", "global"), ("delta", "delta")):
         written[outputs[role]] = save_torch_atomic(outputs[role], steps[step])
     summary["sha256"] = checksums(written)
+    if plan is not None:
+        summary["plan"] = plan
     write_json_atomic(outputs["summary"], summary)
     return summary

@@ -31,8 +31,10 @@ def consensus_model(
     threshold: float,
     model_out: str | Path,
     summary_out: str | Path,
+    plan: dict | None = None,
 ) -> dict:
-    """Write the consensus of iteration ``iteration``'s jobs and a summary; return the summary."""
+    """Write the consensus of iteration ``iteration``'s jobs and a summary (with ``plan``,
+    the record of the plan its inputs carry); return the summary."""
     # iteration ≥ 1 disables the "best job at iteration 0" rule of ``average``
     jobs = stream_jobs(
         model_paths,
@@ -62,11 +64,15 @@ def consensus_model(
         "rejected": [j for j in range(len(objfs)) if j not in accepted],
         "problems": problems,
     }
+    if plan is not None:
+        summary["plan"] = plan
     write_json_atomic(summary_out, summary)
     return summary
 
 
-def consensus_node(files: dict, sync: dict, iteration: int, outputs: dict) -> dict:
+def consensus_node(
+    files: dict, sync: dict, iteration: int, outputs: dict, plan: dict | None = None
+) -> dict:
     """The ``consensus`` node of a decentralized method (:func:`consensus_model`)."""
     return consensus_model(
         files["models"],
@@ -75,4 +81,5 @@ def consensus_node(files: dict, sync: dict, iteration: int, outputs: dict) -> di
         sync["objf_threshold"],
         outputs["model"],
         outputs["summary"],
+        plan,
     )

@@ -130,16 +130,16 @@ class SyncMethod:
         return self._mix_inputs(iteration, job, jobs_per_iter, srand)
 
     def restart_inputs(self, iteration: int, jobs_per_iter: tuple[int, ...]) -> StartInputs | None:
-        """The start inputs of iteration ≥ 1 when its jobs' inputs are gone (a rewound
-        run: :func:`paravg.resume.restart_iteration`): the node's ``<t>.pt`` (the same bits
-        the jobs would form), its summary, and the jobs' statistics (kept, for the plan
-        check); None for methods without such a copy (one model per learner)."""
+        """The start inputs of iteration ≥ 1 from the node's ``<t>.pt`` (the same bits the
+        jobs would form): when its jobs' inputs are gone (a rewound run:
+        :func:`paravg.resume.restart_iteration`) or N is large. The node's summary records
+        the plan its inputs carried, which the job checks (two inputs, not N); None for
+        methods without such a copy (one model per learner)."""
         if not self.restartable:
             return None
         return {
             "synced": [FileRef("model", iteration)],
             "summary": [FileRef(self.node_summary, iteration)],
-            "stats": _jobs(iteration, range(jobs_per_iter[iteration - 1]))["stats"],
         }
 
     def synced_model(self, layout, exp: str, t: int) -> str:

@@ -66,4 +66,9 @@ def test_jobs_that_read_the_synced_model_give_the_same_bits(clone_upstream, trai
     assert proc.returncode == 0, proc.stdout[-6000:]
     stats = json.loads((ws / "results/exp/default/3/job0.json").read_text())
     assert stats["start"]["synced"].endswith("results/exp/default/2.pt")
+    # the job checked the plan on the node's summary, which recorded its inputs' (the jobs
+    # of index 2: one input instead of their N statistics)
+    summary = json.loads((ws / "results/exp/default/sync/2.json").read_text())
+    inputs = json.loads((ws / "results/exp/default/2/job0.json").read_text())
+    assert summary["plan"]["fingerprint"] == inputs["plan"]["fingerprint"]
     assert (ws / FINAL).read_bytes() == (trained / FINAL).read_bytes()
