@@ -9,7 +9,9 @@ The tiny config's egs (widened to ``--archives`` archives), ``--iterations`` ite
 N learners averaging, each iteration's sync node and diagnostics as targets too, training
 simulated by a sleep of ``--train-seconds`` (the job forms its start from the N models
 before it and writes its model: milliseconds), run by the local profile's executor
-(paravg-warm: the jobs run in forks of a server, outside the main process). The main
+(paravg-warm: the jobs run in forks of a server, outside the main process), with a core
+per job (``--cores``: as on a cluster, an iteration's jobs are dispatched at once; with
+fewer, Snakemake's scheduler rescans the waiting jobs at every dispatch). The main
 snakemake's own CPU (``/proc/<pid>/stat`` utime + stime: its threads, not its children)
 is read when it starts its first job and just before it ends:
 
@@ -26,7 +28,7 @@ them by default (marked ``*``).
 
     .venv/bin/python benchmarks/bench_main_snakemake.py            # N = 12 and 128
 
-About 8 minutes on 2 cores.
+About 5 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -128,9 +130,12 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--train-seconds", type=float, default=0.05)
     ap.add_argument("--archives", type=int, help="egs archives (default: the largest N)")
-    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument(
+        "--cores", type=int, help="snakemake --cores (default: the largest N, a core per job)"
+    )
     args = ap.parse_args()
     archives = args.archives or max(args.jobs)
+    cores = args.cores or max(args.jobs)
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench_main.") as tmp_name:
         tmp = Path(tmp_name)
@@ -171,7 +176,7 @@ def main() -> None:
                 cmd = [
                     *base_cmd(ws, path),
                     "--executor", "paravg-warm",
-                    "--cores", str(args.cores),
+                    "--cores", str(cores),
                     *targets,
                 ]  # fmt: skip
                 print(f"N = {n}, {mode}: {args.iterations} iterations ...", flush=True)
@@ -186,7 +191,8 @@ def main() -> None:
     base = rows[first]["after"] / rows[first]["jobs"]
     print(
         f"\nthe main snakemake's own CPU, {args.iterations} iterations of N averaging learners "
-        f"(+ sync nodes, diagnostics), jobs simulated ({args.train_seconds:g} s), paravg-warm\n"
+        f"(+ sync nodes, diagnostics), jobs simulated ({args.train_seconds:g} s), paravg-warm, "
+        f"--cores {cores}\n"
     )
     head = (
         f"{'N':>5} {'job starts from':>18} {'jobs':>6} {'wall s':>7} {'start-up CPU s':>15} "
