@@ -222,7 +222,7 @@ class ExperimentPlan:
         except ConfigError as exc:
             raise ConfigError(f"experiment {name!r}: {exc}") from None
         shrink = self.trainer.get("proportional_shrink", 0.0)
-        if shrink * max(self.learning_rates, default=0.0) >= 0.5:
+        if shrink and shrink * max(self.learning_rates, default=0.0) >= 0.5:
             raise ConfigError(
                 f"experiments.{name}.trainer.proportional_shrink = {shrink} gives a shrink "
                 f"value of {1 - shrink * max(self.learning_rates):.3f} at the largest per-job "
