@@ -236,6 +236,27 @@ def node_summary_kinds() -> tuple[str, ...]:
     return tuple(dict.fromkeys(k.summary_kind for k in NODE_KINDS.values()))
 
 
+def run_node(kind: str, node: dict, outputs: dict) -> None:
+    """Run the sync node of ``kind`` (its :class:`NodeKind` function) with the rule params
+    ``node`` (:meth:`paravg.plan.ExperimentPlan.node_rule_params`): the jobs' statistics it
+    reads must carry the plan's fingerprint of its index (checked before anything is
+    read or written), and its summary records that fingerprint (``plan``), which a job
+    starting from the node's ``<t>.pt`` checks instead of the N statistics."""
+    from importlib import import_module
+
+    from paravg.train_job import check_input_fingerprints
+
+    check_input_fingerprints(node["files"].get("stats", []), node["fingerprint"])
+    module, function = NODE_KINDS[kind].run.split(":")
+    getattr(import_module(module), function)(
+        files=node["files"],
+        sync=node["sync"],
+        iteration=node["iteration"],
+        outputs=outputs,
+        plan={"fingerprint": node["fingerprint"]},
+    )
+
+
 def node_kinds_writing(layout_kind: str) -> list[NodeKind]:
     """The node kinds that write files of ``layout_kind`` (e.g. ``model``: average, bmuf)."""
     return [k for k in NODE_KINDS.values() if layout_kind in k.layout_kinds]

@@ -127,3 +127,30 @@ def test_models_are_read_one_at_a_time_and_give_the_bits_of_the_list_mean(tmp_pa
     paths[4].write_bytes(paths[4].read_bytes()[:100])
     _synced, summary = average_jobs(paths, stats, iteration=4)
     assert summary["accepted"] == [0, 1, 3] and "job 4" in summary["problems"][0]
+
+
+def test_the_node_refuses_inputs_of_another_plan_and_records_the_plan_it_checked(tmp_path):
+    """The average node (registry.run_node) checks its inputs' plan before it writes
+    anything, and its summary records the fingerprint, which jobs starting from its
+    <t>.pt check instead of the N statistics."""
+    from paravg.errors import TrainingError
+    from paravg.sync.registry import run_node
+
+    paths, stats = write_jobs(tmp_path, [-1.0, -1.1])
+    for s, fp in zip(stats, ["abc", "abc"], strict=True):
+        s.write_text(json.dumps({"objf": -1.0, "plan": {"fingerprint": fp}}))
+    outputs = {"model": str(tmp_path / "2.pt"), "summary": str(tmp_path / "2.json")}
+    node = {
+        "iteration": 1,
+        "sync": {"objf_threshold": 1.0},
+        "files": {"models": [str(p) for p in paths], "stats": [str(s) for s in stats]},
+        "fingerprint": "abc",
+    }
+    run_node("average", node, outputs)
+    assert json.loads((tmp_path / "2.json").read_text())["plan"] == {"fingerprint": "abc"}
+    for f in outputs.values():
+        (tmp_path / f).unlink()
+    stats[1].write_text(json.dumps({"objf": -1.0, "plan": {"fingerprint": "old"}}))
+    with pytest.raises(TrainingError, match=r"job1\.json was made by another plan"):
+        run_node("average", node, outputs)
+    assert not any((tmp_path / n).exists() for n in ("2.pt", "2.json"))
