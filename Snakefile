@@ -1,5 +1,6 @@
 # paravg: Kaldi-style parallel DNN training (NG-SGD + parameter averaging) as a PARAVG.
 # This file is a table of contents: configuration, validation, the stage rule files, `all`.
+import os
 import resource
 import sys
 
@@ -14,6 +15,12 @@ _soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
 if _soft != resource.RLIM_INFINITY and (_hard == resource.RLIM_INFINITY or _hard > _soft):
     resource.setrlimit(resource.RLIMIT_STACK, (_hard, _hard))
 sys.path.insert(0, workflow.basedir)
+# Every job imports paravg from this Snakefile's tree too, not from whichever checkout the
+# venv's editable install names (two checkouts sharing a venv would otherwise run two code
+# trees in one run): the jobs, the warm executor's server and SLURM jobs inherit this.
+_python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+_python_path = [workflow.basedir, *(p for p in _python_path if p != workflow.basedir)]
+os.environ.update(PYTHONPATH=os.pathsep.join(_python_path))
 
 from paravg.config import validate_config  # noqa: E402
 
@@ -25,8 +32,6 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 validate_config(config)
 if config["run"]["pin_cpu_kernels"]:
     # before any job loads torch: the same bits on every x86 CPU with AVX2
-    import os
-
     from paravg.cpu_kernels import pin_cpu_kernels
 
     pin_cpu_kernels(os.environ)

@@ -63,14 +63,16 @@ def run_snakemake(
     overlay: dict | None = None,
     timeout_s: int = SNAKEMAKE_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    snakefile: Path = REPO / "Snakefile",
 ) -> subprocess.CompletedProcess:
-    """Run the repository's Snakefile in ``workdir`` on the tiny config (+ ``overlay``),
-    with ``env`` added to the environment.
+    """Run the repository's Snakefile (or ``snakefile``) in ``workdir`` on the tiny config
+    (+ ``overlay``), with ``env`` added to the environment.
 
     Under ``timeout -k``: a hung executor plugin ignores SIGTERM.
     """
+    command = snakemake_command(workdir, overlay, snakefile)
     return subprocess.run(
-        ["timeout", "-k", "30", str(timeout_s), *snakemake_command(workdir, overlay), *args],
+        ["timeout", "-k", "30", str(timeout_s), *command, *args],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -79,7 +81,9 @@ def run_snakemake(
     )
 
 
-def snakemake_command(workdir: Path, overlay: dict | None = None) -> list[str]:
+def snakemake_command(
+    workdir: Path, overlay: dict | None = None, snakefile: Path = REPO / "Snakefile"
+) -> list[str]:
     """The snakemake command line of the tiny config (+ ``overlay``, written to
     ``workdir/overlay.yaml``) in ``workdir``, without targets or options."""
     configs = [str(TINY)]
@@ -87,7 +91,7 @@ def snakemake_command(workdir: Path, overlay: dict | None = None) -> list[str]:
         path = workdir / "overlay.yaml"
         path.write_text(yaml.safe_dump(overlay))
         configs.append(str(path))
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    cmd = [SNAKEMAKE, "-s", str(snakefile), "--directory", str(workdir)]
     return [*cmd, "--configfile", *configs]
 
 
