@@ -16,13 +16,16 @@ if _soft != resource.RLIM_INFINITY and (_hard == resource.RLIM_INFINITY or _hard
 sys.path.insert(0, workflow.basedir)
 
 from paravg.config import validate_config  # noqa: E402
+from paravg.errors import user_error_ends_the_run  # noqa: E402
 
 
 # Relative to the Snakefile, so `--directory elsewhere` works; --configfile files override it.
 configfile: f"{workflow.basedir}/config/config.yaml"
 
 
-validate_config(config)
+# every start-up check: a bad config ends the run here, as one line (no job, no lock yet)
+with user_error_ends_the_run():
+    validate_config(config)
 if config["run"]["pin_cpu_kernels"]:
     # before any job loads torch: the same bits on every x86 CPU with AVX2
     import os

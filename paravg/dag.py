@@ -88,6 +88,7 @@ class Dag:
         self.stale_egs = self._stale_egs_fields(info) if info is not None else []
         self._plans = self._make_plans(info) if info is not None and not self.stale_egs else None
         self.frontiers = self._parse_time_frontiers()
+        self.check_data_dirs()
 
     # ------------------------------------------------------------ plans and frontiers
     def _stale_egs_fields(self, info: dict) -> list[str]:
@@ -196,6 +197,18 @@ class Dag:
             raise ConfigError(f"data set {set_!r} is not configured; data.sets has {sorted(sets)}")
         return sets[set_]
 
+    def check_data_dirs(self) -> None:
+        """Every set the run uses (the training set and each eval set) has its data.sets
+        directory: checked when the DAG is built, so a wrong path stops the run before any
+        job (a path missing from an input function would come wrapped in Snakemake's
+        InputFunctionException)."""
+        if self.uses_demo():
+            return
+        for set_ in self.all_sets():
+            src = self.source_dir(set_)
+            if not Path(src).is_dir():
+                raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
+
     def source_inputs(self, set_: str) -> list[str]:
         """Every file of the source dir that prepare_data reads (paravg.data.source_files),
         so an edit of any of them reruns that set's preparation only. The demo corpus is
@@ -204,10 +217,7 @@ class Dag:
 
         if self.uses_demo():
             return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
-        src = self.source_dir(set_)
-        if not Path(src).is_dir():
-            raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
-        return [str(f) for f in source_files(src)]
+        return [str(f) for f in source_files(self.source_dir(set_))]
 
     def prepared_reports(self) -> dict[str, str]:
         """report.json of every set that needs features (check_data_sets' inputs)."""
