@@ -22,6 +22,7 @@ target (the gate every feature job waits for): only the broken set's preparation
 from __future__ import annotations
 
 import shutil
+import subprocess
 import wave
 from collections.abc import Callable
 from pathlib import Path
@@ -306,3 +307,29 @@ def test_a_truncated_user_hclg_stops_its_import_naming_the_file(ws):
     one_line(proc.stdout, f"{hclg}: cannot be read as an OpenFst VectorFst")
     assert "Traceback" not in proc.stdout
     assert written(ws) == before
+
+
+# ------------------------------------------------------------------ the run's own files
+def test_an_initial_model_of_another_config_is_named_with_its_rebuild(clone_upstream):
+    """0.pt and init.json made by another config (here srand 7; or copied from another
+    run): the start-up check names the initial model and the command that rebuilds it (it
+    cited "iteration -1" and an absent job0.json, W6), and the command works."""
+    ws = clone_upstream("init_of_another_config")
+    final = "results/exp/default/final.pt"
+    proc = run_snakemake(ws, "--cores", "1", "results/exp/default/0.pt",
+                         overlay={"trainer": {"srand": 7}})  # fmt: skip
+    check_ok(proc, "the initial model of srand 7")
+    before = written(ws)
+    proc = run_snakemake(ws, "-n", "--cores", "1", final)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "ConfigError: experiment 'default': the initial model results/exp/default/0.pt " \
+        "was made by another config" in proc.stdout, proc.stdout[-3000:]  # fmt: skip
+    rebuild = "rm results/exp/default/0.pt results/exp/default/init.json"
+    assert rebuild in proc.stdout
+    assert "iteration -1" not in proc.stdout and "job0.json" not in proc.stdout
+    assert "Traceback" not in proc.stdout and " in file " not in proc.stdout
+    assert written(ws) == before
+    subprocess.run(rebuild.split(), cwd=ws, check=True)
+    proc = run_snakemake(ws, "-n", "--cores", "1", final)
+    check_ok(proc, "the dry run after the rebuild the message gives")
+    assert "init_model" in proc.stdout
