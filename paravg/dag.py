@@ -40,7 +40,7 @@ from paravg.layout import Layout
 from paravg.nnet.context import model_context
 from paravg.plan import ExperimentPlan, experiment_plans
 from paravg.resume import Frontiers, frontier_regex, resume_frontiers_of_run
-from paravg.sync.registry import get_method
+from paravg.sync.registry import methods_with
 
 #: The off-path files of index t (diagnostics, EMA) join the DAG with the block of t but
 #: are waited for by the block checkpoint only this many indices later, so the DAG grows
@@ -142,13 +142,8 @@ class Dag:
 
     def experiments_with(self, **properties) -> list[str]:
         """Experiments whose sync method has these registry properties (node="bmuf")."""
-        return [
-            e
-            for e, cfg in self.experiments.items()
-            if all(
-                getattr(get_method(cfg["sync"]["method"]), k) == v for k, v in properties.items()
-            )
-        ]
+        methods = set(methods_with(**properties))
+        return [e for e, cfg in self.experiments.items() if cfg["sync"]["method"] in methods]
 
     def experiments_with_ema(self) -> list[str]:
         return [e for e, cfg in self.experiments.items() if cfg["sync"]["ema"]["enabled"]]

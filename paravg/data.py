@@ -338,11 +338,6 @@ def read_targets_with_places(
     return out, places
 
 
-def read_targets(path: str | os.PathLike, num_targets: int = 0) -> dict[str, np.ndarray]:
-    """Per-frame integer targets (see :func:`read_targets_with_places`)."""
-    return read_targets_with_places(path, num_targets)[0]
-
-
 # ------------------------------------------------------------------------------ source files
 def source_files(src: str | os.PathLike) -> list[Path]:
     """Every file of the data dir ``src`` that :func:`paravg.prepare_data.prepare_data_dir`

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import soundfile
 
-from paravg.audio import read_audio
 from paravg.errors import DataError
 from paravg.kaldi_io import (
     Place,
@@ -25,6 +24,8 @@ from paravg.kaldi_io import (
     write_ark_scp,
 )
 from paravg.prepare_data import prepare_data_dir
+
+from .audio_reading import read_utterance
 
 RATE = 16000
 
@@ -80,7 +81,7 @@ def test_cmd_pipe_offset_is_a_file_and_never_runs(tmp_path, monkeypatch):
     samples = (np.arange(8000) % 200 - 100).astype(np.int16)
     name = "touch ran |"
     offset = write_wav_ark(tmp_path / name, samples)
-    got = read_audio(f"{name}:{offset}", sample_rate=RATE)
+    got = read_utterance(f"{name}:{offset}", sample_rate=RATE)
     np.testing.assert_array_equal(got, samples.astype(np.float32))
     assert not marker.exists()
 
@@ -102,7 +103,7 @@ def test_pickled_objects_are_refused_not_loaded(tmp_path):
     with pytest.raises(DataError, match="holds a pickled object, not a Kaldi object; refused"):
         read_object(ark, 3)
     with pytest.raises(DataError, match="pickled object"):
-        read_audio(f"{ark}:3", sample_rate=RATE, where="wav.scp:4")
+        read_utterance(f"{ark}:3", sample_rate=RATE, where="wav.scp:4")
     (tmp_path / "x.scp").write_text(f"r1 {ark}:3\n")
     with pytest.raises(DataError, match=r"x\.scp:1: utterance 'r1'.*pickled"):
         load_scp(tmp_path / "x.scp")["r1"]
@@ -176,4 +177,4 @@ def test_merge_scps_checks_keys(tmp_path):
 def test_pipe_entries_still_run(tmp_path):
     path = tmp_path / "a.wav"
     soundfile.write(str(path), np.zeros(1600, np.int16), RATE, subtype="PCM_16")
-    assert read_audio(f"sox {path} -t wav - |", sample_rate=RATE).size == 1600
+    assert read_utterance(f"sox {path} -t wav - |", sample_rate=RATE).size == 1600
