@@ -49,9 +49,14 @@ include: "rules/report.smk"
 include: "rules/export.smk"
 
 
+# a finished export that lost a file stops the run here (Dag.final_targets), as one line
+with user_error_ends_the_run():
+    FINAL_TARGETS = PARAVG.final_targets()
+
+
 rule all:
     input:
-        PARAVG.final_targets(),
+        FINAL_TARGETS,
     default_target: True
 
 

@@ -45,8 +45,8 @@ with user_error_ends_the_run():
         # the plans' fingerprint chains, computed once by the main snakemake, read by the jobs
         fingerprint_dir=".snakemake/paravg-plan",
     )
+    RECOGNITION = PARAVG.recognition
 LAYOUT = PARAVG.layout
-RECOGNITION = PARAVG.recognition
 if RECOGNITION.why_not:
     print(RECOGNITION.why_not, file=sys.stderr)
 if PARAVG.stale_egs:

@@ -333,3 +333,16 @@ def test_an_initial_model_of_another_config_is_named_with_its_rebuild(clone_upst
     proc = run_snakemake(ws, "-n", "--cores", "1", final)
     check_ok(proc, "the dry run after the rebuild the message gives")
     assert "init_model" in proc.stdout
+
+
+def test_a_finished_run_with_a_tune_set_outside_eval_sets_stops_at_start_up(clone_trained):
+    """R1 on a finished run: the results table's "would mix two configs ... run the same
+    command again" came instead, and the same command failed the same way forever."""
+    ws = clone_trained("finished_tune_set")
+    before = written(ws)
+    proc = run_snakemake(ws, "--cores", "1", overlay={"decode": {"tune_set": "dev"}})
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("ConfigError: decode.tune_set 'dev' is not in eval_sets ['test']")
+    assert "would mix two configs" not in proc.stdout
+    assert written(ws) == before
