@@ -158,6 +158,19 @@ def test_int_vectors_carry_their_place(tmp_path):
     assert Place.from_token("f", Place("f", byte=21).token()) == Place("f", byte=21)
 
 
+@pytest.mark.parametrize("name", ["t.txt", "t.ark", "t.scp"])
+def test_a_byte_order_mark_is_named_not_read_as_part_of_a_key(tmp_path, name):
+    """W3: a BOM (some editors write one) made the first key sort last ("not sorted", with
+    a sort command that cannot fix it) or match no utterance; targets files (text ark, text
+    form, scp) are named as tables are (tests/pipeline/test_documented_checks.py)."""
+    ark = tmp_path / "a.ark"
+    kaldiio.save_ark(str(ark), {"a": np.array([1], np.int32)})
+    body = {"t.txt": "a 1 2\nb 3\n", "t.ark": "a 1 2\nb 3\n", "t.scp": f"a {ark}:2\n"}[name]
+    (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + body.encode())
+    with pytest.raises(DataError, match=rf"{name}:1: starts with a UTF-8 byte-order mark"):
+        list(iter_int_vectors(tmp_path / name))
+
+
 def test_merge_scps_checks_keys(tmp_path):
     (tmp_path / "1.scp").write_text("a x:1\nc x:2\n")
     (tmp_path / "2.scp").write_text("b y:1\n")
