@@ -14,6 +14,7 @@ working.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 
@@ -62,3 +63,22 @@ def user_error_ends_the_run() -> Iterator[None]:
         yield
     except ParavgError as exc:
         raise SystemExit(f"{type(exc).__name__}: {exc}") from None
+
+
+@contextlib.contextmanager
+def user_error_said_first() -> Iterator[None]:
+    """Around an input function (evaluated while Snakemake builds its DAG, or updates it
+    after a checkpoint, with jobs running and its lock taken): a user error is printed
+    first as the one line it is, ``ConfigError: experiment 'default': ...``, then re-raised.
+
+    Snakemake has no way to end a run from there with the message alone: it wraps any
+    exception of an input function in its ``InputFunctionException ... Traceback:`` frame,
+    and reads :class:`SystemExit` as Ctrl-C and drops the message. So the line comes first,
+    the frame after it. Checks that can run at start-up run there instead
+    (:func:`user_error_ends_the_run`); what needs the egs plan (the number of archives) can
+    only be checked once the egs checkpoint has run."""
+    try:
+        yield
+    except ParavgError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise

@@ -17,7 +17,7 @@ import inspect
 import sys
 
 from paravg.dag import Dag
-from paravg.errors import user_error_ends_the_run
+from paravg.errors import user_error_ends_the_run, user_error_said_first
 from paravg.resume import target_jobs_from_argv
 
 
@@ -86,7 +86,8 @@ def from_dag(method, *args):
             arg = "set_" if key == "set" else key
             if arg in takes:
                 kwargs[arg] = int(value) if key in _INT_WILDCARDS else value
-        return function(*args, **kwargs)
+        with user_error_said_first():  # before Snakemake's InputFunctionException frame
+            return function(*args, **kwargs)
 
     from_wildcards.__name__ = f"dag_{name}"
     return from_wildcards

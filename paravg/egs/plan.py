@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,14 +238,11 @@ def plan_egs(
     ivector_scp: str | os.PathLike | None = None,
     ivector_period_file: str | os.PathLike | None = None,
     utt2uniq: str | os.PathLike | None = None,
-    check_info: Callable[[dict], object] | None = None,
 ) -> EgsInfo:
     """Check the inputs, choose held-out utterances and jobs, write lists and ``info``.
 
     Writes ``lists_dir/valid``, ``lists_dir/train_subset``, ``lists_dir/job.<j>``
     (j = 0 .. nj − 1; ``<utt> <num_frames>`` lines) and then ``info_out``.
-    ``check_info`` is called with the info's fields before ``info_out`` is written (it
-    raises if what the plan decides, the number of archives, does not suit the run).
     """
     o = options
     F = o.frames_per_eg
@@ -354,8 +351,6 @@ def plan_egs(
         num_utts_skipped=len(skipped),
         notes=notes,
     )
-    if check_info is not None:
-        check_info(info.to_dict())
     info.save(info_out)
     log.info(
         "egs plan: %d frames, %d archives of ~%d egs, %d train / %d valid / %d train-subset "
