@@ -23,13 +23,16 @@ _python_path = [workflow.basedir, *(p for p in _python_path if p != workflow.bas
 os.environ.update(PYTHONPATH=os.pathsep.join(_python_path))
 
 from paravg.config import validate_config  # noqa: E402
+from paravg.errors import user_error_ends_the_run  # noqa: E402
 
 
 # Relative to the Snakefile, so `--directory elsewhere` works; --configfile files override it.
 configfile: f"{workflow.basedir}/config/config.yaml"
 
 
-validate_config(config)
+# every start-up check: a bad config ends the run here, as one line (no job, no lock yet)
+with user_error_ends_the_run():
+    validate_config(config)
 if config["run"]["pin_cpu_kernels"]:
     # before any job loads torch: the same bits on every x86 CPU with AVX2
     from paravg.cpu_kernels import pin_cpu_kernels
@@ -51,9 +54,14 @@ include: "rules/report.smk"
 include: "rules/export.smk"
 
 
+# a finished export that lost a file stops the run here (Dag.final_targets), as one line
+with user_error_ends_the_run():
+    FINAL_TARGETS = PARAVG.final_targets()
+
+
 rule all:
     input:
-        PARAVG.final_targets(),
+        FINAL_TARGETS,
     default_target: True
 
 

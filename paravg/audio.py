@@ -254,28 +254,6 @@ def read_recording(rx: RxFilename, where: str = "") -> tuple[int, np.ndarray]:
     return rate, np.ascontiguousarray(samples)
 
 
-def read_audio(
-    entry: str | RxFilename,
-    segment: Segment | None = None,
-    sample_rate: int | None = None,
-    where: str = "",
-) -> np.ndarray:
-    """Samples of one utterance as ``float32 [N]`` at int16 scale.
-
-    ``entry`` is a wav.scp value (or a parsed one); ``segment`` cuts it as
-    ``extract-segments`` does. Raises :class:`DataError` (naming ``where``) for
-    unreadable audio, a sample rate other than ``sample_rate``, more than one channel,
-    or a segment out of range.
-    """
-    rx = entry if isinstance(entry, RxFilename) else parse_wav_rxfilename(entry, where)
-    rate, samples = read_recording(rx, where)
-    check_audio_format(rate, samples.shape[1] if samples.ndim == 2 else 1, sample_rate, where)
-    if segment is not None:
-        a, b = segment.sample_range(samples.shape[0], rate, where)
-        samples = samples[a:b]
-    return samples
-
-
 def check_audio_format(rate: int, channels: int, sample_rate: int | None, where: str) -> None:
     """Raise unless the audio is mono at ``sample_rate`` (when given)."""
     if sample_rate is not None and rate != sample_rate:

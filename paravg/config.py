@@ -21,6 +21,7 @@ import jsonschema
 import yaml
 
 from paravg.errors import ConfigError
+from paravg.graph.settings import check_recognition_config
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
 SCHEMA_PATH = REPO_CONFIG.with_name("config.schema.yaml")
@@ -116,7 +117,9 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
-    """Validate ``config`` in place (filling defaults) and check cross-key rules.
+    """Validate ``config`` in place (filling defaults) and check cross-key rules, those of
+    the experiments and those of the ``graph``/``decode``/``export`` sections
+    (:func:`paravg.graph.settings.check_recognition_config`).
 
     Returns the same dict for convenience. Raises :class:`ConfigError` with every
     problem found, each naming its key.
@@ -136,6 +139,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                 f"eval_sets names {missing}, but the demo corpus has the sets {demo} "
                 "(dev only with demo.dev_fraction > 0)"
             )
+    check_recognition_config(config)
     return config
 
 

@@ -40,7 +40,7 @@ from paravg.layout import Layout
 from paravg.nnet.context import model_context
 from paravg.plan import ExperimentPlan, experiment_plans
 from paravg.resume import Frontiers, frontier_regex, resume_frontiers_of_run
-from paravg.sync.registry import get_method
+from paravg.sync.registry import methods_with
 
 #: The off-path files of index t (diagnostics, EMA) join the DAG with the block of t but
 #: are waited for by the block checkpoint only this many indices later, so the DAG grows
@@ -88,6 +88,7 @@ class Dag:
         self.stale_egs = self._stale_egs_fields(info) if info is not None else []
         self._plans = self._make_plans(info) if info is not None and not self.stale_egs else None
         self.frontiers = self._parse_time_frontiers()
+        self.check_data_dirs()
 
     # ------------------------------------------------------------ plans and frontiers
     def _stale_egs_fields(self, info: dict) -> list[str]:
@@ -141,13 +142,8 @@ class Dag:
 
     def experiments_with(self, **properties) -> list[str]:
         """Experiments whose sync method has these registry properties (node="bmuf")."""
-        return [
-            e
-            for e, cfg in self.experiments.items()
-            if all(
-                getattr(get_method(cfg["sync"]["method"]), k) == v for k, v in properties.items()
-            )
-        ]
+        methods = set(methods_with(**properties))
+        return [e for e, cfg in self.experiments.items() if cfg["sync"]["method"] in methods]
 
     def experiments_with_ema(self) -> list[str]:
         return [e for e, cfg in self.experiments.items() if cfg["sync"]["ema"]["enabled"]]
@@ -196,6 +192,18 @@ class Dag:
             raise ConfigError(f"data set {set_!r} is not configured; data.sets has {sorted(sets)}")
         return sets[set_]
 
+    def check_data_dirs(self) -> None:
+        """Every set the run uses (the training set and each eval set) has its data.sets
+        directory: checked when the DAG is built, so a wrong path stops the run before any
+        job (a path missing from an input function would come wrapped in Snakemake's
+        InputFunctionException)."""
+        if self.uses_demo():
+            return
+        for set_ in self.all_sets():
+            src = self.source_dir(set_)
+            if not Path(src).is_dir():
+                raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
+
     def source_inputs(self, set_: str) -> list[str]:
         """Every file of the source dir that prepare_data reads (paravg.data.source_files),
         so an edit of any of them reruns that set's preparation only. The demo corpus is
@@ -204,10 +212,7 @@ class Dag:
 
         if self.uses_demo():
             return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
-        src = self.source_dir(set_)
-        if not Path(src).is_dir():
-            raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
-        return [str(f) for f in source_files(src)]
+        return [str(f) for f in source_files(self.source_dir(set_))]
 
     def prepared_reports(self) -> dict[str, str]:
         """report.json of every set that needs features (check_data_sets' inputs)."""

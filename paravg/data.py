@@ -291,6 +291,22 @@ def read_origin(prepared: str | os.PathLike) -> Origin | None:
     return Origin(files["wav.scp"], files["segments"], files["targets"], wav_line, seg_line, places)
 
 
+def source_text_lines(prepared: str | os.PathLike) -> tuple[Path, dict[str, int]] | None:
+    """The user's ``text`` that the prepared set ``prepared`` was copied from, and each
+    utterance's line in it: what a later warning about the text names (never the copy
+    under ``results/data/``). None when the set records no source or its text is gone."""
+    from paravg.io import read_json
+
+    try:
+        source = read_json(Path(prepared) / "report.json").get("source")
+    except (OSError, ValueError):
+        return None
+    text = Path(source) / "text" if source else None
+    if text is None or not text.is_file():
+        return None
+    return text, {r.key: r.lineno for r in read_table(text, min_fields=1, require_sorted=False)}
+
+
 # ------------------------------------------------------------------------------ targets
 def find_targets_file(path: str | os.PathLike) -> Path:
     """The targets file of a data dir: the first of ``TARGET_FILE_NAMES`` that exists."""
@@ -336,11 +352,6 @@ def read_targets_with_places(
         out[key] = vec.astype(np.int32)
         places[key] = place
     return out, places
-
-
-def read_targets(path: str | os.PathLike, num_targets: int = 0) -> dict[str, np.ndarray]:
-    """Per-frame integer targets (see :func:`read_targets_with_places`)."""
-    return read_targets_with_places(path, num_targets)[0]
 
 
 # ------------------------------------------------------------------------------ source files

@@ -522,8 +522,3 @@ def compute_cmvn(
         "skipped_speakers": skipped_spk,
         "utterances_without_features": missing_utts,
     }
-
-
-def read_utt2num_frames(path: str | os.PathLike) -> dict[str, int]:
-    """``utt2num_frames`` as ``{utterance: frames}``."""
-    return {r.key: int(r.fields[0]) for r in read_table(path, num_fields=2)}

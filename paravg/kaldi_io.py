@@ -122,6 +122,7 @@ def read_table(
     if not path.is_file():
         raise DataError(f"{path}: missing file")
     raw = path.read_bytes()
+    check_no_byte_order_mark(raw, path)
     lines: list[TableLine] = []
     seen: dict[str, int] = {}
     prev: TableLine | None = None
@@ -159,6 +160,20 @@ def read_table(
         lines.append(entry)
         prev = entry
     return lines
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def check_no_byte_order_mark(raw: bytes, path: str | os.PathLike) -> None:
+    """A Kaldi text file (table or text ark) starting with a UTF-8 byte-order mark (what
+    some Windows editors write) is named as such: Kaldi would read the mark as part of the
+    first key, which then sorts after every other key and matches no utterance."""
+    if raw.startswith(UTF8_BOM):
+        raise DataError(
+            f"{path}:1: starts with a UTF-8 byte-order mark (bytes EF BB BF), which Kaldi "
+            f"reads as part of the first key; remove it: sed -i '1s/^\\xEF\\xBB\\xBF//' {path}"
+        )
 
 
 def table_dict(
@@ -467,7 +482,9 @@ def iter_int_vectors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray,
                     raise DataError(f"{where}: archive {rx.target} does not exist") from None
             yield line.key, _vector_at(arks[rx.target], rx.offset, f"{where} ({rx.text})"), place
     elif path.suffix == ".ark":
-        yield from _iter_ark(path, path.read_bytes())
+        buf = path.read_bytes()
+        check_no_byte_order_mark(buf, path)
+        yield from _iter_ark(path, buf)
     else:
         for line in read_table(path, min_fields=2, require_sorted=False):
             place = Place(str(path), line=line.lineno)

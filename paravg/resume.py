@@ -204,7 +204,9 @@ def check_plan(plan, frontiers: Frontiers, on_change: str) -> Frontiers:
         return frontiers
     if on_change == "retrain":
         return frontiers.capped(changed - 1)
-    it = "the initial model" if changed == 0 else f"iteration {changed - 1}"
+    if changed == 0:
+        raise ConfigError(initial_model_of_another_config(plan, newest))
+    it = f"iteration {changed - 1}"
     raise ConfigError(
         f"experiment {plan.name!r}: the config changed what {it} computes, but its files "
         f"exist ({plan.layout.exp_dir(plan.name)}, finished up to iteration {newest - 1}; "
@@ -213,6 +215,26 @@ def check_plan(plan, frontiers: Frontiers, on_change: str) -> Frontiers:
         "Either restore the settings to continue the run, or retrain from there with\n"
         "    --config run='{on_plan_change: retrain}'   (or run.on_plan_change in your config)\n"
         "or give the changed settings a new experiment name (experiments: in the config)."
+    )
+
+
+def initial_model_of_another_config(plan, newest: int) -> str:
+    """The message for an initial model (``0.pt`` and its record ``init.json``) whose
+    fingerprint is not the config's: made by another config (an edit of the model config,
+    srand or egs options, or the files copied from another run)."""
+    L, e = plan.layout, plan.name
+    trained = (
+        f"; iterations 0 to {newest - 1} were trained from it and would be retrained"
+        if newest >= 1
+        else ""
+    )
+    return (
+        f"experiment {e!r}: the initial model {L.init_model(e)} was made by another config "
+        f"than this one (its record {L.init_stats(e)} has another fingerprint: the model "
+        f"config, srand or the egs differ){trained}.\n"
+        f"Rebuild it with\n    rm {L.init_model(e)} {L.init_stats(e)}\nand the same command "
+        "(or --config run='{on_plan_change: retrain}'), restore the settings it was made "
+        "with, or give this config a new experiment name (experiments: in the config)."
     )
 
 

@@ -17,6 +17,7 @@ import inspect
 import sys
 
 from paravg.dag import Dag
+from paravg.errors import user_error_ends_the_run, user_error_said_first
 from paravg.resume import target_jobs_from_argv
 
 
@@ -33,16 +34,19 @@ def _wait_for_block(exp, b):
     checkpoints.train_block.get(exp=exp, b=b)
 
 
-PARAVG = Dag(
-    config,
-    checkpoint_egs_info=_egs_info_from_checkpoint,
-    wait_for_block=_wait_for_block,
-    target_jobs=target_jobs_from_argv(sys.argv),
-    # the plans' fingerprint chains, computed once by the main snakemake, read by the jobs
-    fingerprint_dir=".snakemake/paravg-plan",
-)
+# the DAG's start-up checks (data dirs, the plans of existing egs, the resume frontiers)
+# end the run as one line, as the config's do (Snakefile)
+with user_error_ends_the_run():
+    PARAVG = Dag(
+        config,
+        checkpoint_egs_info=_egs_info_from_checkpoint,
+        wait_for_block=_wait_for_block,
+        target_jobs=target_jobs_from_argv(sys.argv),
+        # the plans' fingerprint chains, computed once by the main snakemake, read by the jobs
+        fingerprint_dir=".snakemake/paravg-plan",
+    )
+    RECOGNITION = PARAVG.recognition
 LAYOUT = PARAVG.layout
-RECOGNITION = PARAVG.recognition
 if RECOGNITION.why_not:
     print(RECOGNITION.why_not, file=sys.stderr)
 if PARAVG.stale_egs:
@@ -82,7 +86,8 @@ def from_dag(method, *args):
             arg = "set_" if key == "set" else key
             if arg in takes:
                 kwargs[arg] = int(value) if key in _INT_WILDCARDS else value
-        return function(*args, **kwargs)
+        with user_error_said_first():  # before Snakemake's InputFunctionException frame
+            return function(*args, **kwargs)
 
     from_wildcards.__name__ = f"dag_{name}"
     return from_wildcards

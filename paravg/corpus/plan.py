@@ -82,11 +82,6 @@ def variants_per_voice(variants: int, num_voices: int) -> int:
     return max(variants, math.ceil(variants * len(ALL_VOICES) / num_voices))
 
 
-def held_out_sources(voices: Sequence[Voice], test_fraction: float) -> list[str]:
-    """The sources whose speakers form the test set."""
-    return held_out_split(voices, test_fraction)["test"]
-
-
 def held_out_split(
     voices: Sequence[Voice], test_fraction: float, dev_fraction: float = 0.0
 ) -> dict[str, list[str]]:

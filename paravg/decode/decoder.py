@@ -75,25 +75,32 @@ def check_num_pdfs(graph: DecodingGraph, num_outputs: int, model_path) -> None:
 
 def check_reference_text(text_path: str | Path | None, words_txt: str | Path) -> dict:
     """Before decoding: say whether the set has ``text`` and count its words missing
-    from ``words.txt`` (Kaldi's ``sym2int.pl --map-oov``), naming the first line of each."""
+    from ``words.txt`` (Kaldi's ``sym2int.pl --map-oov``), naming the first line of each
+    in the user's text file (:func:`paravg.data.source_text_lines`; the prepared copy's
+    lines when the set records no source)."""
+    from paravg.data import source_text_lines
     from paravg.graph.lang import read_symbol_table
 
     if text_path is None or not Path(text_path).is_file():
         log.warning("%s: no text; the set is decoded, WER is not scored", text_path)
         return {"text": None, "oov_count": 0}
     vocab = read_symbol_table(words_txt)
+    source = source_text_lines(Path(text_path).parent)
+    named = source[0] if source else text_path
     count, first = 0, {}
     for lineno, line in enumerate(Path(text_path).read_text().splitlines(), 1):
-        for word in line.split()[1:]:
+        utt, *words = line.split()
+        where = f"{named}:{source[1].get(utt, lineno) if source else lineno}"
+        for word in words:
             if word not in vocab:
                 count += 1
-                first.setdefault(word, f"{text_path}:{lineno}")
+                first.setdefault(word, where)
     if count:
         shown = ", ".join(f"{w} ({where})" for w, where in list(first.items())[:10])
         log.warning(
             "%d words of %s (%d distinct) are not in %s and will count as errors: %s",
             count,
-            text_path,
+            named,
             len(first),
             words_txt,
             shown,

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from paravg.data import source_text_lines
 from paravg.decode.lattice import Lattice, LatticeArchives
 from paravg.errors import ConfigError
 from paravg.io import read_json, write_json_atomic, write_text_atomic
@@ -360,9 +361,10 @@ def score_set(
         refs_words = read_text(text_path)
         result["oov"] = oov_report(refs_words, words_txt, text_path)
         if result["oov"]["count"]:
+            source = source_text_lines(Path(text_path).parent)  # the user's file, not the copy
             log.warning(
                 "%s: %d reference words (%d distinct) are not in %s; they count as errors",
-                text_path,
+                source[0] if source else text_path,
                 result["oov"]["count"],
                 result["oov"]["distinct"],
                 words_txt,

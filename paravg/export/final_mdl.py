@@ -74,6 +74,19 @@ def write_final_mdl(path: str | Path, model: AmNnetModel, binary: bool = True) -
         tmp.write_bytes(data)
 
 
+def check_reads_back(path: str | Path, name: str | Path) -> AmNnetModel:
+    """Read the ``final.mdl`` just written at ``path`` as Kaldi's ``AmNnetSimple::Read``
+    does and check that its network scores its transition model's pdfs, before the export
+    is declared complete (vosk aborts the whole process on a model it cannot read; this
+    names the file, ``name`` where it is going, instead)."""
+    try:
+        model = read_final_mdl(path)
+    except (ModelFileError, ValueError, EOFError) as exc:
+        raise ModelFileError(f"{name}: the written final.mdl does not read back: {exc}") from exc
+    check_pdfs_match(model.transition_model, model.nnet, f"{name} (as written)")
+    return model
+
+
 def read_final_mdl(path: str | Path) -> AmNnetModel:
     """Read an nnet3 ``final.mdl`` (text or binary) with the components paravg writes."""
     try:

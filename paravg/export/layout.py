@@ -35,7 +35,12 @@ import numpy as np
 
 from paravg.errors import DataError, ModelFileError
 from paravg.export import conf
-from paravg.export.final_mdl import AmNnetModel, check_pdfs_match, write_final_mdl
+from paravg.export.final_mdl import (
+    AmNnetModel,
+    check_pdfs_match,
+    check_reads_back,
+    write_final_mdl,
+)
 from paravg.export.ivector_files import write_ivector_extractor_dir
 from paravg.export.manifest import file_digests
 from paravg.export.nnet3 import NgOptions, nnet3_from_model
@@ -207,6 +212,7 @@ def export_model(
     try:
         am = AmNnetModel(tm, nnet, model.left_context, model.right_context, priors)
         write_final_mdl(tmp / "am" / "final.mdl", am, binary)
+        check_reads_back(tmp / "am" / "final.mdl", out / "am" / "final.mdl")
         (tmp / "conf").mkdir()
         (tmp / "conf" / "mfcc.conf").write_text(conf.mfcc_conf(mfcc))
         f = model.frame_subsampling_factor

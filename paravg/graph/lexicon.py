@@ -192,31 +192,6 @@ def learn_lexicon(
     return entries
 
 
-def write_lexiconp(path: str | Path, entries: Sequence[LexiconEntry]) -> None:
-    """Kaldi ``lexiconp.txt``: ``<word> <prob> <phone> ...`` per line."""
-    from paravg.io import write_text_atomic
-
-    write_text_atomic(path, "".join(f"{e.word} {e.prob:g} {' '.join(e.phones)}\n" for e in entries))
-
-
-def read_lexiconp(path: str | Path) -> list[LexiconEntry]:
-    """Read ``lexiconp.txt`` (``<word> <prob> <phones>``) or ``lexicon.txt`` (prob 1)."""
-    entries = []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        try:
-            prob = float(fields[1])
-            phones = fields[2:]
-        except (IndexError, ValueError):
-            prob, phones = 1.0, fields[1:]
-        if not phones or not 0.0 < prob <= 1.0:
-            raise DataError(f"{path}:{lineno}: expected '<word> [<prob>] <phone> ...'")
-        entries.append(LexiconEntry(fields[0], prob, tuple(phones)))
-    return entries
-
-
 def demo_lexicon(text_path: str | Path, ctm_path: str | Path) -> list[LexiconEntry]:
     """The demo lexicon learnt from a training set's ``text`` and ``phone_ctm``."""
     from paravg.corpus.text import vocabulary

@@ -336,16 +336,3 @@ def run_summary(run: ExperimentRun, schedule: PlannedSchedule | None = None) -> 
         combine_objective=_num(combine.get("objective")),
         evals=dict(run.evals),
     )
-
-
-def combine_curve(run: ExperimentRun) -> tuple[list[int], list[float]]:
-    """``combine.json``: objective of the average of the newest n models, by n."""
-    by_n = (run.combine or {}).get("objective_by_num_models") or {}
-    pairs = []
-    for n, objf in by_n.items():
-        try:
-            pairs.append((int(n), _num(objf)))
-        except (TypeError, ValueError):
-            continue
-    pairs.sort()
-    return [n for n, _ in pairs], [o for _, o in pairs]

@@ -83,15 +83,6 @@ def mixing_matrix(neighbourhoods: Sequence[Sequence[int]]) -> list[list[float]]:
     return [[(1.0 / len(nb)) if k in nb else 0.0 for k in range(n)] for nb in neighbourhoods]
 
 
-def ring_mix(state_dicts: Sequence[dict], neighbourhoods: Sequence[Sequence[int]]) -> list[dict]:
-    """M(w)_j for every job: what the next iteration's jobs start from (all at once, for tests)."""
-    from paravg.sync.tensors import mean  # torch: only here, the topology stays torch-free
-
-    if len(state_dicts) != len(neighbourhoods):
-        raise ValueError(f"{len(state_dicts)} models for {len(neighbourhoods)} neighbourhoods")
-    return [mean([state_dicts[k] for k in nb]) for nb in neighbourhoods]
-
-
 def _check_num_jobs(num_jobs: int) -> None:
     if num_jobs < 1:
         raise ValueError(f"a ring needs at least one job, got {num_jobs}")

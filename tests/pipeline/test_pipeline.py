@@ -271,6 +271,7 @@ def test_a_damaged_export_stops_the_run_and_its_rebuild_is_the_export_alone(work
         proc = run_snakemake(workspace, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})
         assert proc.returncode != 0, proc.stdout[-3000:]
         assert f"{kaldi.relative_to(workspace)}/conf/model.conf: missing" in proc.stdout
+        assert "Traceback" not in proc.stdout and " in file " not in proc.stdout  # one message
         assert f"rm -r {kaldi.relative_to(workspace)}" in proc.stdout
         shutil.rmtree(kaldi)
         plan = run_snakemake(workspace, "-n", "--cores", "2", overlay={"experiments": EXPERIMENTS})

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import soundfile
 
-from paravg.audio import parse_wav_rxfilename, read_audio
+from paravg.audio import parse_wav_rxfilename
 from paravg.errors import DataError
+
+from .audio_reading import read_utterance
 
 RATE = 16000
 HAS_SOX = shutil.which("sox") is not None
@@ -58,8 +60,8 @@ def test_rxfilename_forms(tmp_path):
 
 def test_cat_pipe_reads_the_same_samples(tmp_path):
     path = write_wav(tmp_path / "a.wav", noise(0.3, 1))
-    direct = read_audio(str(path), sample_rate=RATE)
-    piped = read_audio(f"cat {path} |", sample_rate=RATE)
+    direct = read_utterance(str(path), sample_rate=RATE)
+    piped = read_utterance(f"cat {path} |", sample_rate=RATE)
     np.testing.assert_array_equal(direct, piped)
     assert direct.max() > 1000  # int16 scale
 
@@ -67,28 +69,28 @@ def test_cat_pipe_reads_the_same_samples(tmp_path):
 @pytest.mark.skipif(not HAS_SOX, reason="sox not installed")
 def test_sox_pipes(tmp_path):
     path = write_wav(tmp_path / "a.wav", noise(0.3, 1))
-    same = read_audio(f"sox {path} -t wav - |", sample_rate=RATE)
-    np.testing.assert_array_equal(same, read_audio(str(path)))
+    same = read_utterance(f"sox {path} -t wav - |", sample_rate=RATE)
+    np.testing.assert_array_equal(same, read_utterance(str(path)))
     # sox writing to a pipe after an effect cannot know the length: streamed header
-    faster = read_audio(f"sox {path} -t wav - speed 1.5 |", sample_rate=RATE)
+    faster = read_utterance(f"sox {path} -t wav - speed 1.5 |", sample_rate=RATE)
     assert abs(faster.size - same.size / 1.5) < 200
     with pytest.raises(DataError, match=r"line 9: sample rate 8000 Hz, expected 16000"):
-        read_audio(f"sox {path} -r 8000 -t wav - |", sample_rate=RATE, where="line 9")
+        read_utterance(f"sox {path} -r 8000 -t wav - |", sample_rate=RATE, where="line 9")
 
 
 def test_pipe_with_zero_length_header_reads_to_eof(tmp_path):
     data = bytearray(write_wav(tmp_path / "a.wav", noise(0.2, 3)).read_bytes())
     struct.pack_into("<I", data, 40, 0)  # data chunk size 0, as some streaming writers do
     (tmp_path / "z.wav").write_bytes(bytes(data))
-    got = read_audio(f"cat {tmp_path / 'z.wav'} |", sample_rate=RATE)
+    got = read_utterance(f"cat {tmp_path / 'z.wav'} |", sample_rate=RATE)
     assert got.size == int(0.2 * RATE)
 
 
 def test_failing_pipe_reports_command_and_status(tmp_path):
     with pytest.raises(DataError, match=r"wav\.scp:3: command 'exit 3' failed with exit status 3"):
-        read_audio("exit 3 |", where="wav.scp:3")
+        read_utterance("exit 3 |", where="wav.scp:3")
     with pytest.raises(DataError, match="wrote no audio"):
-        read_audio("true |", where="wav.scp:3")
+        read_utterance("true |", where="wav.scp:3")
 
 
 def test_wav_in_ark_entry(tmp_path):
@@ -97,5 +99,5 @@ def test_wav_in_ark_entry(tmp_path):
         str(tmp_path / "wav.ark"), {"r1": (RATE, samples)}, scp=str(tmp_path / "w.scp")
     )
     entry = (tmp_path / "w.scp").read_text().split()[1]
-    got = read_audio(entry, sample_rate=RATE)
+    got = read_utterance(entry, sample_rate=RATE)
     np.testing.assert_array_equal(got, samples.astype(np.float32))

@@ -11,10 +11,18 @@ import numpy as np
 import pytest
 import soundfile
 
-from paravg.audio import Segment, read_audio
-from paravg.data import read_data_dir, read_targets
+from paravg.audio import Segment
+from paravg.data import read_data_dir, read_targets_with_places
 from paravg.errors import DataError
 from paravg.prepare_data import prepare_data_dir
+
+from .audio_reading import read_utterance
+
+
+def targets_of(path, num_targets: int = 0):
+    """The targets prepare_data reads from ``path`` (without their places)."""
+    return read_targets_with_places(path, num_targets)[0]
+
 
 RATE = 16000
 
@@ -110,13 +118,13 @@ def test_prepare_writes_normalised_dir_and_derives_spk2utt(tmp_path):
 @pytest.mark.parametrize("stem", ["targets", "ali"])
 def test_targets_round_trip_every_format(tmp_path, form, stem):
     src = make_dir(tmp_path, targets="txt")
-    tg = read_targets(src / "targets.txt")
+    tg = targets_of(src / "targets.txt")
     (src / "targets.txt").unlink()
     write_targets(src, tg, form, stem)
     prepare(src, tmp_path)
     ext = {"ark_text": "ark"}.get(form, form)
-    assert read_targets(src / f"{stem}.{ext}").keys() == tg.keys()
-    for reader in (read_targets, lambda p: dict(kaldiio.load_scp(str(p)))):
+    assert targets_of(src / f"{stem}.{ext}").keys() == tg.keys()
+    for reader in (targets_of, lambda p: dict(kaldiio.load_scp(str(p)))):
         got = reader(tmp_path / "out" / "targets.scp")
         assert got.keys() == tg.keys()
         for u in tg:
@@ -135,7 +143,7 @@ def test_segments_are_copied_and_cut_like_extract_segments(tmp_path):
     data = read_data_dir(out)
     whole, _ = soundfile.read(str(src / "wav" / "spkA.wav"), dtype="int16")
     seg = data.segment("spkA-u1")
-    got = read_audio(data.wav["spkA"], seg, RATE)
+    got = read_utterance(data.wav["spkA"], seg, RATE)
     a, b = int(0.6 * RATE), int(1.1 * RATE)
     np.testing.assert_array_equal(got, whole[a:b].astype(np.float32))
     assert got.dtype == np.float32  # int16 scale, not [-1, 1]
@@ -438,7 +446,7 @@ def test_target_ids_are_checked_at_preparation(tmp_path, form):
     """Bug 3 / weak spot 4: an id >= data.num_targets names the user's file, line (or
     byte of a binary ark) and the utterance, at preparation."""
     src = make_dir(tmp_path, targets="txt")
-    tg = read_targets(src / "targets.txt")
+    tg = targets_of(src / "targets.txt")
     (src / "targets.txt").unlink()
     tg["spkB-u0"] = tg["spkB-u0"].copy()
     tg["spkB-u0"][17] = 45
@@ -455,7 +463,7 @@ def test_origin_maps_prepared_lines_to_the_users_lines(tmp_path):
     from paravg.data import read_origin
 
     src = make_dir(tmp_path, segments=True)
-    tg = read_targets(src / "targets.txt")
+    tg = targets_of(src / "targets.txt")
     del tg["spkA-u0"]  # skipped: every later line of the prepared copy moves up
     write_targets(src, tg, "txt")
     prepare(src, tmp_path, fraction=0.5)

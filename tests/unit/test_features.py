@@ -22,11 +22,11 @@ from paravg.features import (
     frame_signal,
     merge_feature_splits,
     num_frames,
-    read_utt2num_frames,
     split_utterances,
     utterance_rng,
     utterance_seed,
 )
+from paravg.kaldi_io import read_int_table
 from paravg.prepare_data import prepare_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -275,7 +275,7 @@ def test_split_and_merge_equal_a_single_job(feats_dirs):
     for utt in a:
         np.testing.assert_array_equal(a[utt], b[utt])  # dither 1.0, seeded per utterance
         assert a[utt].dtype == np.float32 and a[utt].shape[1] == 40
-    u2nf = read_utt2num_frames(three.parent / "utt2num_frames")
+    u2nf = read_int_table(three.parent / "utt2num_frames")
     assert u2nf == {u: m.shape[0] for u, m in a.items()}
     assert u2nf["spk0-u1"] == 1 + (19000 - 400) // 160
     # the 3 splits are the 3 speakers; scp lines point into the split arks

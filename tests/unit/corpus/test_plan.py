@@ -3,7 +3,7 @@
 import pytest
 
 from paravg.corpus.engines import ALL_VOICES, ESPEAK_VOICES, FESTIVAL_VOICES, FLITE_VOICES
-from paravg.corpus.plan import held_out_sources, plan_speakers, variants_per_voice
+from paravg.corpus.plan import held_out_split, plan_speakers, variants_per_voice
 from paravg.corpus.text import kaldi_transcript
 from paravg.errors import ConfigError
 
@@ -68,7 +68,7 @@ def test_bad_arguments_are_config_errors():
     with pytest.raises(ConfigError, match=r"demo\.dev_fraction must be in \[0, 1 - demo\.test_"):
         plan_speakers(ALL_VOICES, 1, 0.6, 5, 0, dev_fraction=0.4)
     with pytest.raises(ConfigError, match=r">= 2 source voices.*demo\.use_espeak"):
-        held_out_sources(FLITE_VOICES[2:], 0.2)
+        held_out_split(FLITE_VOICES[2:], 0.2)
 
 
 @pytest.mark.parametrize("voices", [ALL_VOICES, NO_ESPEAK])

@@ -48,3 +48,22 @@ def test_reference_text_checked_before_decoding(tmp_path, caplog):
     assert "3 words of" in caplog.text and "ZED" in caplog.text
     res = check_reference_text(tmp_path / "missing", tmp_path / "words.txt")
     assert res["text"] is None and "no text" in caplog.text
+
+
+def test_oov_words_are_named_in_the_users_text_not_the_prepared_copy(tmp_path, caplog):
+    """W4: the warning named results/data/<set>/text. The prepared copy keeps the user's
+    utterances in sorted order, so the user's line numbers differ from the copy's."""
+    from paravg.decode.decoder import check_reference_text
+    from paravg.io import write_json_atomic
+
+    user, prepared = tmp_path / "user", tmp_path / "results" / "data" / "test"
+    user.mkdir()
+    prepared.mkdir(parents=True)
+    (tmp_path / "words.txt").write_text("<eps> 0\nA 1\nB 2\n")
+    (user / "text").write_text("u0 A\nu1 A B\nu2 A ZED\n")  # u0: not kept (no targets)
+    (prepared / "text").write_text("u1 A B\nu2 A ZED\n")
+    write_json_atomic(prepared / "report.json", {"source": str(user)})
+    res = check_reference_text(prepared / "text", tmp_path / "words.txt")
+    assert res["oov_first"] == {"ZED": f"{user / 'text'}:3"}
+    assert f"1 words of {user / 'text'} (1 distinct)" in caplog.text
+    assert str(prepared) not in caplog.text

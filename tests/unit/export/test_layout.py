@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from paravg.corpus.phones import PHONES
-from paravg.errors import DataError
+from paravg.errors import DataError, ModelFileError
+from paravg.export.final_mdl import write_final_mdl
 from paravg.export.layout import IvectorSystem, export_model
 from paravg.export.phone_loop import monophone_transition_model, write_phone_loop_graph
 from paravg.export.verify import vosk_decode
@@ -138,3 +140,23 @@ def test_vosk_loads_and_decodes(tmp_path, model_file, ivector_files, tm40, graph
     _export((sure, model), ivector_files, tm40, graph, out_sure, binary=binary,
             decoder={"lattice_beam": 1.0})  # fmt: skip
     assert vosk_decode(out_sure, {"a": wav}) == {"a": PHONES[17]}
+
+
+def test_a_final_mdl_that_does_not_read_back_leaves_no_export(
+    tmp_path, model_file, ivector_files, tm40, graph, monkeypatch
+):
+    """The export reads its am/final.mdl back as Kaldi does before it is complete: a writer
+    that cut the file short (here, by a patched writer) is named, and no export is left
+    (a reader of the export, vosk, would abort the whole process on it)."""
+    import paravg.export.layout as layout
+
+    def cut_short(path, model, binary=True):
+        write_final_mdl(path, model, binary)
+        Path(path).write_bytes(Path(path).read_bytes()[:-100])
+
+    monkeypatch.setattr(layout, "write_final_mdl", cut_short)
+    out = tmp_path / "kaldi"
+    problem = rf"{out}/am/final\.mdl: the written final\.mdl does not read back"
+    with pytest.raises(ModelFileError, match=problem):
+        _export(model_file, ivector_files, tm40, graph, out)
+    assert not out.exists()

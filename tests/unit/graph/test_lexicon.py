@@ -8,9 +8,7 @@ from paravg.graph.lexicon import (
     edit_distance,
     festival_pronunciations,
     learn_lexicon,
-    read_lexiconp,
     segment_words,
-    write_lexiconp,
 )
 
 
@@ -40,13 +38,6 @@ def test_learnt_lexicon_keeps_frequent_variants_and_the_base():
     assert the == [(("dh", "iy"), 1.0), (("dh", "ah"), pytest.approx(4 / 6, abs=1e-6))]
     cat = [e.phones for e in entries if e.word == "CAT"]
     assert cat == [("k", "ae", "t")]
-
-
-def test_lexiconp_round_trip(tmp_path):
-    base = {"cat": ("k", "ae", "t")}
-    entries = learn_lexicon({"u": ["CAT"]}, {"u": ["k", "ae", "t"]}, base)
-    write_lexiconp(tmp_path / "lexiconp.txt", entries)
-    assert read_lexiconp(tmp_path / "lexiconp.txt") == entries
 
 
 @pytest.mark.skipif(shutil.which("festival") is None, reason="festival not installed")

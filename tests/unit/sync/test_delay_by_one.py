@@ -13,7 +13,14 @@ from paravg.layout import Layout
 from paravg.sync.decentralized import mixed_start
 from paravg.sync.delay_by_one import mix_plus_displacement
 from paravg.sync.registry import get_method
-from paravg.sync.ring import fixed_ring_order, ring_mix, ring_neighbourhoods
+from paravg.sync.ring import fixed_ring_order, ring_neighbourhoods
+from paravg.sync.tensors import mean
+
+
+def ring_mix(models: list[dict], neighbourhoods) -> list[dict]:
+    """M(w)_j of every job at once (DESIGN.md): the mean of its neighbourhood's models, by
+    the mean the mix nodes use (paravg.sync.tensors.mean)."""
+    return [mean([models[k] for k in nb]) for nb in neighbourhoods]
 
 
 def test_formula_and_float64_arithmetic():

@@ -7,10 +7,16 @@ from paravg.sync.ring import (
     fixed_ring_order,
     mixing_matrix,
     random_ring_order,
-    ring_mix,
     ring_neighbourhoods,
     seeded_permutation,
 )
+from paravg.sync.tensors import mean
+
+
+def ring_mix(models: list[dict], neighbourhoods) -> list[dict]:
+    """M(w)_j of every job at once (DESIGN.md): the mean of its neighbourhood's models, by
+    the mean the mix nodes use (paravg.sync.tensors.mean)."""
+    return [mean([models[k] for k in nb]) for nb in neighbourhoods]
 
 
 def models(n, seed=0):
