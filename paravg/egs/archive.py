@@ -20,12 +20,15 @@ repeating the first / last frame of the utterance (``ExtractRowRangeWithPadding`
 archive with a meta file is complete.
 
 Integrity (as the model files', :mod:`paravg.provenance`): the meta records the sha256 of
-each file the writer wrote, and every reader (:func:`open_arrays`: a training job reads its
-own archive, init_model, diagnostics and combination their subsets, priors every archive,
-the archive gather the split jobs' archives) checks the files it opens against it before it
-uses a byte, so a file changed after it was written is never trained on. The cost is one
-read of the files the job reads anyway (docs/reproducibility.md). An archive whose meta has
-no ``sha256`` (written before the records) is read unchecked.
+each file the writer wrote, and every reader of the archives and subsets
+(:func:`open_arrays`: a training job its own archive, init_model and the priors the
+LDA-like transform's archives, diagnostics and combination their subsets) checks the files
+it opens against it before it uses a byte, so a file changed after it was written is never
+trained on. The cost is one read of the files the job reads anyway (docs/reproducibility.md).
+The one exception is the gather of an archive from the split jobs' temporary archives
+(:func:`paravg.egs.shuffle.merge_archive`): each gather job reads 1/num_archives of every
+split file, and hashing them whole in every gather would cost num_archives times the egs.
+An archive whose meta has no ``sha256`` (written before the records) is read unchecked.
 
 Chunk egs (``egs.chunk_width``, Kaldi's RNN egs) have several structures: widths from
 the list and, on an utterance's first / last chunk, the initial / final contexts. Kaldi
@@ -265,15 +268,17 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
         np.save(f, array)
 
 
-def open_arrays(prefix: str | os.PathLike) -> dict[str, np.ndarray]:
+def open_arrays(prefix: str | os.PathLike, check: bool = True) -> dict[str, np.ndarray]:
     """Memory-map the array fields of an archive (read-only), its files first checked
-    against the sha256 its meta recorded (:func:`check_archive_files`), the arrays against
-    its shapes. A damaged file raises a :class:`DataError` that names it and says how to
-    rebuild the archive."""
+    against the sha256 its meta recorded (:func:`check_archive_files`; ``check=False``:
+    only for a reader of a small part of the files, see the module doc), the arrays
+    against its shapes. A damaged file raises a :class:`DataError` that names it and says
+    how to rebuild the archive."""
     meta_path = f"{prefix}.meta.json"
     meta = ArchiveMeta.load(meta_path)
     files = archive_files(prefix, meta.ivector_dim > 0, meta.chunked)
-    check_archive_files(prefix, files, read_json(meta_path).get("sha256"))
+    if check:
+        check_archive_files(prefix, files, read_json(meta_path).get("sha256"))
     arrays = {}
     for name, (shape, dtype) in meta.shapes().items():
         try:

@@ -131,3 +131,25 @@ def test_a_damaged_npy_header_is_named_as_not_a_readable_npy_file(written):
         EgsArchive(written)
     damage(feats, 20, 40)  # undone: an archive without records is read unchecked
     assert EgsArchive(written).num_egs == 13
+
+
+def test_the_gather_of_an_archive_does_not_hash_the_split_files(synth, tmp_path, monkeypatch):
+    """Each gather job reads 1/num_archives of every split job's file: hashing them whole
+    in every gather would cost num_archives times the egs. The archives it writes are
+    checked by their readers."""
+    from egs_synth import build_egs
+
+    from paravg.egs import archive
+
+    checked = []
+    real_check = archive.check_archive_files
+    monkeypatch.setattr(
+        archive,
+        "check_archive_files",
+        lambda prefix, *a: checked.append(str(prefix)) or real_check(prefix, *a),
+    )
+    out = tmp_path / "egs"
+    build_egs(synth, out)
+    assert [p for p in checked if "/split/" in p] == []
+    EgsArchive(out / "egs.0")
+    assert checked[-1] == str(out / "egs.0")
