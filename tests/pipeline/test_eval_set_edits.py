@@ -54,6 +54,7 @@ def two_sets(clone_trained) -> Path:
     check_ok(proc, "the run with eval sets test and t2")
     assert table_sets(ws) == ["test", "t2"]
     assert "WER" in (ws / "results" / "results.md").read_text()  # the sets are decoded
+    assert "| data/t2 |" in (ws / "results" / "digests.md").read_text()
     return ws
 
 
@@ -89,7 +90,8 @@ def test_removing_a_set_redoes_the_table_and_nothing_of_the_other_sets(two_sets,
     assert "| test |" in printed_table(proc.stdout)
     assert "t2" not in (ws / "results" / "results.tsv").read_text()
     assert "t2" not in (ws / "results" / "report" / "results_by_set.md").read_text()
-    assert "default: scores" in (ws / "results" / "digests.md").read_text()
+    digests = (ws / "results" / "digests.md").read_text()
+    assert "default: scores" in digests and "t2" not in digests  # data/t2, i-vectors/t2 ...
 
 
 def test_removing_a_set_and_changing_a_decode_option_never_shows_the_old_wers(two_sets, tmp_path):
