@@ -521,12 +521,38 @@ class Dag:
 
         L = self.layout
         targets = [L.results_table("md"), L.digests("md"), *self.report_targets()]
+        targets += self.product_targets()
         if self.recognition.enabled:
             targets += [L.kaldi_dir(e) for e in self.experiments]
             if not self.target_jobs:
                 for e in self.experiments:
                     check_finished_export(L.kaldi_dir(e))
         return targets
+
+    def product_targets(self) -> list[str]:
+        """What a finished run holds for its user beside the table, the report and the
+        export, each one a target of ``all`` itself: every experiment's final.pt and
+        per-set evaluation, the graphs, and each decode's lattices and scoring outputs.
+        Snakemake rebuilds a missing file only where a target needs it: as inputs of the
+        table alone, a deleted final.pt, HCLG.fst or decode dir stayed missing after an
+        rc-0 run ("Nothing to be done", the probe's W2). The iteration models are not
+        products (deleting those of a finished run saves space and costs nothing; ask
+        for one by name to get it back: docs/reproducibility.md)."""
+        L, rec = self.layout, self.recognition
+        files = [L.final_model(e) for e in self.experiments]
+        files += [L.eval_result(e, s) for e in self.experiments for s in self.eval_sets]
+        if not rec.enabled:
+            return files
+        for kind in rec.graph_dirs():
+            files += rec.graph_outputs(kind)
+        for e in self.experiments:
+            for s in self.eval_sets:
+                files += [L.decode_scores(e, s), L.decode_hyps(e, s), L.decode_ctm(e, s)]
+                files += [L.decode_details(e, s, "wer"), L.decode_details(e, s, "per")]
+                for j in range(rec.settings["nj"]):
+                    files.append(L.decode_split(e, s, j))
+                    files += [L.decode_lattices(e, s, k, j) for k in rec.graph_dirs()]
+        return files
 
     def digest_stages(self) -> dict[str, list[str]]:
         """Stage name -> the files and directories of its digest (paravg.digests)."""

@@ -6,9 +6,10 @@ i-vectors, the i-vector models, the egs, each experiment's ``final.pt`` and its 
 A stage's digest is the sha256 of the lines ``<path under results/> <sha256 of the
 file>`` of its files in sorted order, each file read with the workspace's absolute path
 written as ``<ws>`` (scp files and reports name it) and, in a JSON object, without the
-fields that time a step. Two runs on the same corpus and code that print the same digest
-for a stage computed the same bytes there; the first stage whose digest differs is where
-they part (docs/reproducibility.md, "Digests", prints the reference run's).
+fields that time a step or record other files' sha256. Two runs on the same corpus and
+code that print the same digest for a stage computed the same bytes there; the first stage
+whose digest differs is where they part (docs/reproducibility.md, "Digests", prints the
+reference run's).
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from paravg.io import write_json_atomic, write_text_atomic
 # JSON fields that record how long a step took, not what it computed (graph.json's build
 # time, scores.json's network and search seconds)
 TIMING_KEYS = frozenset({"build_seconds", "timing"})
+# JSON fields that record the sha256 of other files of the stage (an egs archive's
+# meta.json): those files are digested themselves, so the stage's digest is what it was
+# before the records existed
+RECORD_KEYS = frozenset({"sha256"})
 
 
 def file_digest(path: str | os.PathLike, workspace: str | os.PathLike) -> str:
     """sha256 of a file with ``workspace``'s absolute path written as ``<ws>`` and, for a
-    JSON object, the timing fields left out (keys sorted)."""
+    JSON object, the timing fields and the records of other files' sha256 left out (keys
+    sorted)."""
     path = Path(path)
     data = path.read_bytes()
     ws = Path(workspace)
@@ -41,7 +47,7 @@ def file_digest(path: str | os.PathLike, workspace: str | os.PathLike) -> str:
         except (UnicodeDecodeError, json.JSONDecodeError):
             obj = None
         if isinstance(obj, dict):
-            obj = {k: v for k, v in obj.items() if k not in TIMING_KEYS}
+            obj = {k: v for k, v in obj.items() if k not in TIMING_KEYS | RECORD_KEYS}
             data = json.dumps(obj, sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
 

@@ -90,6 +90,17 @@ def read_json(path: str | os.PathLike) -> Any:
         raise DataError(f"{path}: not valid JSON ({exc})") from exc
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 (hex) of a file's bytes, read in 1 MB blocks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def save_torch_atomic(path: str | os.PathLike, obj: Any) -> str:
     """``torch.save`` to a temporary name, then rename; the sha256 of the bytes written
     (the writer records it in its JSON: :mod:`paravg.provenance`).

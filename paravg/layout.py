@@ -390,6 +390,12 @@ class Layout:
         (the transition model the graph was built with), ``graph.json`` (how)."""
         return f"{self.graph_dir(kind)}/{name}"
 
+    def results_config(self) -> str:
+        """The experiments, eval sets and decode options the results table is made of
+        (rule ``results_config``): an input of the table and of the comparison, so that
+        editing the list reruns them in the same run."""
+        return f"{self.results}/results_config.json"
+
     def results_table(self, ext: str = "md") -> str:
         return f"{self.results}/results.{ext}"
 

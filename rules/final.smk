@@ -69,9 +69,37 @@ rule evaluate:
         "../scripts/evaluate.py"
 
 
+# What the results table is made of (experiments, eval sets, decode options) as a file, an
+# input of the table and of the comparison (rules/report.smk; the digests follow the
+# table): a change of the list reruns them in the same run. As their params alone it did
+# not (the probe's R2: a set removed from eval_sets printed the old table, rc 0). Such a
+# change also reruns check_data_sets, and while a job must run Snakemake checks neither
+# the params nor the input list of any job downstream of it, reaching them only through
+# edges that are not ancient; the gate's edges are ancient. This rule has no input, so its
+# params are always checked, and its edge to the table is a plain one.
+rule results_config:
+    output:
+        LAYOUT.results_config(),
+    params:
+        experiments=list(PARAVG.experiments),
+        eval_sets=PARAVG.eval_sets,
+        decode=PARAVG.results_params(),
+    log:
+        LAYOUT.log("results_config", "all"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../scripts/results_config.py"
+
+
 rule results_table:
     input:
         from_dag("results_inputs"),
+        config=LAYOUT.results_config(),
         decode=PARAVG.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         md=LAYOUT.results_table("md"),

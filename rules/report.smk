@@ -63,6 +63,7 @@ rule experiment_config:
 rule report_comparison:
     input:
         from_dag("report_comparison_inputs"),
+        config=LAYOUT.results_config(),  # the eval sets: rules/final.smk, results_config
         decode=PARAVG.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         figure=report(

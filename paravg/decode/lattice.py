@@ -18,6 +18,7 @@ the levels, the settings side by side.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from paravg.errors import DataError
+from paravg.io import disk_full_error
 
 
 def _runs(values: np.ndarray) -> list[tuple[int, int]]:
@@ -212,22 +214,59 @@ class Lattice:
         return buf.getvalue()
 
 
+class _ArchiveWriter:
+    """One gzipped text archive being written under a temporary name: a full disk (or
+    quota) while writing or closing it is the :func:`paravg.io.disk_full_error` that names
+    the archive, as for every other output."""
+
+    def __init__(self, tmp: Path, path: str | os.PathLike) -> None:
+        self.path = path
+        with self._naming_a_full_disk():
+            self._file = gzip.open(tmp, "wt", compresslevel=1)  # noqa: SIM115 (closed by its owner)
+
+    @contextlib.contextmanager
+    def _naming_a_full_disk(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_full_error(self.path) from exc
+            raise
+
+    def write(self, text: str) -> int:
+        with self._naming_a_full_disk():
+            return self._file.write(text)
+
+    def close(self) -> None:
+        with self._naming_a_full_disk():
+            self._file.close()
+
+    def discard(self) -> None:
+        """Close after a failure, whatever the disk says (the temporary is removed)."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
 @contextlib.contextmanager
 def writing_lattice_archives(paths: Mapping[str, str | os.PathLike]) -> Iterator[dict]:
     """Open gzipped Kaldi text archives of CompactLattices (``lat.<j>.gz``; Kaldi reads
     them as ``"ark:gunzip -c lat.0.gz|"``), one per key of ``paths``, to write
     :meth:`Lattice.kaldi_text` entries into. Each is written as ``<path>.tmp`` and renamed
-    when the block ends without an error (removed otherwise): whole or not at all."""
+    when the block ends without an error (removed otherwise): whole or not at all. A full
+    disk is an ``OSError`` that names the archive (``… while writing lat.0.gz``)."""
     tmps = {k: Path(p).with_name(Path(p).name + ".tmp") for k, p in paths.items()}
     for tmp in tmps.values():
         tmp.parent.mkdir(parents=True, exist_ok=True)
+    writers: dict[str, _ArchiveWriter] = {}
     try:
-        with contextlib.ExitStack() as stack:
-            yield {
-                k: stack.enter_context(gzip.open(tmp, "wt", compresslevel=1))
-                for k, tmp in tmps.items()
-            }
+        for k, tmp in tmps.items():
+            writers[k] = _ArchiveWriter(tmp, paths[k])
+        yield writers
+        for writer in writers.values():
+            writer.close()
     except BaseException:
+        for writer in writers.values():
+            writer.discard()
         for tmp in tmps.values():
             tmp.unlink(missing_ok=True)
         raise

@@ -9,7 +9,8 @@ An archive with prefix ``P`` (e.g. ``results/egs/egs.3``) is the files
     P.ivectors.npy  (n_eg, ivector_dim)     float32 (only when ivector_dim > 0)
     P.chunks.npy    (n_eg, 3)               int32   chunk egs only: width, left, right
     P.keys.txt      one ``<utt>-<first_frame>`` per eg
-    P.meta.json     num_egs, frames_per_eg, left_context, right_context, feat_dim, ...
+    P.meta.json     num_egs, frames_per_eg, left_context, right_context, feat_dim, ...,
+                    sha256: {file name: sha256} of every other file of the archive
 
 This stores the fields of Kaldi's ``NnetExample`` (``src/nnet3bin/nnet3-get-egs.cc``):
 the ``input`` rows t = −lc … F−1+rc relative to the chunk's first frame, padded by
@@ -17,6 +18,17 @@ repeating the first / last frame of the utterance (``ExtractRowRangeWithPadding`
 ``ivector`` row; the ``output`` one-hot labels times the output weights. Kaldi's lossy
 8-bit ``CompressedMatrix`` is replaced by float16. ``meta.json`` is written last, so an
 archive with a meta file is complete.
+
+Integrity (as the model files', :mod:`paravg.provenance`): the meta records the sha256 of
+each file the writer wrote, and every reader of the archives and subsets
+(:func:`open_arrays`: a training job its own archive, init_model and the priors the
+LDA-like transform's archives, diagnostics and combination their subsets) checks the files
+it opens against it before it uses a byte, so a file changed after it was written is never
+trained on. The cost is one read of the files the job reads anyway (docs/reproducibility.md).
+The one exception is the gather of an archive from the split jobs' temporary archives
+(:func:`paravg.egs.shuffle.merge_archive`): each gather job reads 1/num_archives of every
+split file, and hashing them whole in every gather would cost num_archives times the egs.
+An archive whose meta has no ``sha256`` (written before the records) is read unchecked.
 
 Chunk egs (``egs.chunk_width``, Kaldi's RNN egs) have several structures: widths from
 the list and, on an utterance's first / last chunk, the initial / final contexts. Kaldi
@@ -42,7 +54,14 @@ from pathlib import Path
 import numpy as np
 
 from paravg.errors import DataError
-from paravg.io import atomic_path, preallocate, read_json, write_json_atomic, write_text_atomic
+from paravg.io import (
+    atomic_path,
+    file_sha256,
+    preallocate,
+    read_json,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 ARRAY_FIELDS = ("feats", "labels", "weights", "ivectors", "chunks")
 
@@ -107,7 +126,10 @@ class ArchiveMeta:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ArchiveMeta:
-        return cls(**read_json(path))
+        """The shape information of ``meta.json`` (its ``sha256`` records aside)."""
+        fields = read_json(path)
+        fields.pop("sha256", None)
+        return cls(**fields)
 
 
 @dataclass
@@ -216,7 +238,12 @@ class ArchiveWriter:
         self._arrays.clear()
         self._stack.close()  # renames the .npy files into place
         write_text_atomic(self.files["key_list"], "".join(k + "\n" for k in self._keys))
-        write_json_atomic(self.files["meta"], self.meta.to_dict())
+        sums = {
+            Path(path).name: file_sha256(path)
+            for name, path in self.files.items()
+            if name != "meta"
+        }
+        write_json_atomic(self.files["meta"], {**self.meta.to_dict(), "sha256": sums})
 
     def __enter__(self) -> ArchiveWriter:
         return self
@@ -241,19 +268,68 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
         np.save(f, array)
 
 
-def open_arrays(prefix: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Memory-map the array fields of an archive (read-only), checking them against meta."""
-    meta = ArchiveMeta.load(f"{prefix}.meta.json")
+def open_arrays(prefix: str | os.PathLike, check: bool = True) -> dict[str, np.ndarray]:
+    """Memory-map the array fields of an archive (read-only), its files first checked
+    against the sha256 its meta recorded (:func:`check_archive_files`; ``check=False``:
+    only for a reader of a small part of the files, see the module doc), the arrays
+    against its shapes. A damaged file raises a :class:`DataError` that names it and says
+    how to rebuild the archive."""
+    meta_path = f"{prefix}.meta.json"
+    meta = ArchiveMeta.load(meta_path)
     files = archive_files(prefix, meta.ivector_dim > 0, meta.chunked)
+    if check:
+        check_archive_files(prefix, files, read_json(meta_path).get("sha256"))
     arrays = {}
     for name, (shape, dtype) in meta.shapes().items():
-        array = np.load(files[name], mmap_mode="r")
+        try:
+            array = np.load(files[name], mmap_mode="r")
+        except Exception as exc:  # a damaged header: TokenError, ValueError, EOFError ...
+            raise damaged_archive(
+                prefix, files[name], f"not a readable npy file ({type(exc).__name__}: {exc})"
+            ) from exc
         if array.shape != shape or array.dtype != np.dtype(dtype):
             raise DataError(
                 f"{files[name]}: shape {array.shape} {array.dtype}, meta says {shape} {dtype}"
             )
         arrays[name] = array
     return arrays
+
+
+def check_archive_files(
+    prefix: str | os.PathLike, files: dict[str, str], recorded: dict[str, str] | None
+) -> None:
+    """Raise :func:`damaged_archive` for the first file of ``files`` (field -> path) whose
+    sha256 differs from ``recorded`` (file name -> sha256, the meta's; None: written
+    before the records, nothing to compare with)."""
+    if not recorded:
+        return
+    meta_path = files["meta"]
+    for name, path in files.items():
+        expected = recorded.get(Path(path).name)
+        if name == "meta" or expected is None:
+            continue
+        try:
+            found = file_sha256(path)
+        except OSError as exc:
+            raise damaged_archive(prefix, path, f"cannot be read ({exc.strerror or exc})") from exc
+        if found != expected:
+            raise damaged_archive(
+                prefix,
+                path,
+                f"its bytes differ from what the egs stage recorded when it wrote it (sha256 "
+                f"{expected[:12]}… in {meta_path}): the file changed after it was written",
+            )
+
+
+def damaged_archive(prefix: str | os.PathLike, path: str | os.PathLike, what: str) -> DataError:
+    """The error for a damaged file of archive ``prefix``: what is wrong, and the commands
+    that rebuild exactly that archive (the same bytes: the egs stage is deterministic)."""
+    return DataError(
+        f"{path}: {what}. Rebuild this archive (and nothing else) "
+        "with your usual snakemake options, then run your command again:\n"
+        f"    rm {prefix}.*\n"
+        f"    snakemake <your options: --profile/--cores, --configfile ...> {prefix}.meta.json"
+    )
 
 
 def read_keys(prefix: str | os.PathLike) -> list[str]:

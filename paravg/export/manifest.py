@@ -25,16 +25,20 @@ import numpy as np
 from paravg.errors import ModelFileError
 
 SUMMARY = "export.json"
+#: What Snakemake itself writes into a ``directory()`` output after the job (the mtime
+#: marker of ``results/exp/<e>/kaldi``): not the export's, never in the manifest, not
+#: "extra" to :func:`digest_problems`.
+SNAKEMAKE_MARKERS = frozenset({".snakemake_timestamp"})
 
 
 def file_digests(root: str | os.PathLike) -> dict[str, dict]:
     """``{relative path: {"bytes", "sha256"}}`` of every file under ``root`` but the
-    summary, sorted by path."""
+    summary and Snakemake's markers (:data:`SNAKEMAKE_MARKERS`), sorted by path."""
     root = Path(root)
     out = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if rel != SUMMARY:
+        if rel != SUMMARY and rel not in SNAKEMAKE_MARKERS:
             digest = hashlib.sha256()
             with open(path, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):

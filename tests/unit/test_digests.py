@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
+
 from paravg.digests import file_digest, stage_digest, write_digests
 
 
@@ -45,6 +47,28 @@ def test_a_changed_byte_name_or_value_changes_the_digest(tmp_path):
     c = make_run(tmp_path / "c")
     (c / "graph.json").write_text(json.dumps({"num_pdfs": 41, "build_seconds": 0.2}))
     assert stage_digest([c / "feats" / "test", c / "graph.json"], c) != base
+
+
+def test_an_egs_meta_digests_the_same_with_or_without_its_sha256_records(tmp_path):
+    """The egs archives' meta.json records the sha256 of the archive's files (R5): those
+    files are in the stage themselves, and the egs digest of the reference run holds."""
+    from paravg.egs.archive import ArchiveMeta, EgsBatch, write_archive
+
+    meta = ArchiveMeta(2, 1, 0, 0, 1, 0, "float32")
+    ones = [[1.0]]
+    batch = EgsBatch(
+        np.array([ones, ones], "f4"),
+        np.ones((2, 1), "i4"),
+        np.ones((2, 1), "f4"),
+        None,
+        ["u-0", "u-1"],
+    )
+    write_archive(tmp_path / "egs" / "egs.0", batch, meta)
+    meta_json = tmp_path / "egs" / "egs.0.meta.json"
+    with_records = stage_digest([tmp_path / "egs"], tmp_path)
+    assert "sha256" in json.loads(meta_json.read_text())
+    meta_json.write_text(json.dumps(meta.with_num_egs(2).to_dict(), indent=2) + "\n")
+    assert stage_digest([tmp_path / "egs"], tmp_path) == with_records
 
 
 def test_file_digest_writes_the_workspace_as_ws(tmp_path):

@@ -228,6 +228,24 @@ def test_a_failed_split_leaves_no_archive(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("fills_at", ["write", "close"])
+def test_a_full_disk_while_writing_lattices_names_the_archive(tmp_path, fills_at):
+    """The temporary of lat.0.gz is /dev/full, which answers every write with ENOSPC: the
+    error names the archive and how to resume, as every other writer's does (the probe's
+    W1: a bare ``[Errno 28] No space left on device``), and nothing is left behind."""
+    path = tmp_path / "lat.0.gz"
+    (tmp_path / "lat.0.gz.tmp").symlink_to("/dev/full")
+    # gzip buffers: 1 MB of random hex reaches the disk at once, an entry only at close
+    noise = np.random.default_rng(0).bytes(1 << 19).hex()
+    entry = "u1\n0\t1\t0\t0,0,1\n1\t0,0,\n\n" + (noise if fills_at == "write" else "")
+    with (
+        pytest.raises(OSError, match=r"no space left .* while writing lat\.0\.gz; .*run the same"),
+        writing_lattice_archives({"w": path}) as archives,
+    ):
+        archives["w"].write(entry)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_search_that_runs_out_of_arcs_gives_kaldis_partial_traceback():
     """No arc leaves the graph's state 1: the search stops after frame 0, and every
     token of the last frame reached ends the lattice (not reached_final), as Kaldi's

@@ -36,6 +36,19 @@ def test_the_manifest_lists_every_file_with_its_size_and_digest(exported):
     assert stat_problems(exported) == [] and digest_problems(exported) == []
 
 
+def test_snakemakes_marker_in_the_directory_output_is_not_the_exports(exported):
+    """Snakemake writes ``.snakemake_timestamp`` into the directory output
+    ``results/exp/<e>/kaldi`` after the job: ``--verify`` reported every pipeline export as
+    damaged ("not written by the export", R3). A file of any other name still is extra."""
+    (exported / ".snakemake_timestamp").touch()
+    assert digest_problems(exported) == []
+    assert ".snakemake_timestamp" not in file_digests(exported)
+    (exported / "conf" / ".snakemake_timestamp").touch()  # only Snakemake's, at the top
+    assert digest_problems(exported) == [
+        f"{exported / 'conf' / '.snakemake_timestamp'}: not written by the export"
+    ]
+
+
 @pytest.mark.parametrize("missing", ["conf/model.conf", "ivector/final.ie"])
 def test_a_missing_file_is_named(exported, missing):
     """An export without conf/model.conf got "Nothing to be done" from paravg and "does not
