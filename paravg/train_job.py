@@ -289,7 +289,7 @@ def run_train_job(
     """Train from the start model file dict ``start``; write ``model_out`` and
     ``stats_out`` atomically and return the stats. ``record`` (how the start model was
     formed, the job's plan and fingerprint) is stored in the stats as is."""
-    from paravg.optim.ngsgd import make_affine_factory
+    from paravg.nnet.ng_affine import make_affine_factory
 
     started_at = time.time()
     torch.manual_seed(spec.seed)

@@ -70,10 +70,11 @@ from torch import nn
 from paravg.errors import ConfigError
 from paravg.nnet.acoustic import LayerStackModel
 from paravg.nnet.affine import Affine, plain_affine_factory
+from paravg.nnet.ng_affine import NaturalGradientAffine
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
 from paravg.nnet.rows import Selector, append, selector, take
 from paravg.nnet.tdnn import normalize_rms
-from paravg.optim.ngsgd import NaturalGradientAffine, OnlineNaturalGradient
+from paravg.optim.ngsgd import OnlineNaturalGradient
 
 Times = tuple[int, ...]
 AffineFactory = Callable[..., Affine]

@@ -13,8 +13,8 @@ from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.egs import EgsArchive, all_chunk_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.nnet.model_file import new_model
+from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.objective import evaluate_minibatches
-from paravg.optim.ngsgd import make_affine_factory
 from paravg.plan import JobSpec, experiment_plans
 from paravg.train_job import deriv_times, train_one_job
 

@@ -7,9 +7,9 @@ import torch
 
 from paravg.nnet.lstm import LstmNonlinearity
 from paravg.nnet.model_file import build_model, model_to_file_dict
+from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.shrinkage import saturation, scale_parameters, shrinkage_value
 from paravg.nnet.tdnn import TdnnModel
-from paravg.optim.ngsgd import make_affine_factory
 from paravg.sync.tensors import mean
 from tests.unit.nnet.test_tdnn import CFG as TDNN_CFG
 from tests.unit.test_chunk_training import FEAT, IVEC, TARGETS, model
