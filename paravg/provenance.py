@@ -15,16 +15,24 @@ finished iterations are the DAG's inputs (:mod:`paravg.resume`), so a deleted mo
 the experiment's frontier back to it: its sync node reruns from the jobs' models, or,
 when those are gone (``run.keep_job_models: false``), that iteration's jobs retrain from
 the model before it — reproducing the file bit for bit on CPU.
+
+The records also carry the plan that made them (``plan.fingerprint``):
+:func:`check_input_fingerprints` is the check every job, sync node and mix node makes on
+the records of its inputs before it reads them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 
-from paravg.errors import ModelFileError
+from paravg.errors import ModelFileError, TrainingError
+from paravg.io import read_json
 from paravg.layout import model_producer
+
+log = logging.getLogger(__name__)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -82,3 +90,28 @@ def damaged(path, what: str) -> ModelFileError:
             "iteration's jobs retrain from the model before it: the same bits on CPU.)",
         ]
     return ModelFileError("\n".join(lines))
+
+
+def check_input_fingerprints(stats_paths, expected: str, unrecorded_ok: bool = False) -> None:
+    """Every job output a start model is formed from must come from the current plan
+    (each statistics file's, or a sync node summary's, ``plan.fingerprint``).
+    ``unrecorded_ok``: a file without a plan record is let through with a warning (the
+    node summaries of an older paravg, which recorded none).
+
+    The DAG starts at the newest finished iteration (:mod:`paravg.resume`), so the
+    history is not re-checked by Snakemake; a job whose inputs were made with another
+    plan (e.g. the egs were rebuilt in this run) stops instead of mixing two configs.
+    """
+    for path in stats_paths:
+        record = read_json(path).get("plan")
+        if record is None and unrecorded_ok:
+            log.warning("%s records no plan (an older paravg wrote it): not checked", path)
+            continue
+        got = (record or {}).get("fingerprint")
+        if got != expected:
+            raise TrainingError(
+                f"{path} was made by another plan (fingerprint {got}, expected {expected}): "
+                "the config or the egs changed under a running experiment. Run snakemake "
+                "again: it stops with what changed, or retrains with "
+                "run.on_plan_change: retrain."
+            )

@@ -244,7 +244,7 @@ def run_node(kind: str, node: dict, outputs: dict) -> None:
     starting from the node's ``<t>.pt`` checks instead of the N statistics."""
     from importlib import import_module
 
-    from paravg.train_job import check_input_fingerprints
+    from paravg.provenance import check_input_fingerprints
 
     check_input_fingerprints(node["files"].get("stats", []), node["fingerprint"])
     module, function = NODE_KINDS[kind].run.split(":")
