@@ -467,7 +467,7 @@ def _regex(kind: str) -> re.Pattern:
 def _node_writers() -> dict[str, list]:
     """Layout kind -> the sync node kinds writing it, the most outputs first (``<t>.pt``:
     bmuf, which also writes bmuf/<t>.pt, before average)."""
-    from paravg.sync.registry import NODE_KINDS
+    from paravg.sync.nodes import NODE_KINDS
 
     writers: dict[str, list] = {}
     for node in sorted(NODE_KINDS.values(), key=lambda k: -len(k.outputs)):
