@@ -64,7 +64,7 @@ from paravg.nnet.model_file import build_model, model_to_file_dict
 from paravg.nnet.objective import ObjectiveStats, chunk_outputs, weighted_logprob
 from paravg.nnet.orthonormal import constrain_components
 from paravg.plan import JobSpec
-from paravg.provenance import check_input_fingerprints, checksums
+from paravg.provenance import check_input_fingerprints, checksums, record_of
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,8 @@ def run_train_job(
 ) -> dict:
     """Train from the start model file dict ``start``; write ``model_out`` and
     ``stats_out`` atomically and return the stats. ``record`` (how the start model was
-    formed, the job's plan and fingerprint) is stored in the stats as is."""
+    formed, the rule running it, the job's plan and fingerprint) is stored in the stats as
+    is."""
     from paravg.nnet.ng_affine import make_affine_factory
 
     started_at = time.time()
@@ -358,11 +359,9 @@ def run_planned_job(
         check_input_fingerprints(inputs.get("summary", []), plan["inputs_fingerprint"], True)
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
     log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
-    record = (
-        {"sha256": {}}
-        if start_out is None
-        else {"sha256": checksums({start_out: save_torch_atomic(start_out, start)})}
-    )
+    written = {} if start_out is None else {start_out: save_torch_atomic(start_out, start)}
+    # the rule running it (rules/train.smk): train_job_keep_start when it keeps its start
+    record = record_of("train_job" if start_out is None else "train_job_keep_start", written)
     record |= {
         "start": how,
         "plan": {
