@@ -208,16 +208,16 @@ def record_of(rule: str, written: dict) -> dict:
 
 def recorded_sha256(path) -> str | None:
     """The sha256 the producer of ``path`` recorded, None when it recorded none."""
-    producer = model_producer(path)
-    if producer is None or producer.record is None:
+    place = _model_file(path)
+    if place is None or place.record is None:
         return None
     try:
-        with open(producer.record) as f:
+        with open(place.record) as f:
             record = json.load(f)
     except (OSError, ValueError):
         return None
     sums = record.get("sha256") if isinstance(record, dict) else None
-    return sums.get(producer.key) if isinstance(sums, dict) else None
+    return sums.get(place.key) if isinstance(sums, dict) else None
 
 
 def check_recorded(path, data: bytes) -> None:
