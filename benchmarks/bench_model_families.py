@@ -264,7 +264,7 @@ def one_job(cfg: dict, prefix: str, ng: bool, repeats: int, chunk: dict | None =
 
     from paravg.egs import EgsArchive
     from paravg.nnet.model_file import new_model
-    from paravg.optim.ngsgd import make_affine_factory
+    from paravg.nnet.ng_affine import make_affine_factory
     from paravg.train_job import train_one_job
 
     torch.set_num_threads(1)

@@ -7,7 +7,7 @@ One *step* is what a training job does per minibatch: forward, loss = −Σ log 
 (summed, as Kaldi), backward, ``delta(lr)`` of every affine component, and adding the
 steps to the parameters. The same model (same weights, same minibatches) runs once with
 plain :class:`paravg.nnet.affine.Affine` components and once with
-:class:`paravg.optim.ngsgd.NaturalGradientAffine` (Kaldi's defaults: rank_in 20, rank_out
+:class:`paravg.nnet.ng_affine.NaturalGradientAffine` (Kaldi's defaults: rank_in 20, rank_out
 80, update_period 4). Each arm is warmed up past the preconditioners' initialisation and
 their first 11 updating calls, then timed over ``--steps`` steps (a multiple of the
 update period, so updating and non-updating calls are in their steady-state mix); the
@@ -46,7 +46,7 @@ from torch import nn
 
 from paravg.io import atomic_path
 from paravg.nnet.affine import Affine, plain_affine_factory
-from paravg.optim.ngsgd import make_affine_factory
+from paravg.nnet.ng_affine import make_affine_factory
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.3

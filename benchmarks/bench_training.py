@@ -73,7 +73,7 @@ def write_archive(prefix: Path, n: int, left: int, right: int) -> None:
 def fresh_model(cfg: dict, ng: bool = False, full_window: bool = False) -> TdnnModel:
     """The default model; ``full_window``: every layer at every position (the baseline
     of the computation before it followed Kaldi's compiler)."""
-    from paravg.optim.ngsgd import make_affine_factory
+    from paravg.nnet.ng_affine import make_affine_factory
 
     model = TdnnModel(cfg, FEAT_DIM, IVEC_DIM, NUM_TARGETS, make_affine_factory({"enabled": ng}))
     if full_window:

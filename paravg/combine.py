@@ -47,7 +47,7 @@ from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import eg_outputs, evaluate_minibatches
-from paravg.provenance import checksums
+from paravg.provenance import record_of
 from paravg.sync.tensors import mean
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,6 @@ def combine_models(
             combined = {**ema, "meta": {"combined_models": "EMA", "ema": str(ema_path)}}
             summary.update(chosen="ema", objective=ema_objf)
     combined = with_recomputed_stats(combined, archive)
-    summary["sha256"] = checksums({model_out: save_torch_atomic(model_out, combined)})
+    summary |= record_of("combine", {model_out: save_torch_atomic(model_out, combined)})
     write_json_atomic(summary_out, summary)
     return summary

@@ -420,7 +420,7 @@ class Dag:
 
     def node_outputs(self, kind: str) -> dict[str, str]:
         """Role -> file pattern of the sync node ``kind`` (its per-index outputs)."""
-        from paravg.sync.registry import NODE_KINDS
+        from paravg.sync.nodes import NODE_KINDS
 
         return {
             role: getattr(self.layout, k)("{exp}", "{t}") for role, k in NODE_KINDS[kind].outputs

@@ -41,7 +41,6 @@ iteration that wrote it: job j of iteration t writes ``job_model(exp, t + 1, j)`
 
 from __future__ import annotations
 
-import functools
 import glob
 import inspect
 import os
@@ -426,96 +425,3 @@ class Layout:
         """The directory of ``rule``'s logs, or of those under a wildcard prefix such as
         ``"<exp>"`` (every ``log(rule, "<exp>/...")``)."""
         return f"{self.logs}/{rule}" + (f"/{wildcards}" if wildcards else "")
-
-
-# ------------------------------------------------------------ who writes each model file
-@dataclass(frozen=True)
-class ModelProducer:
-    """The rule that writes a model file, and the JSON where it records the file's sha256."""
-
-    rule: str
-    record: str | None  # the producer's JSON (None: the rule writes none, e.g. ema)
-    key: str  # the file's path relative to its experiment dir: its key in ``sha256``
-
-
-# Layout kind of each model file outside the sync nodes -> (rule writing it, kind of that
-# rule's JSON); the sync nodes' model files come from paravg.sync.registry.NODE_KINDS.
-_MODEL_KINDS = {
-    "init_model": ("init_model", "init_stats"),
-    "job_start": ("train_job_keep_start", "job_stats"),
-    "job_model": ("train_job", "job_stats"),
-    "ema_model": ("ema", None),
-    "combined_model": ("combine", "combine_summary"),
-    "final_model": ("priors", "final_summary"),
-}
-_ARGS = {"exp": "[^/]+", "t": "[0-9]+", "job": "[0-9]+"}  # wildcard -> its regex
-
-
-def _args(kind: str) -> tuple[str, ...]:
-    """The wildcards a Layout method takes."""
-    if kind in ("job_model", "job_start", "job_stats", "job_start_record"):
-        return ("exp", "t", "job")
-    per_experiment = ("init_model", "init_stats", "combined_model", "combine_summary")
-    if kind in (*per_experiment, "final_model", "final_summary"):
-        return ("exp",)
-    return ("exp", "t")
-
-
-def _regex(kind: str) -> re.Pattern:
-    """The paths of ``kind`` under any results root, with a named group per wildcard."""
-    probe = getattr(Layout("\0root"), kind)(*(f"\0{a}" for a in _args(kind)))
-    pattern = re.escape(probe).replace(re.escape("\0root"), "(?P<root>.*)")
-    for a in _args(kind):
-        pattern = pattern.replace(re.escape(f"\0{a}"), f"(?P<{a}>{_ARGS[a]})")
-    return re.compile(pattern + "$")
-
-
-def _node_writers() -> dict[str, list]:
-    """Layout kind -> the sync node kinds writing it, the most outputs first (``<t>.pt``:
-    bmuf, which also writes bmuf/<t>.pt, before average)."""
-    from paravg.sync.registry import NODE_KINDS
-
-    writers: dict[str, list] = {}
-    for node in sorted(NODE_KINDS.values(), key=lambda k: -len(k.outputs)):
-        for kind in node.model_kinds:
-            writers.setdefault(kind, []).append(node)
-    return writers
-
-
-@functools.cache
-def _regexes() -> dict[str, re.Pattern]:
-    return {kind: _regex(kind) for kind in (*_MODEL_KINDS, *_node_writers())}
-
-
-def _producer_rule(
-    layout: Layout, kind: str, exp: str, t: str, job: str | None = None
-) -> tuple[str, str | None]:
-    """(rule, record kind) of a model file of ``kind``: a fixed rule, or the sync node
-    kind writing it whose other model files of the same index exist."""
-    if kind == "job_start" and os.path.exists(layout.job_start_record(exp, t, job)):
-        return "mix_node", "job_start_record"  # delay-by-one's start: its mix node wrote it
-    if kind in _MODEL_KINDS:
-        return _MODEL_KINDS[kind]
-    writers = _node_writers()[kind]
-    for node in writers:
-        others = [k for k in node.model_kinds if k != kind]
-        if others and all(os.path.exists(getattr(layout, k)(exp, t)) for k in others):
-            return node.name, node.summary_kind
-    first = min(writers, key=lambda node: len(node.outputs))  # the table's first of those
-    return first.name, first.summary_kind
-
-
-def model_producer(path) -> ModelProducer | None:
-    """Who writes the model file ``path`` (under any results root); None for other files."""
-    text = str(path)
-    for kind, regex in _regexes().items():
-        if not (m := regex.match(text)):
-            continue
-        layout, exp = Layout(m["root"]), m["exp"]
-        groups = m.groupdict()
-        rule, record_kind = _producer_rule(layout, kind, exp, groups.get("t"), groups.get("job"))
-        record = None
-        if record_kind:
-            record = getattr(layout, record_kind)(*(m[a] for a in _args(record_kind)))
-        return ModelProducer(rule, record, text[len(layout.exp_dir(exp)) + 1 :])
-    return None

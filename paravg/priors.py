@@ -30,7 +30,7 @@ from paravg.egs import EgsArchive, all_minibatches
 from paravg.egs.shuffle import reservoir_sample
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.model_file import build_model, load_model_file
-from paravg.provenance import checksums
+from paravg.provenance import record_of
 
 NUM_JOBS_COMPUTE_PRIOR = 10  # Kaldi's --trainer.num-jobs-compute-prior
 PRIOR_MINIBATCH = 128  # nnet3-merge-egs --minibatch-size=128 in compute_average_posterior
@@ -123,7 +123,7 @@ def adjust_priors(
     sd["log_priors"] = priors.clamp_min(1e-20).log().float()
     digest = save_torch_atomic(model_out, {**file_dict, "state_dict": sd})
     summary = {
-        "sha256": checksums({model_out: digest}),
+        **record_of("priors", {model_out: digest}),
         "combined_from": file_dict.get("meta", {}).get("combined_models"),
         "prior_subset_size": num_egs,
         **sample,

@@ -345,9 +345,9 @@ def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:
 
 
 #: The outputs of each kind of per-iteration rule, as Layout kinds (the sync nodes' from
-#: :data:`paravg.sync.registry.NODE_KINDS`).
+#: :data:`paravg.sync.nodes.NODE_KINDS`).
 def per_iteration_outputs(kind: str) -> tuple[str, ...]:
-    from paravg.sync.registry import NODE_KINDS
+    from paravg.sync.nodes import NODE_KINDS
 
     if kind == "node":
         return tuple(dict.fromkeys(k for node in NODE_KINDS.values() for k in node.layout_kinds))

@@ -64,7 +64,7 @@ from paravg.nnet.model_file import build_model, model_to_file_dict
 from paravg.nnet.objective import ObjectiveStats, chunk_outputs, weighted_logprob
 from paravg.nnet.orthonormal import constrain_components
 from paravg.plan import JobSpec
-from paravg.provenance import checksums
+from paravg.provenance import check_input_fingerprints, checksums, record_of
 
 log = logging.getLogger(__name__)
 
@@ -288,8 +288,9 @@ def run_train_job(
 ) -> dict:
     """Train from the start model file dict ``start``; write ``model_out`` and
     ``stats_out`` atomically and return the stats. ``record`` (how the start model was
-    formed, the job's plan and fingerprint) is stored in the stats as is."""
-    from paravg.optim.ngsgd import make_affine_factory
+    formed, the rule running it, the job's plan and fingerprint) is stored in the stats as
+    is."""
+    from paravg.nnet.ng_affine import make_affine_factory
 
     started_at = time.time()
     torch.manual_seed(spec.seed)
@@ -314,34 +315,6 @@ def run_train_job(
     stats["sha256"] = {**stats.get("sha256", {}), **checksums({model_out: digest})}
     write_json_atomic(stats_out, stats)
     return stats
-
-
-def check_input_fingerprints(stats_paths, expected: str, unrecorded_ok: bool = False) -> None:
-    """Every job output a start model is formed from must come from the current plan
-    (each statistics file's, or a sync node summary's, ``plan.fingerprint``).
-    ``unrecorded_ok``: a file without a plan record is let through with a warning (the
-    node summaries of an older paravg, which recorded none).
-
-    The DAG starts at the newest finished iteration (:mod:`paravg.resume`), so the
-    history is not re-checked by Snakemake; a job whose inputs were made with another
-    plan (e.g. the egs were rebuilt in this run) stops instead of mixing two configs.
-    """
-    from paravg.errors import TrainingError
-    from paravg.io import read_json
-
-    for path in stats_paths:
-        record = read_json(path).get("plan")
-        if record is None and unrecorded_ok:
-            log.warning("%s records no plan (an older paravg wrote it): not checked", path)
-            continue
-        got = (record or {}).get("fingerprint")
-        if got != expected:
-            raise TrainingError(
-                f"{path} was made by another plan (fingerprint {got}, expected {expected}): "
-                "the config or the egs changed under a running experiment. Run snakemake "
-                "again: it stops with what changed, or retrains with "
-                "run.on_plan_change: retrain."
-            )
 
 
 def check_egs_identity(info_path: str | Path, expected: str) -> None:
@@ -386,11 +359,9 @@ def run_planned_job(
         check_input_fingerprints(inputs.get("summary", []), plan["inputs_fingerprint"], True)
     start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
     log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
-    record = (
-        {"sha256": {}}
-        if start_out is None
-        else {"sha256": checksums({start_out: save_torch_atomic(start_out, start)})}
-    )
+    written = {} if start_out is None else {start_out: save_torch_atomic(start_out, start)}
+    # the rule running it (rules/train.smk): train_job_keep_start when it keeps its start
+    record = record_of("train_job" if start_out is None else "train_job_keep_start", written)
     record |= {
         "start": how,
         "plan": {

@@ -1,14 +1,14 @@
 # The sync nodes, one per iteration and off the critical path: no train job waits for
 # them (the jobs form their start models themselves from the same inputs, bit for bit).
-# paravg.sync.registry.NODE_KINDS says which nodes there are and which a method has:
+# paravg.sync.nodes.NODE_KINDS says which nodes there are and which a method has:
 # `average` writes <t>.pt (Kaldi's nnet3-average), `bmuf` the block state that the jobs of
 # t + 1 read, `consensus` the mean of the decentralized jobs. The EMA model follows the
 # synced models, read by no job.
-from paravg.sync.registry import NODE_KINDS
+from paravg.sync.nodes import NODE_KINDS
 
 
 for node in NODE_KINDS.values():
-    # One rule per kind of sync node (paravg.sync.registry.NODE_KINDS), for the
+    # One rule per kind of sync node (paravg.sync.nodes.NODE_KINDS), for the
     # experiments whose method names it: its files per index are the kind's outputs.
 
     rule:

@@ -1,9 +1,9 @@
-"""Rules average, bmuf, consensus (one per paravg.sync.registry.NODE_KINDS entry): the
-sync node of index t, off the critical path (paravg.sync.registry.run_node: the inputs'
-plan checked, the node kind's function writes its files, its summary records the plan)."""
+"""Rules average, bmuf, consensus (one per paravg.sync.nodes.NODE_KINDS entry): the sync
+node of index t, off the critical path (paravg.sync.nodes.run_node: the inputs' plan
+checked, the node kind's function writes its files, its summary records the plan)."""
 
 from paravg.logs import setup_logging
-from paravg.sync.registry import run_node
+from paravg.sync.nodes import run_node
 
 setup_logging(snakemake.log[0])
 run_node(snakemake.rule, snakemake.params.node, dict(snakemake.output.items()))

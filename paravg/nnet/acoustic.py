@@ -77,6 +77,12 @@ class AcousticModel(nn.Module):
         """The batch-norm components (none in a family without them)."""
         return []
 
+    def saturation(self) -> float:
+        """``steps/nnet3/get_saturation.pl``: the mean saturation of the model's sigmoid and
+        tanh nonlinearities that have statistics (:mod:`paravg.nnet.shrinkage` decides on
+        it); 0.0, as the script prints, for a family without such nonlinearities."""
+        return 0.0
+
     # ------------------------------------------------------------------ input
     def input_rows(self, times: tuple[int, ...]) -> tuple[Selector, ...]:
         """For each input-splice offset o, the input frames t + o of the LDA rows at
@@ -144,18 +150,6 @@ class AcousticModel(nn.Module):
         if stride < 1:
             raise ValueError(f"output stride must be >= 1, got {stride}")
         return tuple(range(left, num_frames - right, stride))
-
-    # ------------------------------------------------------------------ persistence
-    def header(self) -> dict:
-        from paravg.nnet.model_file import MODEL_FORMAT
-
-        return {
-            "format": MODEL_FORMAT,
-            "model": self.model_cfg,
-            "feat_dim": self.feat_dim,
-            "ivector_dim": self.ivector_dim,
-            "num_targets": self.num_targets,
-        }
 
 
 class LayerStackModel(AcousticModel):

@@ -4,8 +4,8 @@ The training loop never calls an optimiser: after ``loss.backward()`` each compo
 asked for its *step* (the parameter change, learning rate included), the steps are
 limited by Kaldi's per-component max-change and global max-param-change, and then added
 (``src/nnet3/nnet-utils.cc: UpdateNnetWithMaxChange``). A natural-gradient component
-(``paravg.optim.ngsgd.NaturalGradientAffine``) overrides :meth:`Affine.delta` only, so the
-loop is the same for both.
+(:class:`paravg.nnet.ng_affine.NaturalGradientAffine`) overrides :meth:`Affine.delta` only,
+so the loop is the same for both.
 
 Kaldi maximises F = sum over the minibatch of weighted log-probs (summed, not averaged);
 we minimise loss = -F, so the plain step is Δθ = -lr · ∂loss/∂θ = lr · ∂F/∂θ.
@@ -84,5 +84,5 @@ class Affine(nn.Module):
 def plain_affine_factory(
     in_dim: int, out_dim: int, max_change: float = 0.0, use_bias: bool = True
 ) -> Affine:
-    """Factory with the signature the model builder expects (see ``paravg.optim.ngsgd``)."""
+    """Factory with the signature the model builder expects (see :mod:`paravg.nnet.ng_affine`)."""
     return Affine(in_dim, out_dim, max_change, use_bias)

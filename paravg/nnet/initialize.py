@@ -21,7 +21,7 @@ from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.lda import LdaStats, estimate_transform
 from paravg.nnet.model_file import model_to_file_dict, new_model
-from paravg.provenance import checksums
+from paravg.provenance import record_of
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def init_model(
         "lda_max_singular_value": float(np.linalg.svd(transform, compute_uv=False).max()),
     }
     summary.update(record or {})
-    summary["sha256"] = checksums({model_out: digest})
+    summary |= record_of("init_model", {model_out: digest})
     write_json_atomic(stats_out, summary)
     log.info("initial model: %s", summary)
     return summary

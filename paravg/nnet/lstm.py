@@ -70,10 +70,11 @@ from torch import nn
 from paravg.errors import ConfigError
 from paravg.nnet.acoustic import LayerStackModel
 from paravg.nnet.affine import Affine, plain_affine_factory
+from paravg.nnet.ng_affine import NaturalGradientAffine
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
 from paravg.nnet.rows import Selector, append, selector, take
 from paravg.nnet.tdnn import normalize_rms
-from paravg.optim.ngsgd import NaturalGradientAffine, OnlineNaturalGradient
+from paravg.optim.ngsgd import OnlineNaturalGradient
 
 Times = tuple[int, ...]
 AffineFactory = Callable[..., Affine]
@@ -90,6 +91,8 @@ SELF_REPAIR_THRESHOLDS = (
     SIGMOID_SELF_REPAIR_THRESHOLD,
     TANH_SELF_REPAIR_THRESHOLD,
 )
+#: Largest derivative of each of the 5 nonlinearities' functions (get_saturation.pl)
+LSTM_MAX_DERIVS = (0.25, 0.25, 1.0, 0.25, 1.0)
 # LstmNonlinearityComponent::InitNaturalGradient (hard-coded in Kaldi)
 NONLIN_NG_RANK, NONLIN_NG_UPDATE_PERIOD, NONLIN_NG_SAMPLES_HISTORY = 20, 2, 1000.0
 # fast-lstmp-layer defaults (xconfig/lstm.py)
@@ -188,7 +191,7 @@ class LstmNonlinearity(nn.Module):
     job's start) and, as in Kaldi's model files, part of the state_dict (float64 buffers):
     a job's model carries its statistics, the sync rules combine them like every tensor
     (``nnet3-average`` averages them), so a synced model's are those of the jobs behind
-    it. :func:`saturation` reads them (train_rnn.py's shrinkage). A model file without
+    it. :meth:`saturations` reads them (train_rnn.py's shrinkage). A model file without
     them (paravg before they were stored) loads with zero statistics.
 
     Step (:meth:`delta`): the gradient of the 3×C parameters summed over all rows of the
@@ -318,6 +321,16 @@ class LstmNonlinearity(nn.Module):
             return _LstmNonlinearityFunction.apply(x, self.params, self)
         v = lstm_values(x, self.params)
         return torch.cat([v["c"], v["m"]], dim=-1)
+
+    def saturations(self) -> list[float]:
+        """``get_saturation.pl`` on this component: 1 − (mean derivative / the largest
+        derivative its function has) for each of its five nonlinearities, the mean
+        derivative Σ_units deriv_sum / count / C; none before it has statistics."""
+        count = float(self.count)
+        if count <= 0.0:
+            return []
+        mean_derivs = self.deriv_sum.double().mean(dim=1) / count
+        return [1.0 - float(d) / top for d, top in zip(mean_derivs, LSTM_MAX_DERIVS, strict=True)]
 
     def extra_repr(self) -> str:
         return (
@@ -744,6 +757,13 @@ class TdnnLstmModel(LayerStackModel):
 
     def lstm_nonlinearities(self) -> list[LstmNonlinearity]:
         return self.modules_of(LstmNonlinearity)
+
+    def saturation(self) -> float:
+        """``get_saturation.pl``: the mean over every LSTM nonlinearity's five sigmoid and
+        tanh functions that have statistics (:meth:`LstmNonlinearity.saturations`; 0.0
+        when none has)."""
+        values = [v for nonlin in self.lstm_nonlinearities() for v in nonlin.saturations()]
+        return sum(values) / len(values) if values else 0.0
 
     def reset_nonlinearity_stats(self, seed: int) -> None:
         """``ZeroComponentStats``: the ReLUs' (and their draws' seeds) and the LSTM

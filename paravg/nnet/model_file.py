@@ -1,8 +1,8 @@
 """Model files: what a ``.pt`` holds, loading it safely, and rebuilding the model of its
 family.
 
-A file is a dict: the header (``format``, the ``model`` config, ``feat_dim``,
-``ivector_dim``, ``num_targets``), the ``state_dict`` and ``meta``. The model config's
+A file is a dict: the header (:func:`model_header`: ``format``, the ``model`` config,
+``feat_dim``, ``ivector_dim``, ``num_targets``), the ``state_dict`` and ``meta``. The model config's
 ``family`` (``tdnn`` when absent: every file written before TDNN-F) names the class that
 rebuilds it (:data:`FAMILIES`).
 """
@@ -50,10 +50,21 @@ def new_model(
     return model_class(model_cfg)(model_cfg, feat_dim, ivector_dim, num_targets, affine_factory)
 
 
+def model_header(model: AcousticModel) -> dict:
+    """The header of ``model``'s file: what :func:`new_model` rebuilds it from."""
+    return {
+        "format": MODEL_FORMAT,
+        "model": model.model_cfg,
+        "feat_dim": model.feat_dim,
+        "ivector_dim": model.ivector_dim,
+        "num_targets": model.num_targets,
+    }
+
+
 def model_to_file_dict(model: AcousticModel, meta: dict | None = None) -> dict:
     """What a ``.pt`` file holds: the header (to rebuild), the state dict and metadata."""
     return {
-        **model.header(),
+        **model_header(model),
         "state_dict": {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
         "meta": dict(meta or {}),
     }

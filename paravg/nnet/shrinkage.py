@@ -16,9 +16,11 @@ the mean over its sigmoid and tanh nonlinearities of 1 − (mean derivative / th
 derivative the function has): 0.25 for a sigmoid, 1 for a tanh. A
 ``LstmNonlinearityComponent`` has five (σ(i), σ(f), tanh(c_part), σ(o), tanh(c_t)); each
 one's mean derivative is Σ_units deriv_sum / count / C, from the statistics the model
-carries (those of the jobs it was synced from: :class:`~paravg.nnet.lstm.LstmNonlinearity`).
-A model with no such nonlinearity, or none with statistics, has saturation 0 (the script
-prints 0.0): only iteration 0 shrinks then.
+carries (those of the jobs it was synced from). Each family computes its own
+(:meth:`paravg.nnet.acoustic.AcousticModel.saturation`; the TDNN-LSTM's over its
+:class:`~paravg.nnet.lstm.LstmNonlinearity` components): a model with no such
+nonlinearity, or none with statistics, has saturation 0 (the script prints 0.0), and
+only iteration 0 shrinks then.
 
 Kaldi's defaults: train_rnn.py shrink-value 0.99, shrink-saturation-threshold 0.40,
 proportional-shrink 0 (train_dnn.py: proportional-shrink 0, no shrink-value). paravg's
@@ -28,33 +30,14 @@ proportional-shrink 0 (train_dnn.py: proportional-shrink 0, no shrink-value). pa
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-#: Largest derivative of each LstmNonlinearity row's function (get_saturation.pl).
-LSTM_MAX_DERIVS = (0.25, 0.25, 1.0, 0.25, 1.0)
-
-
-def saturation(model: nn.Module) -> float:
-    """``get_saturation.pl``: the mean saturation over every sigmoid and tanh of ``model``
-    that has statistics (0.0 when none has)."""
-    from paravg.nnet.lstm import LstmNonlinearity
-
-    values = []
-    for nonlin in (m for m in model.modules() if isinstance(m, LstmNonlinearity)):
-        count = float(nonlin.count)
-        if count <= 0.0:
-            continue
-        mean_derivs = nonlin.deriv_sum.double().mean(dim=1) / count
-        values += [
-            1.0 - float(d) / top for d, top in zip(mean_derivs, LSTM_MAX_DERIVS, strict=True)
-        ]
-    return sum(values) / len(values) if values else 0.0
+from paravg.nnet.acoustic import AcousticModel
 
 
 def shrinkage_value(
     iteration: int,
     learning_rate: float,
-    model: nn.Module,
+    model: AcousticModel,
     shrink_value: float = 1.0,
     saturation_threshold: float = 0.4,
     proportional_shrink: float = 0.0,
@@ -70,7 +53,7 @@ def shrinkage_value(
     if shrink_value < s:
         if iteration == 0:
             return shrink_value, None
-        sat = saturation(model)
+        sat = model.saturation()
         return (shrink_value if sat > saturation_threshold else 1.0), sat
     return s, None
 

@@ -1,15 +1,6 @@
-"""Optimisation: Kaldi's natural-gradient SGD (``paravg.optim.ngsgd``)."""
+"""Optimisation: Kaldi's online natural gradient (``paravg.optim.ngsgd``); the layer that
+uses it is :mod:`paravg.nnet.ng_affine`."""
 
-from paravg.optim.ngsgd import (
-    NaturalGradientAffine,
-    NgsgdOptions,
-    OnlineNaturalGradient,
-    make_affine_factory,
-)
+from paravg.optim.ngsgd import NgsgdOptions, OnlineNaturalGradient
 
-__all__ = [
-    "NaturalGradientAffine",
-    "NgsgdOptions",
-    "OnlineNaturalGradient",
-    "make_affine_factory",
-]
+__all__ = ["NgsgdOptions", "OnlineNaturalGradient"]

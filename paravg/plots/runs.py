@@ -24,7 +24,7 @@ from typing import Any
 
 from paravg.io import read_json
 from paravg.layout import Layout
-from paravg.sync.registry import node_summary_kinds
+from paravg.sync.nodes import node_summary_kinds
 
 log = logging.getLogger(__name__)
 

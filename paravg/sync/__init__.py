@@ -4,6 +4,7 @@
 ``ring`` / ``random-ring`` (:mod:`paravg.sync.ring`), ``delay-by-one`` and ``d-psgd``
 (:mod:`paravg.sync.delay_by_one`), the EMA final model beside any of them
 (:mod:`paravg.sync.ema`) and the consensus model of the decentralized methods
-(:mod:`paravg.sync.consensus`). :mod:`paravg.sync.registry` is the one table the DAG
-reads: fan-in node, train-job edges, synced model, learning-rate factor.
+(:mod:`paravg.sync.consensus`). :mod:`paravg.sync.registry` is the one table of methods
+the DAG reads: fan-in node, train-job edges, synced model, learning-rate factor;
+:mod:`paravg.sync.nodes` the table of the node kinds a method names, and their runner.
 """

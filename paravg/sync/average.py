@@ -196,13 +196,13 @@ def average_node(
     and its summary (with ``plan``, the record of the plan its inputs carry), off the
     critical path (the jobs of t formed the same model)."""
     from paravg.io import save_torch_atomic, write_json_atomic
-    from paravg.provenance import checksums
+    from paravg.provenance import record_of
 
     synced, summary = average_jobs(
         files["models"], files["stats"], iteration, sync["objf_threshold"]
     )
     digest = save_torch_atomic(outputs["model"], synced)
-    summary["sha256"] = checksums({outputs["model"]: digest})
+    summary |= record_of("average", {outputs["model"]: digest})
     if plan is not None:
         summary["plan"] = plan
     write_json_atomic(outputs["summary"], summary)

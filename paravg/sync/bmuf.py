@@ -50,7 +50,7 @@ import torch
 
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.model_file import load_model_file
-from paravg.provenance import checksums
+from paravg.provenance import record_of
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf_params import BmufParams
 from paravg.sync.tensors import cast_like, file_header, to_float64, weighted_sum, zeros_like
@@ -186,7 +186,7 @@ def bmuf_node(
     written = {}
     for role, step in (("model", "start"), ("global_model", "global"), ("delta", "delta")):
         written[outputs[role]] = save_torch_atomic(outputs[role], steps[step])
-    summary["sha256"] = checksums(written)
+    summary |= record_of("bmuf", written)
     if plan is not None:
         summary["plan"] = plan
     write_json_atomic(outputs["summary"], summary)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from paravg.io import save_torch_atomic, write_json_atomic
-from paravg.provenance import checksums
+from paravg.provenance import record_of
 from paravg.sync.average import NoAcceptableJobError, select_jobs, stream_jobs
 from paravg.sync.tensors import file_header
 
@@ -56,7 +56,7 @@ def consensus_model(
     }
     digest = save_torch_atomic(model_out, out)
     summary = {
-        "sha256": checksums({model_out: digest}),
+        **record_of("consensus", {model_out: digest}),
         "iteration": iteration,
         "method": "consensus",
         "objfs": objfs,

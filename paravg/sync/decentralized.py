@@ -80,8 +80,7 @@ def mix_node(files: dict, iteration: int, sync: dict, outputs: dict, fingerprint
     (how it was formed, its sha256, the plan's fingerprint) to ``outputs["record"]``.
     The neighbours' statistics must carry ``fingerprints["inputs"]`` (the current plan)."""
     from paravg.io import save_torch_atomic, write_json_atomic
-    from paravg.provenance import checksums
-    from paravg.train_job import check_input_fingerprints
+    from paravg.provenance import check_input_fingerprints, record_of
 
     check_input_fingerprints(files.get("stats", []), fingerprints["inputs"])
     start, record = start_model(files, iteration, sync)
@@ -90,7 +89,7 @@ def mix_node(files: dict, iteration: int, sync: dict, outputs: dict, fingerprint
         outputs["record"],
         {
             "start": record,
-            "sha256": checksums({outputs["model"]: digest}),
+            **record_of("mix_node", {outputs["model"]: digest}),
             "plan": {"fingerprint": fingerprints["own"], "sync": sync},
         },
     )

@@ -9,10 +9,11 @@ and :mod:`paravg.plan` turn the answers into paths (:mod:`paravg.layout`), nothi
    (the start function named by ``start``), so the only node on the critical path of an
    iteration is the train job: the DAG edges *are* the communication pattern, and a slow
    job delays only the jobs that read it.
-2. **node** (``node``): the rule that writes, once per iteration and off the critical
-   path (no train job waits for it), the synced model of the method — ``average``
-   (``<t>.pt``, the same mean the jobs formed), ``bmuf`` (the block state g, Δ that the
-   next-but-one iteration's jobs read), or ``consensus`` (mean of all jobs).
+2. **node** (``node``, a kind of :data:`paravg.sync.nodes.NODE_KINDS`): the rule that
+   writes, once per iteration and off the critical path (no train job waits for it), the
+   synced model of the method — ``average`` (``<t>.pt``, the same mean the jobs formed),
+   ``bmuf`` (the block state g, Δ that the next-but-one iteration's jobs read), or
+   ``consensus`` (mean of all jobs).
 3. **synced model** (``synced``): which layout file is "the model after t iterations"
    for diagnostics, the EMA and the final combination.
 4. **learning-rate factor** (``lr_scale``): the factor on Kaldi's per-job rate N · ε.
@@ -46,6 +47,7 @@ from dataclasses import asdict, dataclass
 from paravg.errors import ConfigError
 from paravg.sync import ring
 from paravg.sync.bmuf_params import BmufParams, job_learning_rate_scale
+from paravg.sync.nodes import NODE_KINDS, NodeKind
 
 
 @dataclass(frozen=True)
@@ -170,96 +172,6 @@ class SyncMethod:
     @property
     def decentralized(self) -> bool:
         return self.topology is not None
-
-
-@dataclass(frozen=True)
-class NodeKind:
-    """One kind of off-path sync node: the rule (``rules/sync.smk`` makes one per kind,
-    running ``scripts/sync_node.py``), the files it writes per index, and the function
-    that writes them.
-
-    ``outputs``: (role, Layout kind of a per-index file ``kind(exp, t)``), the summary JSON
-    last; the first is the node's model. ``run``: ``"module:function"`` called as
-    ``function(files, sync, iteration, outputs)`` with the node's input files by role, the
-    plan's sync params of that iteration, the iteration whose jobs it reads and the output
-    paths by role. ``writes``: what the model files are (the provenance of each file
-    names the rule that wrote it: :func:`paravg.layout.model_producer`).
-    """
-
-    name: str
-    summary: str
-    outputs: tuple[tuple[str, str], ...]
-    run: str
-    mem_mb: int = 2000
-
-    @property
-    def layout_kinds(self) -> tuple[str, ...]:
-        return tuple(kind for _, kind in self.outputs)
-
-    @property
-    def model_kinds(self) -> tuple[str, ...]:
-        """The Layout kinds of the model files it writes (all but the summary)."""
-        return self.layout_kinds[:-1]
-
-    @property
-    def summary_kind(self) -> str:
-        return self.layout_kinds[-1]
-
-
-#: Every kind of sync node, by rule name. A method names one; a new kind is one entry.
-NODE_KINDS: dict[str, NodeKind] = {
-    k.name: k
-    for k in (
-        NodeKind(
-            "average", "Kaldi's nnet3-average: <t>.pt, every job's next start",
-            (("model", "model"), ("summary", "sync_summary")),
-            "paravg.sync.average:average_node",
-        ),
-        NodeKind(
-            "bmuf", "<t>.pt and the block state (g, delta) the jobs of t + 1 read",
-            (("model", "model"), ("global_model", "bmuf_global"), ("delta", "bmuf_delta"),
-             ("summary", "sync_summary")),
-            "paravg.sync.bmuf:bmuf_node",
-        ),
-        NodeKind(
-            "consensus", "the mean of all learners (diagnostics and the final model)",
-            (("model", "consensus_model"), ("summary", "consensus_summary")),
-            "paravg.sync.consensus:consensus_node",
-        ),
-    )
-}  # fmt: skip
-
-
-def node_summary_kinds() -> tuple[str, ...]:
-    """The Layout kinds of the nodes' per-index summaries, in the table's order (the
-    fan-in's ``sync_summary`` before the consensus's): what the plots read."""
-    return tuple(dict.fromkeys(k.summary_kind for k in NODE_KINDS.values()))
-
-
-def run_node(kind: str, node: dict, outputs: dict) -> None:
-    """Run the sync node of ``kind`` (its :class:`NodeKind` function) with the rule params
-    ``node`` (:meth:`paravg.plan.ExperimentPlan.node_rule_params`): the jobs' statistics it
-    reads must carry the plan's fingerprint of its index (checked before anything is
-    read or written), and its summary records that fingerprint (``plan``), which a job
-    starting from the node's ``<t>.pt`` checks instead of the N statistics."""
-    from importlib import import_module
-
-    from paravg.train_job import check_input_fingerprints
-
-    check_input_fingerprints(node["files"].get("stats", []), node["fingerprint"])
-    module, function = NODE_KINDS[kind].run.split(":")
-    getattr(import_module(module), function)(
-        files=node["files"],
-        sync=node["sync"],
-        iteration=node["iteration"],
-        outputs=outputs,
-        plan={"fingerprint": node["fingerprint"]},
-    )
-
-
-def node_kinds_writing(layout_kind: str) -> list[NodeKind]:
-    """The node kinds that write files of ``layout_kind`` (e.g. ``model``: average, bmuf)."""
-    return [k for k in NODE_KINDS.values() if layout_kind in k.layout_kinds]
 
 
 def neighbourhoods(method: str, iteration: int, num_jobs: int, srand: int) -> list[tuple[int, ...]]:

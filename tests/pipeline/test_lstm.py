@@ -108,7 +108,6 @@ def test_jobs_shrink_on_the_saturation_their_synced_start_carries(workdir):
     decide on the statistics of the synced model they start from, which the averaging
     carries from the jobs before (the saturation get_saturation.pl would print)."""
     from paravg.nnet.model_file import build_model
-    from paravg.nnet.shrinkage import saturation
 
     exp = workdir / EXP
     for stats_file in sorted(exp.glob("*/job*.json")):
@@ -118,7 +117,7 @@ def test_jobs_shrink_on_the_saturation_their_synced_start_carries(workdir):
             assert shrink == {"value": 0.99, "saturation": None}, stats_file
             continue
         start = build_model(torch.load(exp / f"{t}.pt", weights_only=True))
-        assert shrink["saturation"] == pytest.approx(saturation(start)), stats_file
+        assert shrink["saturation"] == pytest.approx(start.saturation()), stats_file
         assert 0.0 < shrink["saturation"] < 1.0, stats_file
         assert shrink["value"] == (0.99 if shrink["saturation"] > SHRINK_THRESHOLD else 1.0)
 

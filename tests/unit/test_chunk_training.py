@@ -13,8 +13,8 @@ from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.egs import EgsArchive, all_chunk_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.nnet.model_file import new_model
+from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.objective import evaluate_minibatches
-from paravg.optim.ngsgd import make_affine_factory
 from paravg.plan import JobSpec, experiment_plans
 from paravg.train_job import deriv_times, train_one_job
 
@@ -191,15 +191,13 @@ def test_chunk_outputs_are_the_chunks_own_frames():
 
 def test_a_job_model_carries_its_nonlinearity_statistics(tmp_path):
     """What train_rnn.py's shrinkage reads: the statistics of the job, in its model file."""
-    from paravg.nnet.shrinkage import saturation
-
     archive = write_chunk_egs(tmp_path / "egs", 48)
     m = model(seed=2)
     m.lstm_nonlinearities()[0].count.fill_(1e6)  # a start model's, zeroed by the job
     train_one_job(m, archive, spec(), torch.device("cpu"))
     (nonlin,) = m.lstm_nonlinearities()
     assert 0 < float(nonlin.count) < 1e6 and "layers.2.lstm_nonlin.count" in m.state_dict()
-    assert 0.0 < saturation(m) < 1.0
+    assert 0.0 < m.saturation() < 1.0
 
 
 @pytest.mark.parametrize("iteration, saturated, shrinks", [(0, False, True), (4, True, True),

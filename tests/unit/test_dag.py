@@ -11,7 +11,7 @@ from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.dag import Dag
 from paravg.plan import JobSpec
 from paravg.resume import target_jobs_from_argv
-from paravg.sync.registry import NODE_KINDS
+from paravg.sync.nodes import NODE_KINDS
 from tests.unit.test_resume import INFO, fabricate
 
 

@@ -8,9 +8,10 @@ import torch
 
 from paravg.errors import ModelFileError
 from paravg.io import save_torch_atomic, write_json_atomic
-from paravg.layout import Layout, model_producer
+from paravg.layout import Layout
 from paravg.nnet.model_file import MODEL_FORMAT, load_model_file
-from paravg.provenance import checksums
+from paravg.provenance import MODEL_RECORDS, checksums, model_producer, record_of
+from paravg.sync.nodes import NODE_KINDS
 
 L = Layout("results")
 
@@ -36,16 +37,67 @@ def test_every_model_file_names_its_producer(path, rule, record, key):
     assert model_producer(L.egs_info()) is None
 
 
-def test_the_synced_model_of_a_bmuf_run_names_the_bmuf_node(tmp_path):
-    """<t>.pt is written by average or by bmuf (the sync node kinds of
-    paravg.sync.registry.NODE_KINDS): bmuf when its block state of the same index exists."""
+def test_a_record_without_rule_names_the_rule_an_older_paravg_had(tmp_path):
+    """A finished run of paravg before records named their writer: <t>.pt was written by
+    average or by bmuf, bmuf when its block state of the same index exists."""
     layout = Layout(str(tmp_path))
+    Path(layout.sync_summary("a", 7)).parent.mkdir(parents=True)
+    Path(layout.sync_summary("a", 7)).write_text(json.dumps({"sha256": {"7.pt": "0" * 64}}))
     assert model_producer(layout.model("a", 7)).rule == "average"
     for path in (layout.bmuf_global("a", 7), layout.bmuf_delta("a", 7)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(b"")
     assert model_producer(layout.model("a", 7)).rule == "bmuf"
     assert model_producer(layout.model("a", 8)).rule == "average"
+
+
+def test_the_rule_a_record_names_is_the_producer(tmp_path):
+    """A record that names its writer is believed, whatever files lie beside it."""
+    layout = Layout(str(tmp_path))
+    for path in (layout.bmuf_global("a", 7), layout.bmuf_delta("a", 7)):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(b"")
+    Path(layout.sync_summary("a", 7)).parent.mkdir(parents=True)
+    Path(layout.sync_summary("a", 7)).write_text(json.dumps(record_of("average", {})))
+    assert model_producer(layout.model("a", 7)).rule == "average"
+    Path(layout.job_stats("a", 3, 1)).parent.mkdir(parents=True)
+    Path(layout.job_stats("a", 3, 1)).write_text(json.dumps(record_of("train_job_keep_start", {})))
+    assert model_producer(layout.job_model("a", 3, 1)).rule == "train_job_keep_start"
+
+
+def test_every_sync_node_model_is_recorded_in_its_summary():
+    """MODEL_RECORDS (provenance's path fact) agrees with the node kinds' outputs."""
+    for node in NODE_KINDS.values():
+        for kind in node.model_kinds:
+            assert MODEL_RECORDS[kind] == node.summary_kind, (node.name, kind)
+
+
+@pytest.mark.parametrize("kind", sorted(NODE_KINDS))
+def test_every_sync_node_records_its_rule(tmp_path, kind):
+    """run_node's files name the node kind's rule in its summary, and a reader of its
+    model finds that rule there."""
+    from paravg.sync.nodes import run_node
+
+    lay = Layout(str(tmp_path / "results"))
+    header = {"format": MODEL_FORMAT, "model": {}, "meta": {}}
+    save_torch_atomic(lay.init_model("x"), {**header, "state_dict": {"w": torch.zeros(4)}})
+    files = {"models": [], "stats": []}
+    for j in range(2):
+        path = lay.job_model("x", 2, j)
+        save_torch_atomic(path, {**header, "state_dict": {"w": torch.full((4,), float(j))}})
+        write_json_atomic(lay.job_stats("x", 2, j), {"objf": -1.0, "plan": {"fingerprint": "f"}})
+        files["models"].append(path)
+        files["stats"].append(lay.job_stats("x", 2, j))
+    files |= {"global": [lay.init_model("x")], "delta": [], "start": [lay.init_model("x")]}
+    sync = {"objf_threshold": 1.0, "bmuf": {"block_momentum": 0.5, "block_lr": 1.0,
+                                             "nesterov": True}}  # fmt: skip
+    outputs = {role: getattr(lay, k)("x", 2) for role, k in NODE_KINDS[kind].outputs}
+    node = {"iteration": 1, "sync": sync, "files": files, "fingerprint": "f"}
+    run_node(kind, node, outputs)
+    assert json.loads(Path(outputs["summary"]).read_text())["rule"] == kind
+    for role, _ in NODE_KINDS[kind].outputs[:-1]:
+        assert model_producer(outputs[role]).rule == kind, role
+        assert load_model_file(outputs[role])  # its record's sha256 matches
 
 
 def test_a_delay_by_one_start_names_its_mix_node_and_is_checked_against_its_record(tmp_path):
@@ -61,6 +113,7 @@ def test_a_delay_by_one_start_names_its_mix_node_and_is_checked_against_its_reco
              {"own": "f1", "inputs": None})  # fmt: skip
     producer = model_producer(outputs["model"])
     assert (producer.rule, producer.record) == ("mix_node", outputs["record"])
+    assert json.loads(Path(outputs["record"]).read_text())["rule"] == "mix_node"
     assert torch.equal(load_model_file(outputs["model"])["state_dict"]["w"], torch.ones(8))
     data = Path(outputs["model"]).read_bytes()
     Path(outputs["model"]).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
@@ -107,3 +160,33 @@ def test_a_truncated_model_names_the_rule_and_the_rebuild_commands(job_model):
         ModelFileError, match=r"not a readable model file(.|\n)*rule train_job(.|\n)*rm "
     ):
         load_model_file(job_model)
+
+
+def test_the_plan_check_reads_the_statistics_or_the_node_summary(tmp_path, caplog):
+    """A job refuses inputs another plan made, from each job's statistics or, when it
+    starts from the node's <t>.pt, from the node's summary (which records the plan its
+    inputs carried); a summary of an older paravg records none and is let through."""
+    import json
+
+    from paravg.errors import TrainingError
+    from paravg.provenance import check_input_fingerprints
+
+    def write(name, record):
+        path = tmp_path / name
+        path.write_text(json.dumps({"objf": -1.0, **record}))
+        return str(path)
+
+    ok = [write(f"job{j}.json", {"plan": {"fingerprint": "abc"}}) for j in range(3)]
+    check_input_fingerprints(ok, "abc")
+    other = write("job3.json", {"plan": {"fingerprint": "xyz"}})
+    with pytest.raises(TrainingError, match=r"job3\.json was made by another plan"):
+        check_input_fingerprints([*ok, other], "abc")
+    summary = write("2.json", {"plan": {"fingerprint": "abc"}})
+    check_input_fingerprints([summary], "abc", unrecorded_ok=True)
+    with pytest.raises(TrainingError, match=r"2\.json was made by another plan"):
+        check_input_fingerprints([summary], "xyz", unrecorded_ok=True)
+    legacy = write("1.json", {})
+    with pytest.raises(TrainingError, match="another plan"):
+        check_input_fingerprints([legacy], "abc")
+    check_input_fingerprints([legacy], "abc", unrecorded_ok=True)
+    assert "records no plan" in caplog.text

@@ -104,33 +104,3 @@ def test_seeds_differ_per_iteration_and_job_and_are_stable():
     assert job_seed(2**31 - 1, 500, 3) == 7738644074084910100  # 63-bit mask applied
     spec = JobSpec(3, 1, 0.01, 256, 2.0, 0, 5000, srand=1)
     assert spec.seed == 1000039000199  # what the job seeds torch with
-
-
-def test_the_plan_check_reads_the_statistics_or_the_node_summary(tmp_path, caplog):
-    """A job refuses inputs another plan made, from each job's statistics or, when it
-    starts from the node's <t>.pt, from the node's summary (which records the plan its
-    inputs carried); a summary of an older paravg records none and is let through."""
-    import json
-
-    from paravg.errors import TrainingError
-    from paravg.train_job import check_input_fingerprints
-
-    def write(name, record):
-        path = tmp_path / name
-        path.write_text(json.dumps({"objf": -1.0, **record}))
-        return str(path)
-
-    ok = [write(f"job{j}.json", {"plan": {"fingerprint": "abc"}}) for j in range(3)]
-    check_input_fingerprints(ok, "abc")
-    other = write("job3.json", {"plan": {"fingerprint": "xyz"}})
-    with pytest.raises(TrainingError, match=r"job3\.json was made by another plan"):
-        check_input_fingerprints([*ok, other], "abc")
-    summary = write("2.json", {"plan": {"fingerprint": "abc"}})
-    check_input_fingerprints([summary], "abc", unrecorded_ok=True)
-    with pytest.raises(TrainingError, match=r"2\.json was made by another plan"):
-        check_input_fingerprints([summary], "xyz", unrecorded_ok=True)
-    legacy = write("1.json", {})
-    with pytest.raises(TrainingError, match="another plan"):
-        check_input_fingerprints([legacy], "abc")
-    check_input_fingerprints([legacy], "abc", unrecorded_ok=True)
-    assert "records no plan" in caplog.text

@@ -12,7 +12,7 @@ from paravg.egs import EgsArchive, all_frame_minibatches
 from paravg.egs.archive import ArchiveMeta, EgsBatch, write_archive
 from paravg.egs.loader import Minibatch
 from paravg.nnet.context import frame_subsampling_factor, model_context
-from paravg.nnet.model_file import build_model, model_to_file_dict, new_model
+from paravg.nnet.model_file import build_model, model_header, model_to_file_dict, new_model
 from paravg.nnet.objective import eg_outputs, evaluate_minibatches
 from paravg.nnet.tdnn import computation_plan
 from paravg.priors import posterior_sum
@@ -138,7 +138,7 @@ def test_the_factor_is_read_from_the_model_config():
     assert model.frame_subsampling_factor == 3
     rebuilt = build_model(model_to_file_dict(model))
     assert rebuilt.frame_subsampling_factor == 3
-    assert "frame_subsampling_factor" not in scored(TDNN).header()["model"]
+    assert "frame_subsampling_factor" not in model_header(scored(TDNN))["model"]
 
 
 def _minibatch(model, num_egs=4, seed=0):

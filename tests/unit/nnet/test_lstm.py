@@ -23,7 +23,8 @@ from paravg.nnet.lstm import (
     zeroing_boundary,
 )
 from paravg.nnet.model_file import build_model, model_to_file_dict, new_model
-from paravg.optim.ngsgd import NaturalGradientAffine, OnlineNaturalGradient, make_affine_factory
+from paravg.nnet.ng_affine import NaturalGradientAffine, make_affine_factory
+from paravg.optim.ngsgd import OnlineNaturalGradient
 from paravg.plan import JobSpec
 from paravg.train_job import train_one_job
 

@@ -7,9 +7,9 @@ import torch
 
 from paravg.nnet.lstm import LstmNonlinearity
 from paravg.nnet.model_file import build_model, model_to_file_dict
-from paravg.nnet.shrinkage import saturation, scale_parameters, shrinkage_value
+from paravg.nnet.ng_affine import make_affine_factory
+from paravg.nnet.shrinkage import scale_parameters, shrinkage_value
 from paravg.nnet.tdnn import TdnnModel
-from paravg.optim.ngsgd import make_affine_factory
 from paravg.sync.tensors import mean
 from tests.unit.nnet.test_tdnn import CFG as TDNN_CFG
 from tests.unit.test_chunk_training import FEAT, IVEC, TARGETS, model
@@ -32,10 +32,10 @@ def with_stats(m, deriv_means: list[float], count: float = 10.0):
 def test_saturation_is_get_saturation_pl():
     # sigmoids' largest derivative 0.25, tanh's 1: saturations 0.2, 0.6, 0.5, 0.8, 0.3
     m = with_stats(model(), [0.2, 0.1, 0.5, 0.05, 0.7])
-    assert saturation(m) == pytest.approx((0.2 + 0.6 + 0.5 + 0.8 + 0.3) / 5)
+    assert m.saturation() == pytest.approx((0.2 + 0.6 + 0.5 + 0.8 + 0.3) / 5)
     # no statistics yet (count 0), or no sigmoid/tanh at all: the script's 0.0
-    assert saturation(model()) == 0.0
-    assert saturation(TdnnModel(TDNN_CFG, FEAT, IVEC, TARGETS)) == 0.0
+    assert model().saturation() == 0.0
+    assert TdnnModel(TDNN_CFG, FEAT, IVEC, TARGETS).saturation() == 0.0
 
 
 @pytest.mark.parametrize(
@@ -85,18 +85,18 @@ def test_statistics_travel_in_the_model_file_and_average_like_nnet3_average():
     keys = [k for k in fa["state_dict"] if k.endswith(("deriv_sum", "count"))]
     assert keys, "the LSTM statistics are not in the model file"
     rebuilt = build_model(fa, make_affine_factory({"enabled": True}))
-    assert saturation(rebuilt) == pytest.approx(saturation(a))
+    assert rebuilt.saturation() == pytest.approx(a.saturation())
     # the average's sums and count are the means: the pooled derivative over 40 rows
     avg = build_model({**fa, "state_dict": mean([fa["state_dict"], fb["state_dict"]])},
                       make_affine_factory({"enabled": True}))  # fmt: skip
     pooled = [(0.1 * 10 + 0.2 * 30) / 40] * 5
-    assert saturation(avg) == pytest.approx(saturation(with_stats(model(), pooled)))
+    assert avg.saturation() == pytest.approx(with_stats(model(), pooled).saturation())
 
 
 def test_a_model_file_without_statistics_loads_with_none():
     fa = model_to_file_dict(with_stats(model(), [0.1] * 5))
     old = {k: v for k, v in fa["state_dict"].items() if "lstm_nonlin" not in k or "params" in k}
     m = build_model({**fa, "state_dict": old}, make_affine_factory({"enabled": True}))
-    assert saturation(m) == 0.0 and all(
+    assert m.saturation() == 0.0 and all(
         float(n.count) == 0.0 for n in m.modules() if isinstance(n, LstmNonlinearity)
     )

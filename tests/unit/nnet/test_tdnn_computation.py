@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from paravg.nnet.context import model_context
+from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.tdnn import TdnnModel, normalize_rms, splice
-from paravg.optim.ngsgd import make_affine_factory
 
 DEFAULT_CFG = {  # config/config.yaml's model
     "input_splice": [-2, -1, 0, 1, 2],

@@ -13,9 +13,9 @@ from paravg.nnet.batchnorm import BatchNorm
 from paravg.nnet.context import model_context, model_megabytes
 from paravg.nnet.dropout import GeneralDropout
 from paravg.nnet.model_file import build_model, model_to_file_dict, new_model
+from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.orthonormal import constrain_components, constrain_orthonormal
 from paravg.nnet.tdnnf import TdnnfModel
-from paravg.optim.ngsgd import make_affine_factory
 from paravg.plan import JobSpec
 from paravg.train_job import add_l2_regularization, train_one_job
 

@@ -24,13 +24,8 @@ import yaml
 from paravg.config import validate_config
 from paravg.errors import ConfigError
 from paravg.nnet.affine import Affine
-from paravg.optim.ngsgd import (
-    NaturalGradientAffine,
-    NgsgdOptions,
-    OnlineNaturalGradient,
-    _orthogonalize_rows,
-    make_affine_factory,
-)
+from paravg.nnet.ng_affine import NaturalGradientAffine, make_affine_factory
+from paravg.optim.ngsgd import NgsgdOptions, OnlineNaturalGradient, _orthogonalize_rows
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "ngsgd"
 CONFIG_YAML = Path(__file__).resolve().parents[3] / "config" / "config.yaml"

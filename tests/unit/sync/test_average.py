@@ -130,11 +130,11 @@ def test_models_are_read_one_at_a_time_and_give_the_bits_of_the_list_mean(tmp_pa
 
 
 def test_the_node_refuses_inputs_of_another_plan_and_records_the_plan_it_checked(tmp_path):
-    """The average node (registry.run_node) checks its inputs' plan before it writes
+    """The average node (nodes.run_node) checks its inputs' plan before it writes
     anything, and its summary records the fingerprint, which jobs starting from its
     <t>.pt check instead of the N statistics."""
     from paravg.errors import TrainingError
-    from paravg.sync.registry import run_node
+    from paravg.sync.nodes import run_node
 
     paths, stats = write_jobs(tmp_path, [-1.0, -1.1])
     for s, fp in zip(stats, ["abc", "abc"], strict=True):

@@ -10,13 +10,8 @@ from paravg.errors import ConfigError, TrainingError
 from paravg.io import save_torch_atomic
 from paravg.layout import Layout
 from paravg.sync.decentralized import mixed_start
-from paravg.sync.registry import (
-    NODE_KINDS,
-    SYNC_METHODS,
-    get_method,
-    methods_with,
-    neighbourhoods,
-)
+from paravg.sync.nodes import NODE_KINDS
+from paravg.sync.registry import SYNC_METHODS, get_method, methods_with, neighbourhoods
 from paravg.sync.ring import random_ring_order
 
 SYNC = {
@@ -162,7 +157,7 @@ def test_registry_imports_no_torch():
     import sys
 
     code = (
-        "import paravg.plan, paravg.resume, paravg.sync.registry, sys; "
+        "import paravg.plan, paravg.resume, paravg.sync.registry, paravg.sync.nodes, sys; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
