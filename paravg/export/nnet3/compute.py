@@ -258,7 +258,7 @@ def compute(nnet: Nnet3, feats: np.ndarray, ivector: np.ndarray | None = None) -
     """Run the network (float64) on one utterance: ``feats`` (T, F) at t = 0..T-1 and one
     i-vector (``ReplaceIndex(ivector, t, 0)``: the same for every frame). Returns the node
     ``output`` on every frame where Kaldi can compute it from these frames (T - left -
-    right rows, Kaldi's contexts: see the module docstring for an output-delay). Batch-norm
+    right rows, Kaldi's contexts; an output-delay: docs/export-and-vosk.md). Batch-norm
     components run in test mode (from their stored statistics); recurrences (``IfDefined``
     over negative offsets) start from zero at the first frame their input is computable."""
     constants = {} if ivector is None else {"ivector": ivector}
