@@ -13,12 +13,11 @@ import hashlib
 
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, MODEL_CFG, NUM_TARGETS
+from export_models import FEAT_DIM, IVECTOR_DIM, MODEL_CFG, NUM_TARGETS, nnet3_bytes
 from test_nnet3_lstm import _cfg as lstm_cfg
 from test_nnet3_tdnnf import CFG as TDNNF_CFG
 
-from paravg.export.kaldi_stream import KaldiWriter
-from paravg.export.nnet3 import NgOptions, nnet3_from_model, write_nnet3
+from paravg.export.nnet3 import NgOptions, nnet3_from_model
 from paravg.nnet.model_file import new_model
 
 
@@ -41,9 +40,7 @@ def patterned_model(cfg: dict):
 
 
 def _sha256(nnet, binary: bool) -> str:
-    w = KaldiWriter(binary)
-    write_nnet3(w, nnet)
-    return hashlib.sha256(w.getvalue()).hexdigest()
+    return hashlib.sha256(nnet3_bytes(nnet, binary)).hexdigest()
 
 
 MODELS = {
