@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import paravg.export.nnet3.kinds_lstm as lstm
+import paravg.export.nnet3.kinds_normalize as norm
+import paravg.export.nnet3.kinds_simple as simple
+import paravg.export.nnet3.kinds_tdnn as tdnn
 from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
-from paravg.export.nnet3 import kinds_lstm as lstm
-from paravg.export.nnet3 import kinds_normalize as norm
-from paravg.export.nnet3 import kinds_simple as simple
-from paravg.export.nnet3 import kinds_tdnn as tdnn
 from paravg.export.nnet3.fields import read_fields
 
 
