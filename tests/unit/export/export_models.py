@@ -1,9 +1,12 @@
-"""Small models for the export tests: a random TDNN with i-vectors."""
+"""Small models for the export tests: a random TDNN with i-vectors; a network as the
+bytes of its nnet3 file."""
 
 from __future__ import annotations
 
 import torch
 
+from paravg.export.kaldi_stream import KaldiWriter
+from paravg.export.nnet3 import Nnet3, write_nnet3
 from paravg.nnet.tdnn import TdnnModel
 
 FEAT_DIM, IVECTOR_DIM, NUM_TARGETS = 40, 6, 40
@@ -28,3 +31,10 @@ def random_model(ivector_dim: int = IVECTOR_DIM, seed: int = 0) -> TdnnModel:
         model.log_priors.copy_((priors / priors.sum()).log())
     model.eval()
     return model
+
+
+def nnet3_bytes(nnet: Nnet3, binary: bool) -> bytes:
+    """The network's file as paravg's writer writes it (binary or text)."""
+    w = KaldiWriter(binary)
+    write_nnet3(w, nnet)
+    return w.getvalue()

@@ -14,17 +14,11 @@ import struct
 import numpy as np
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, random_model
+from export_models import FEAT_DIM, IVECTOR_DIM, nnet3_bytes, random_model
 
-from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
-from paravg.export.nnet3 import NgOptions, compute, nnet3_from_model, read_nnet3, write_nnet3
+from paravg.export.kaldi_stream import KaldiReader
+from paravg.export.nnet3 import NgOptions, compute, nnet3_from_model, read_nnet3
 from paravg.nnet.tdnn import TdnnModel
-
-
-def _bytes(nnet, binary):
-    w = KaldiWriter(binary)
-    write_nnet3(w, nnet)
-    return w.getvalue()
 
 
 def test_config_lines_are_kaldis_xconfig_network():
@@ -53,7 +47,7 @@ def test_config_lines_are_kaldis_xconfig_network():
 
 def test_file_starts_and_nonlinear_fields():
     nnet = nnet3_from_model(random_model())
-    text, binary = _bytes(nnet, False), _bytes(nnet, True)
+    text, binary = nnet3_bytes(nnet, False), nnet3_bytes(nnet, True)
     assert text.startswith(b"<Nnet3> \n")
     assert binary.startswith(b"\0B<Nnet3> \n")
     relu = text[text.index(b"<RectifiedLinearComponent>") :]
@@ -67,7 +61,7 @@ def test_file_starts_and_nonlinear_fields():
 @pytest.mark.parametrize("ivector_dim", [0, IVECTOR_DIM])
 def test_read_back_computes_what_paravg_computes(binary, ivector_dim):
     model = random_model(ivector_dim)
-    nnet = read_nnet3(KaldiReader(_bytes(nnet3_from_model(model), binary)))
+    nnet = read_nnet3(KaldiReader(nnet3_bytes(nnet3_from_model(model), binary)))
     rng = np.random.default_rng(1)
     feats = rng.standard_normal((30, FEAT_DIM)).astype(np.float32)
     iv = rng.standard_normal(ivector_dim).astype(np.float32) if ivector_dim else None
@@ -229,8 +223,8 @@ def test_the_file_is_kaldis_bytes_written_by_hand():
     functions (not through paravg's reader): a writer bug that paravg's reader undoes
     (field order, layout, a transposed matrix) still fails here."""
     nnet = nnet3_from_model(tiny_model())
-    assert _bytes(nnet, False) == TINY_TEXT
-    assert _bytes(nnet, True) == _tiny_binary()
+    assert nnet3_bytes(nnet, False) == TINY_TEXT
+    assert nnet3_bytes(nnet, True) == _tiny_binary()
 
 
 @pytest.mark.parametrize("binary", [False, True])

@@ -20,11 +20,11 @@ import wave
 import numpy as np
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS
+from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS, nnet3_bytes
 from kaldi_bytes import f32, f64, fm, fv, i32, tok
 
 from paravg.corpus.phones import PHONES
-from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
+from paravg.export.kaldi_stream import KaldiReader
 from paravg.export.layout import IvectorSystem, export_model
 from paravg.export.nnet3 import (
     NgOptions,
@@ -32,7 +32,6 @@ from paravg.export.nnet3 import (
     nnet3_from_model,
     nnet_context,
     read_nnet3,
-    write_nnet3,
 )
 from paravg.export.phone_loop import (
     monophone_transition_model,
@@ -114,12 +113,6 @@ def lstm_model(cfg=CFG, ivector_dim=IVECTOR_DIM, seed=0, stats_feats=None, sharp
                     layer.W_rp.weight[R:].mul_(8.0)
                     layer.W_rp.bias.zero_()
     return model.eval()
-
-
-def _bytes(nnet, binary):
-    w = KaldiWriter(binary)
-    write_nnet3(w, nnet)
-    return w.getvalue()
 
 
 # ---------------------------------------------------------------------- the network
@@ -310,7 +303,7 @@ def test_the_components_are_kaldis_bytes_written_by_hand():
         "lda", "lstm1.W_all", "lstm1.lstm_nonlin", "lstm1.cr_trunc", "lstm1.W_rp",
         "output.affine", "output.log-softmax",
     ]  # fmt: skip
-    text, binary = _bytes(nnet, False), _bytes(nnet, True)
+    text, binary = nnet3_bytes(nnet, False), nnet3_bytes(nnet, True)
     assert text.startswith(b"<Nnet3> \n" + "".join(f"{x}\n" for x in TINY_CONFIG).encode() + b"\n")
     for name, expected in TINY_TEXT.items():
         assert _component_bytes(text, name) == expected.encode(), name
@@ -345,7 +338,7 @@ def test_the_tiny_network_computes_by_hand():
     ``ComputeLstmNonlinearity`` written out here: c̃ and r̃ of t - 2 (zero before the first
     frame), scaled 0.75; the output at t reads the layer at t + 1."""
     model = tiny_model()
-    nnet = read_nnet3(KaldiReader(_bytes(nnet3_from_model(model), True)))
+    nnet = read_nnet3(KaldiReader(nnet3_bytes(nnet3_from_model(model), True)))
     x = np.array([[0.5], [-1.0], [2.0], [0.25], [-0.75], [1.5], [1.0]])
     lda = nnet.component("lda").params
     W_all, W_rp = nnet.component("lstm1.W_all").params, nnet.component("lstm1.W_rp").params
@@ -384,13 +377,13 @@ def test_write_read_round_trip(binary):
     nonlin.self_repair_total = torch.tensor([30.0, 0, 2, 0, 5], dtype=torch.float64)
     nonlin.count = torch.tensor(30.0, dtype=torch.float64)
     nnet = nnet3_from_model(model)
-    data = _bytes(nnet, binary)
+    data = nnet3_bytes(nnet, binary)
     back = read_nnet3(KaldiReader(data))
     assert back.config_lines == nnet.config_lines
     assert [(c.name, c.kind) for c in back.components] == [
         (c.name, c.kind) for c in nnet.components
     ]
-    assert _bytes(back, binary) == data
+    assert nnet3_bytes(back, binary) == data
     p = back.component("lstm1.lstm_nonlin").params
     np.testing.assert_allclose(p["value_avg"], nonlin.value_sum.numpy() / 30, rtol=1e-6)
     np.testing.assert_allclose(p["self_repair_prob"], [30 / 480, 0, 2 / 480, 0, 5 / 480], 1e-6)
@@ -409,7 +402,7 @@ def test_read_back_computes_what_paravg_computes(binary, ivector_dim, output_del
     output frames at the start, and the rest agree (the recurrences start at the same
     input frame, the first where their input is computable)."""
     model = lstm_model(_cfg(output_delay=output_delay), ivector_dim, seed=3)
-    nnet = read_nnet3(KaldiReader(_bytes(nnet3_from_model(model), binary)))
+    nnet = read_nnet3(KaldiReader(nnet3_bytes(nnet3_from_model(model), binary)))
     rng = np.random.default_rng(1)
     feats = (rng.standard_normal((60, FEAT_DIM)) * 2 + 1).astype(np.float32)
     iv = rng.standard_normal(ivector_dim).astype(np.float32) if ivector_dim else None

@@ -18,11 +18,11 @@ import wave
 import numpy as np
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS
+from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS, nnet3_bytes
 from kaldi_bytes import f32, fm, fv, i32, tok
 
 from paravg.corpus.phones import PHONES
-from paravg.export.kaldi_stream import KaldiReader, KaldiWriter
+from paravg.export.kaldi_stream import KaldiReader
 from paravg.export.layout import IvectorSystem, export_model
 from paravg.export.nnet3 import (
     NgOptions,
@@ -30,7 +30,6 @@ from paravg.export.nnet3 import (
     compute,
     nnet3_from_model,
     read_nnet3,
-    write_nnet3,
 )
 from paravg.export.phone_loop import (
     monophone_transition_model,
@@ -107,12 +106,6 @@ def tdnnf_model(cfg=CFG, ivector_dim=IVECTOR_DIM, seed=0, stats_feats=None, stat
             iv = None if stats_ivectors is None else torch.from_numpy(stats_ivectors)[None]
             model(torch.from_numpy(np.asarray(stats_feats, np.float32))[None], iv)
     return model.eval()
-
-
-def _bytes(nnet, binary):
-    w = KaldiWriter(binary)
-    write_nnet3(w, nnet)
-    return w.getvalue()
 
 
 # ---------------------------------------------------------------------- the network
@@ -336,7 +329,7 @@ def test_the_components_are_kaldis_bytes_written_by_hand():
     reader): field order, the integer vector, the empty bias, the double count."""
     nnet = nnet3_from_model(tiny_model())
     assert nnet.config_lines == TINY_CONFIG
-    text, binary = _bytes(nnet, False), _bytes(nnet, True)
+    text, binary = nnet3_bytes(nnet, False), nnet3_bytes(nnet, True)
     assert text.startswith(b"<Nnet3> \n" + "".join(f"{x}\n" for x in TINY_CONFIG).encode() + b"\n")
     for name, expected in TINY_TEXT.items():
         assert _component_bytes(text, name) == expected.encode(), name
@@ -380,7 +373,7 @@ def test_the_tiny_network_computes_by_hand():
     batch-norm scale = (var + ε)^−½, offset = −mean · scale, the bypass), the rest through
     paravg's modules, against paravg's forward and compute() on the read-back file."""
     model = tiny_model()
-    nnet = read_nnet3(KaldiReader(_bytes(nnet3_from_model(model), True)))
+    nnet = read_nnet3(KaldiReader(nnet3_bytes(nnet3_from_model(model), True)))
     x = np.array([[0.5], [-1.0], [2.0]])  # t = 0, 1, 2; the output at t = 1
     with torch.no_grad():
         theirs = model(torch.tensor(x, dtype=torch.float32)[None])[0].double().numpy()
@@ -419,14 +412,14 @@ def _same_params(a: dict, b: dict) -> None:
 @pytest.mark.parametrize("binary", [False, True])
 def test_write_read_round_trip(binary):
     nnet = nnet3_from_model(tdnnf_model())
-    back = read_nnet3(KaldiReader(_bytes(nnet, binary)))
+    back = read_nnet3(KaldiReader(nnet3_bytes(nnet, binary)))
     assert back.config_lines == nnet.config_lines
     assert [(c.name, c.kind) for c in back.components] == [
         (c.name, c.kind) for c in nnet.components
     ]
     for c, d in zip(nnet.components, back.components, strict=True):
         _same_params(c.params, d.params)
-    assert _bytes(back, binary) == _bytes(nnet, binary)
+    assert nnet3_bytes(back, binary) == nnet3_bytes(nnet, binary)
 
 
 @pytest.mark.parametrize("binary", [False, True])
@@ -442,7 +435,7 @@ def test_write_read_round_trip(binary):
 )
 def test_read_back_computes_what_paravg_computes(binary, cfg, ivector_dim):
     model = tdnnf_model(cfg, ivector_dim)
-    nnet = read_nnet3(KaldiReader(_bytes(nnet3_from_model(model), binary)))
+    nnet = read_nnet3(KaldiReader(nnet3_bytes(nnet3_from_model(model), binary)))
     rng = np.random.default_rng(1)
     feats = (rng.standard_normal((40, FEAT_DIM)) * 2 + 1).astype(np.float32)
     iv = rng.standard_normal(ivector_dim).astype(np.float32) if ivector_dim else None
@@ -467,7 +460,7 @@ def test_batchnorm_without_statistics_is_paravgs_identity():
     iv = np.ones(IVECTOR_DIM, np.float32)
     with torch.no_grad():
         theirs = model(torch.from_numpy(feats)[None], torch.from_numpy(iv)[None])[0].numpy()
-    ours = compute(read_nnet3(KaldiReader(_bytes(nnet, True))), feats, iv)
+    ours = compute(read_nnet3(KaldiReader(nnet3_bytes(nnet, True))), feats, iv)
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
 
 
