@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def write_digests(
     kernels = kernels_in_effect(os.environ)
     write_json_atomic(out_json, {"stages": digests, "cpu_kernels": kernels})
     rows = [f"| {name} | {d['files']} | `{d['sha256'][:16]}` |" for name, d in digests.items()]
-    pins = " ".join(f"{k}={v or '(unset)'}" for k, v in kernels.items())
+    pins = " ".join(f"{k}={shlex.quote(v) if v else '(unset)'}" for k, v in kernels.items())
     write_text_atomic(
         out_md,
         "| stage | files | sha256 (first 16 hex digits) |\n|---|---|---|\n"

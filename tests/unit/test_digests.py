@@ -61,6 +61,7 @@ def test_write_digests_writes_json_and_a_table(tmp_path, monkeypatch):
     stages = {"features/test": [results / "feats" / "test"], "missing": [results / "nope"]}
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL")
     monkeypatch.delenv("MKL_CBWR", raising=False)
     monkeypatch.delenv("NPY_ENABLE_CPU_FEATURES", raising=False)
     digests = write_digests(stages, results, results / "d.json", results / "d.md")
@@ -69,7 +70,8 @@ def test_write_digests_writes_json_and_a_table(tmp_path, monkeypatch):
     assert written["cpu_kernels"]["ATEN_CPU_CAPABILITY"] == "avx2"
     assert written["cpu_kernels"]["MKL_CBWR"] == ""
     assert written["cpu_kernels"]["OPENBLAS_CORETYPE"] == "Haswell"  # numpy's BLAS too
-    assert "NPY_DISABLE_CPU_FEATURES" in written["cpu_kernels"]
+    assert written["cpu_kernels"]["NPY_DISABLE_CPU_FEATURES"] == "X86_V4 AVX512_ICL"
+    assert "NPY_DISABLE_CPU_FEATURES='X86_V4 AVX512_ICL'" in (results / "d.md").read_text()
     assert (
         "CPU kernels: ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=(unset)" in (results / "d.md").read_text()
     )
