@@ -9,11 +9,11 @@ Each library picks its kernels from the CPU it runs on, and the paths round diff
   writes different models from the first minibatch on (``benchmarks/bench_cpu_paths.py``).
 * numpy: its own SIMD dispatch (``np.show_runtime()``'s ``simd_extensions``: baseline
   ``X86_V2``, dispatched ``X86_V3`` (the AVX2/FMA3 level) and the AVX-512 targets above
-  it, whose ``exp``/``log`` and reductions round otherwise), and its BLAS, the OpenBLAS of
-  the ``scipy-openblas64`` build bundled in numpy's wheel (``numpy.libs/``), built
-  ``DYNAMIC_ARCH``: it picks its kernels by CPU model (``SkylakeX`` here) unless
-  ``OPENBLAS_CORETYPE`` names one. The i-vector stage computes in numpy: its models part
-  between two numpy paths (``bench_cpu_paths.py``).
+  it, whose kernels (``exp``, ``log``, sums, ...) may round otherwise), and its BLAS, the
+  OpenBLAS of the ``scipy-openblas64`` build bundled in numpy's wheel (``numpy.libs/``),
+  built ``DYNAMIC_ARCH``: it picks its kernels by CPU model (``SkylakeX`` on an AVX-512
+  Xeon) unless ``OPENBLAS_CORETYPE`` names one. The i-vector stage computes in numpy: its
+  models part between two numpy paths (``bench_cpu_paths.py``).
 
 Pinned to AVX2, the arithmetic is the one every AVX2 CPU runs:
 ``ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2`` (MKL documents this as

@@ -14,8 +14,8 @@ machine as it is and posing as an AVX2-only one:
   it, so this variable stands for the CPU, below the pins) and ``OPENBLAS_CORETYPE=Haswell``.
 
 Without the pins (``run.pin_cpu_kernels: false``) the two runs write different models on
-an AVX-512 machine (numpy's AVX-512 ``exp``/``log`` and OpenBLAS's SkylakeX kernels round
-otherwise): see docs/reproducibility.md.
+an AVX-512 machine, from the PCA on (numpy's AVX-512 kernels and OpenBLAS's SkylakeX kernels
+round otherwise): see docs/reproducibility.md.
 """
 
 from __future__ import annotations
