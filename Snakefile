@@ -34,7 +34,9 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 with user_error_ends_the_run():
     validate_config(config)
 if config["run"]["pin_cpu_kernels"]:
-    # before any job loads torch: the same bits on every x86 CPU with AVX2
+    # torch's, MKL's, oneDNN's, numpy's and OpenBLAS's AVX2 paths, set before any job (or
+    # paravg-warm's server, started after this file is read) loads torch or numpy: the same
+    # bits on every x86-64 CPU with AVX2. SLURM jobs get them through sbatch --export=ALL.
     from paravg.cpu_kernels import pin_cpu_kernels
 
     pin_cpu_kernels(os.environ)

@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from paravg.cpu_kernels import PINNED_AVX2
+from paravg.cpu_kernels import kernels_in_effect
 from paravg.io import write_json_atomic, write_text_atomic
 
 # JSON fields that record how long a step took, not what it computed (graph.json's build
@@ -86,10 +87,10 @@ def write_digests(
     code-path variables of this job's environment (:mod:`paravg.cpu_kernels`; every job
     of the run inherits them), since runs on two CPU types part unless they are pinned."""
     digests = {name: stage_digest(paths, results) for name, paths in stages.items()}
-    kernels = {name: os.environ.get(name, "") for name in PINNED_AVX2}
+    kernels = kernels_in_effect(os.environ)
     write_json_atomic(out_json, {"stages": digests, "cpu_kernels": kernels})
     rows = [f"| {name} | {d['files']} | `{d['sha256'][:16]}` |" for name, d in digests.items()]
-    pins = " ".join(f"{k}={v or '(unset)'}" for k, v in kernels.items())
+    pins = " ".join(f"{k}={shlex.quote(v) if v else '(unset)'}" for k, v in kernels.items())
     write_text_atomic(
         out_md,
         "| stage | files | sha256 (first 16 hex digits) |\n|---|---|---|\n"

@@ -12,8 +12,10 @@ Everything else is Snakemake's local executor, unchanged: Snakemake writes the s
 child runs that file as ``__main__``. So a job keeps every guarantee of a job in its own
 process:
 
-* the same bits: the same file runs with the same environment (the CPU kernel pins are set
-  before the server imports torch; the BLAS thread variables are those ``shell()`` sets
+* the same bits: the same file runs with the same environment (the CPU kernel pins of
+  ``paravg.cpu_kernels`` are in the Snakefile's environment before the executor starts the
+  server, so torch, numpy and OpenBLAS load under them in the server, whose forks keep
+  the kernels it chose; the BLAS thread variables are those ``shell()`` sets
   for a one-thread job, so only one-thread jobs run warm) and the script sets its own
   threads and seeds;
 * benchmarks: ``benchmark:`` files measure the child, as they measure ``python <file>``

@@ -6,6 +6,7 @@ tests/pipeline/test_failures.py's)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -95,13 +96,14 @@ def test_end_to_end_outputs(workspace):
 
 def test_every_run_writes_its_stage_digests_beside_the_results_table(workspace):
     """Issue 23: a digest per stage, so two runs show where they part."""
-    from paravg.cpu_kernels import PINNED_AVX2
+    from paravg.cpu_kernels import pin_cpu_kernels
     from paravg.digests import stage_digest
 
     results = workspace / "results"
     written = json.loads((results / "digests.json").read_text())
-    # the Snakefile pinned the CPU kernels, and the jobs inherited the pins
-    assert written["cpu_kernels"] == PINNED_AVX2
+    # the Snakefile pinned the CPU kernels where this environment sets none (a workplace
+    # may set OPENBLAS_CORETYPE), and the jobs inherited the pins
+    assert written["cpu_kernels"] == pin_cpu_kernels(dict(os.environ))
     digests = written["stages"]
     stages = ["corpus (demo)", "data/train", "data/test", "features/train", "features/test",
               "i-vector models", "i-vectors/train", "i-vectors/test", "egs"]  # fmt: skip

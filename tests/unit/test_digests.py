@@ -84,12 +84,18 @@ def test_write_digests_writes_json_and_a_table(tmp_path, monkeypatch):
     results = make_run(tmp_path)
     stages = {"features/test": [results / "feats" / "test"], "missing": [results / "nope"]}
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL")
     monkeypatch.delenv("MKL_CBWR", raising=False)
+    monkeypatch.delenv("NPY_ENABLE_CPU_FEATURES", raising=False)
     digests = write_digests(stages, results, results / "d.json", results / "d.md")
     written = json.loads((results / "d.json").read_text())
     assert written["stages"] == digests
     assert written["cpu_kernels"]["ATEN_CPU_CAPABILITY"] == "avx2"
     assert written["cpu_kernels"]["MKL_CBWR"] == ""
+    assert written["cpu_kernels"]["OPENBLAS_CORETYPE"] == "Haswell"  # numpy's BLAS too
+    assert written["cpu_kernels"]["NPY_DISABLE_CPU_FEATURES"] == "X86_V4 AVX512_ICL"
+    assert "NPY_DISABLE_CPU_FEATURES='X86_V4 AVX512_ICL'" in (results / "d.md").read_text()
     assert (
         "CPU kernels: ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=(unset)" in (results / "d.md").read_text()
     )
