@@ -146,6 +146,7 @@ def decode_split(
     period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
     frames, nnet_s, search_s = 0, 0.0, 0.0
     links = {kind: 0 for kind in searches}
+    held = {kind: 0 for kind in searches}  # the most links one search held at once
     utts = split_utterances(list(feats.keys()), nj, job)
     with writing_lattice_archives({k: lattice_paths[k] for k in searches}) as archives:
         for utt in utts:
@@ -172,6 +173,7 @@ def decode_split(
                         kind,
                     )
                 links[kind] += lattice.num_links
+                held[kind] = max(held[kind], lattice.peak_links)
                 archives[kind].write(lattice.kaldi_text(utt))
             search_s += time.process_time() - start
             frames += x.shape[0]
@@ -182,6 +184,7 @@ def decode_split(
         "search_seconds": round(search_s, 3),
         "searches_per_utterance": len(searches),
         "lattice_links_per_frame": {k: round(n / max(frames, 1), 2) for k, n in links.items()},
+        "peak_held_links": held,
         "reference": reference,
         "options": vars(opts),
     }

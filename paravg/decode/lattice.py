@@ -58,6 +58,8 @@ class Lattice:
     # False when the search ended without a final state (or early): every token of the
     # last frame reached was made final at cost 0, Kaldi's partial traceback
     reached_final: bool = True
+    # the most links the search held at once (its memory: 32 bytes a link), 0 if unknown
+    peak_links: int = 0
 
     @property
     def num_nodes(self) -> int:
