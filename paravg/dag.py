@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 
-from paravg.config import demo_set_names, resolved_experiments
+from paravg.config import data_set_sources, demo_set_names, resolved_experiments, uses_demo
 from paravg.devices import training_gpus
 from paravg.errors import ConfigError, DataError
 from paravg.io import read_json
@@ -174,13 +174,13 @@ class Dag:
         return list(self.config["eval_sets"])
 
     def uses_demo(self) -> bool:
-        return not self.config["data"]["sets"]
+        """The run trains on the demo corpus (paravg.config.uses_demo)."""
+        return uses_demo(self.config)
 
     def data_sets(self) -> dict[str, str]:
-        """Set name -> source Kaldi data dir; the demo corpus when data.sets is empty."""
-        if self.config["data"]["sets"]:
-            return dict(self.config["data"]["sets"])
-        return {s: self.layout.demo_file(s) for s in demo_set_names(self.config)}
+        """Set name -> source Kaldi data dir: the demo corpus's sets when the run trains
+        on it, and every set of data.sets (paravg.config.data_set_sources)."""
+        return data_set_sources(self.config, self.layout.demo_file)
 
     def all_sets(self) -> list[str]:
         """The sets that need features: the training set and every eval set."""
@@ -202,9 +202,9 @@ class Dag:
         made by a rule: its wav.scp and done file stand for it."""
         from paravg.data import source_files
 
-        if self.uses_demo():
-            return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
         src = self.source_dir(set_)
+        if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
+            return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
         if not Path(src).is_dir():
             raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
         return [str(f) for f in source_files(src)]

@@ -174,7 +174,7 @@ def decode_split(
                     )
                 links[kind] += lattice.num_links
                 held[kind] = max(held[kind], lattice.peak_links)
-                archives[kind].write(lattice.kaldi_text(utt))
+                lattice.write_kaldi_text(archives[kind], utt)
             search_s += time.process_time() - start
             frames += x.shape[0]
     result = {

@@ -342,3 +342,20 @@ def test_the_links_the_search_holds_do_not_grow_with_the_utterance_beyond_its_la
     beyond_long = long.peak_links - long.num_links
     assert beyond_long < 1.2 * beyond_short, (beyond_short, beyond_long)
     assert long.peak_links < long_all.peak_links / 20
+
+
+def test_the_archive_entry_written_in_chunks_is_the_whole_one():
+    """The decoder writes each lattice a chunk of links at a time (its memory): the same
+    text as formatting it whole, whatever the chunk."""
+    import io
+
+    lattice = wide_search(60, 2.0, prune_interval=None)
+    assert lattice.num_links > 7
+    for chunk in (1, 7, lattice.num_links, 10 * lattice.num_links):
+        buf = io.StringIO()
+        lattice.write_kaldi_text(buf, "u", chunk=chunk)
+        assert buf.getvalue() == lattice.kaldi_text("u")
+    assert (
+        lattice.kaldi_text("u").count("\n")
+        == 1 + lattice.num_links + int(np.isfinite(lattice.final).sum()) + 1
+    )
