@@ -817,6 +817,18 @@ class Recognition:
             if kind in self.graph_dirs()
         }
 
+    def decode_mem_mb(self, set_: str, j: int) -> int:
+        """Rule decode_split's ``mem_mb``: split j's longest utterance (the set's
+        ``utt2num_frames``; one minute until the features exist, as in a dry run of a new
+        set: Snakemake asks again before the job runs). paravg.decode.split."""
+        from paravg.decode.split import FRAMES_PER_MINUTE, read_num_frames, split_mem_mb
+
+        path = Path(self.layout.utt2num_frames(set_))
+        per_minute = self.settings["mem_mb_per_minute"]
+        if not path.is_file():
+            return split_mem_mb({"?": FRAMES_PER_MINUTE}, 1, 0, per_minute)
+        return split_mem_mb(read_num_frames(path), self.settings["nj"], j, per_minute)
+
     def search_options(self) -> dict:
         keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")
         return {k: self.settings[k] for k in keys}

@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +40,7 @@ import torch
 from paravg.decode.lattice import writing_lattice_archives
 from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.decode.search import SearchGraph, SearchOptions, low_frame_rate_scales, search
+from paravg.decode.split import split_utterances
 from paravg.errors import DataError
 from paravg.graph.load import DecodingGraph, load_graph
 from paravg.io import write_json_atomic
@@ -99,14 +99,6 @@ def check_reference_text(text_path: str | Path | None, words_txt: str | Path) ->
             shown,
         )
     return {"text": str(text_path), "oov_count": count, "oov_first": first}
-
-
-def split_utterances(utts: Sequence[str], nj: int, job: int) -> list[str]:
-    """Job ``job`` (0-based) of ``nj``: contiguous blocks of the sorted utterances, as
-    Kaldi's ``split_data.sh`` (sizes differ by at most one)."""
-    utts = sorted(utts)
-    bounds = np.linspace(0, len(utts), nj + 1).round().astype(int)
-    return utts[bounds[job] : bounds[job + 1]]
 
 
 @torch.no_grad()

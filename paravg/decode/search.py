@@ -434,7 +434,8 @@ def search(
 
 def _pruned_lattice(trellis: _Trellis, final: np.ndarray, opts: SearchOptions) -> Lattice:
     """Kaldi's ``PruneForwardLinksFinal`` + ``GetRawLattice``: the links on a path within
-    ``lattice_beam`` of the best (search costs), as a :class:`Lattice`.
+    ``lattice_beam`` of the best (search costs), as a :class:`Lattice`. Empties the
+    trellis's links (its memory) once the kept ones are copied out.
 
     Forward costs are the tokens' (each the minimum over its kept incoming links);
     backward costs run over the link blocks in reverse, a frame's non-emitting links
@@ -470,9 +471,15 @@ def _pruned_lattice(trellis: _Trellis, final: np.ndarray, opts: SearchOptions) -
         kept["acoustic"].append(b.acoustic[keep])
         kept["tid"].append(graph.ilabel[b.kind][arc])
         kept["word"].append(graph.olabel[b.kind][arc])
-    out = {k: np.concatenate(v) if v else np.zeros(0) for k, v in kept.items()}
-    out = {k: v.astype(np.int64) if k in ("src", "dst", "tid", "word") else v
-           for k, v in out.items()}  # fmt: skip
+    links.clear()  # the trellis is spent: its links go before the lattice is sorted
+    trellis.eps.clear()
+    trellis.emit.clear()
+    out = {}
+    for k in list(kept):
+        v = kept.pop(k)
+        out[k] = np.concatenate(v) if v else np.zeros(0)
+        if k in ("src", "dst", "tid", "word"):
+            out[k] = out[k].astype(np.int64, copy=False)
     node_frame = np.concatenate(
         [np.full(len(f.states), t, dtype=np.int64) for t, f in enumerate(frames)]
     )
