@@ -31,8 +31,14 @@ pruned once there: ``PRUNE_INTERVAL = 0``) and **after** (pruned every 25 frames
 Kaldi's ``PruneActiveTokens``) side by side, with the lattice links per frame and the
 most links the search held::
 
-    .venv/bin/python benchmarks/bench_decode.py --results results --memory \
+    .venv/bin/python benchmarks/bench_decode.py --results results --memory \\
         --minutes 1 3 10 --lattice-beams 2 8 [--skip-before-above 3]
+
+The release before (no pruning as it goes, the lattice text formatted whole) is measured
+the same way with its code first on the path, from outside the checkout::
+
+    git archive 39f5424 paravg | tar -x -C /tmp/old
+    cd /tmp && PYTHONPATH=/tmp/old python $REPO/benchmarks/bench_decode.py --memory ...
 """
 
 from __future__ import annotations
@@ -228,7 +234,8 @@ def memory_job(job: dict) -> None:
     from paravg.decode.search import SearchOptions
 
     torch.set_num_threads(1)
-    search_module.PRUNE_INTERVAL = job["prune_interval"]
+    if job["prune_interval"] is not None:
+        search_module.PRUNE_INTERVAL = job["prune_interval"]
     out = Path(job["out"])
     start = time.process_time()
     summary = decode_split(
@@ -250,8 +257,14 @@ def memory_job(job: dict) -> None:
 
 def memory(args) -> None:
     """Peak RSS and CPU time of a split decode of one long utterance, before and after."""
-    from paravg.decode.search import PRUNE_INTERVAL
+    import paravg.decode.search as search_module
     from paravg.layout import Layout
+
+    # a paravg without pruning as it goes (the release before, through PYTHONPATH): as is
+    interval = getattr(search_module, "PRUNE_INTERVAL", None)
+    variants = (
+        [("at the end", 0), (f"every {interval}", interval)] if interval else [("as is", None)]
+    )
 
     results = Path(args.results).resolve()
     os.chdir(results.parent)
@@ -265,15 +278,15 @@ def memory(args) -> None:
     for minutes in args.minutes:
         files = tiled_utterance(results, args.set, minutes, tmp / f"{minutes:g}")
         for beam in args.lattice_beams:
-            for label, interval in (("at the end", 0), (f"every {PRUNE_INTERVAL}", PRUNE_INTERVAL)):
-                if interval == 0 and minutes > args.skip_before_above:
+            for label, prune_interval in variants:
+                if prune_interval == 0 and minutes > args.skip_before_above:
                     print(f"{minutes:7g} {beam:12g} {label:>14s} {'(skipped)':>11s}")
                     continue
                 job = {
                     "model": L.final_model(args.exp),
                     "graph_dirs": graph_dirs,
                     "lattice_beam": beam,
-                    "prune_interval": interval,
+                    "prune_interval": prune_interval,
                     "out": str(tmp / f"{minutes:g}"),
                     **files,
                 }

@@ -55,6 +55,12 @@ PRUNE_SCALE = 0.1  # ::prune_scale: extra costs that move less than lattice_beam
 # and the final lattice is the same.
 PRUNE_DEPTH = 100
 DEEP_FRACTION = 8
+# Pruning costs CPU (about twice the search's on the tiny model's 3-s utterances when done
+# every 25 frames) and saves memory only where there is much to hold: paravg prunes once
+# the links held pass PRUNE_ABOVE_LINKS (32 MB), then again each time they have doubled
+# since the last pruning left them. An utterance of a few seconds is never pruned on the
+# way; what a long one holds stays under about twice its surviving lattice plus 25 frames.
+PRUNE_ABOVE_LINKS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -352,17 +358,23 @@ def search(
     loglikes: np.ndarray,
     opts: SearchOptions,
     prune_interval: int | None = None,
+    prune_above: int | None = None,
 ) -> Lattice:
     """The raw lattice of one utterance, pruned to ``opts.lattice_beam``.
 
     ``arc_pdf``: the pdf of every emitting arc (its transition-id's pdf); ``loglikes``:
     (frames × pdfs) pseudo-log-likelihoods, unscaled. Every ``prune_interval`` frames
     the links held are pruned (:meth:`_Trellis.prune_active`; 0: only at the end, the
-    same lattice; None: :data:`PRUNE_INTERVAL`). ``Lattice.peak_links`` is the most links
-    the search held at once.
+    same lattice; None: :data:`PRUNE_INTERVAL`) once there are more than ``prune_above``
+    (None: :data:`PRUNE_ABOVE_LINKS`) and twice as many as the last pruning left (0:
+    every ``prune_interval`` frames, as Kaldi).
+    ``Lattice.peak_links`` is the most links the search held at once.
     """
     if prune_interval is None:
         prune_interval = PRUNE_INTERVAL
+    if prune_above is None:
+        prune_above = PRUNE_ABOVE_LINKS
+    next_prune_above = prune_above
     scale = opts.acoustic_scale
     dense_cost = np.full(graph.num_states, np.inf)
     dense_token = np.full(graph.num_states, -1, dtype=np.int64)
@@ -419,8 +431,9 @@ def search(
             break
         trellis.add_emit(emit)
         trellis.add_frame(nxt, eps)
-        if prune_interval and (t + 1) % prune_interval == 0:
+        if prune_interval and (t + 1) % prune_interval == 0 and trellis.links > next_prune_above:
             trellis.prune_active(opts.lattice_beam, delta)
+            next_prune_above = max(prune_above, 2 * trellis.links) if prune_above else 0
     frames = trellis.frames
     final = graph.final[frames[-1].states]
     reached_final = len(frames) == loglikes.shape[0] + 1 and bool(np.isfinite(final).any())

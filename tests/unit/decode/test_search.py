@@ -294,13 +294,18 @@ def wide_graph(seed: int, num_states: int = 300, num_tids: int = 40) -> str:
     return "\n".join(lines) + "\n"
 
 
-def wide_search(num_frames: int, lattice_beam: float, prune_interval: int | None) -> Lattice:
+def wide_search(
+    num_frames: int, lattice_beam: float, prune_interval: int | None, prune_above: int = 0
+) -> Lattice:
     """The wide graph over ``num_frames`` frames of 10 pdfs (tid k -> pdf k mod 10);
-    log-likelihoods drawn uniformly and rounded (the same bits on every CPU)."""
+    log-likelihoods drawn uniformly and rounded (the same bits on every CPU); pruned
+    whatever the links held unless ``prune_above`` is given."""
     graph = SearchGraph.from_text(wide_graph(0), 0)
     loglikes = -np.round(np.random.default_rng(1).uniform(0, 8, (num_frames, 10)), 3)
     opts = SearchOptions(lattice_beam=lattice_beam)
-    return search(graph, graph.ilabel["emit"] % 10, loglikes, opts, prune_interval=prune_interval)
+    return search(
+        graph, graph.ilabel["emit"] % 10, loglikes, opts, prune_interval, prune_above=prune_above
+    )
 
 
 @pytest.mark.parametrize("interval", [1, 7, 25])
@@ -314,7 +319,7 @@ def test_pruning_as_it_goes_gives_the_lattice_of_one_pruning_at_the_end(seed, in
     arc_pdf = TID_TO_PDF[graph.ilabel["emit"]]
     opts = SearchOptions(lattice_beam=3.0, beam=10.0)
     once = search(graph, arc_pdf, loglikes, opts, prune_interval=0)
-    going = search(graph, arc_pdf, loglikes, opts, prune_interval=interval)
+    going = search(graph, arc_pdf, loglikes, opts, prune_interval=interval, prune_above=0)
     assert once.num_links > 0
     for name in LATTICE_ARRAYS:
         np.testing.assert_array_equal(getattr(going, name), getattr(once, name), err_msg=name)
@@ -359,3 +364,18 @@ def test_the_archive_entry_written_in_chunks_is_the_whole_one():
         lattice.kaldi_text("u").count("\n")
         == 1 + lattice.num_links + int(np.isfinite(lattice.final).sum()) + 1
     )
+
+
+def test_pruning_waits_until_the_links_held_pass_the_threshold_then_their_doubling():
+    """Short utterances are not pruned on the way (it would only cost CPU); a long one is
+    pruned once it holds more than prune_above links, and holds at most about twice its
+    surviving lattice plus the links of 25 frames after that."""
+    never = wide_search(1600, 1.0, prune_interval=0)
+    short = wide_search(100, 1.0, prune_interval=None, prune_above=200_000)
+    assert short.peak_links == wide_search(100, 1.0, prune_interval=0).peak_links
+    waited = wide_search(1600, 1.0, prune_interval=None, prune_above=200_000)
+    per_frame = never.peak_links / 1600
+    assert 200_000 < waited.peak_links < 200_000 + 26 * per_frame
+    assert waited.peak_links < never.peak_links / 4
+    for name in LATTICE_ARRAYS:
+        np.testing.assert_array_equal(getattr(waited, name), getattr(never, name), err_msg=name)
