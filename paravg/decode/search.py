@@ -27,8 +27,9 @@ them. As Kaldi's ``PruneActiveTokens``, the links held are pruned every
 ``PRUNE_INTERVAL`` (25) frames on the way (:meth:`_Trellis.prune_active`): a link on no
 path within ``lattice_beam`` of the best path to some token of the newest frame can be on
 no complete path within it either, so the final lattice is the one a single pruning at the
-end gives, and what the search holds is the lattice surviving so far plus at most 25
-frames' unpruned links, not every link within the beam of every frame.
+end gives, and what the search holds is about the lattice surviving so far (at most
+twice it, once past :data:`PRUNE_ABOVE_LINKS`) plus 25 frames' unpruned links, not every
+link within the beam of every frame.
 
 Kaldi's options and defaults (``LatticeFasterDecoderConfig``, ``steps/nnet3/decode.sh``):
 beam 15, lattice-beam 8, max-active 7000, min-active 200, acoustic-scale 0.1.
