@@ -766,6 +766,7 @@ class Recognition:
         self.graph_source = self.config["graph"]["source"]
         self.enabled, self.why_not = decoding_enabled(self.config)
         self.per_enabled = bool(self.settings["per"]) and self.graph_source == "demo"
+        self._num_frames: dict[tuple[str, int], dict[str, int]] = {}  # decode_mem_mb's
 
     def graph_outputs(self, kind: str) -> list[str]:
         """Files of results/graph/<kind>/ the decoder and the export read."""
@@ -827,7 +828,10 @@ class Recognition:
         per_minute = self.settings["mem_mb_per_minute"]
         if not path.is_file():
             return split_mem_mb({"?": FRAMES_PER_MINUTE}, 1, 0, per_minute)
-        return split_mem_mb(read_num_frames(path), self.settings["nj"], j, per_minute)
+        key = (str(path), path.stat().st_mtime_ns)  # read once per set, not once per split
+        if key not in self._num_frames:
+            self._num_frames[key] = read_num_frames(path)
+        return split_mem_mb(self._num_frames[key], self.settings["nj"], j, per_minute)
 
     def search_options(self) -> dict:
         keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")
