@@ -78,3 +78,48 @@ def test_a_split_that_cannot_fit_is_refused_naming_the_utterance_and_its_line(ws
     assert "Traceback" not in proc.stdout.split(expected)[0][-2000:]
     assert not (ws / target).exists()
     assert not (ws / "results/exp/default/decode/test/lat.0.gz").exists()
+
+
+def test_the_test_sets_lattices_are_the_same_pruned_on_the_way_or_once_at_the_end(ws):
+    """Kaldi's final lattice does not depend on PruneActiveTokens having run: on the tiny
+    trained model's test set, both graphs, the archive text pruned every 25 frames
+    (whatever the links held) is the one pruned once at the end, and the pruning held
+    fewer links."""
+    import os
+
+    import kaldiio
+    import torch
+
+    from paravg.decode.decoder import GraphSearch
+    from paravg.decode.posteriors import utterance_log_posteriors
+    from paravg.decode.search import SearchOptions, search
+    from paravg.graph.load import load_graph
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    cwd = os.getcwd()
+    os.chdir(ws)  # the scp files name paths relative to the workspace
+    try:
+        fd = load_model_file("results/exp/default/final.pt")
+        model = build_model(fd).eval()
+        log_priors = fd["state_dict"]["log_priors"].double()
+        feats = kaldiio.load_scp("results/feats/test/feats.scp")
+        ivecs = kaldiio.load_scp("results/ivector/test/ivector_online.scp")
+        period = int((ws / "results/ivector/test/ivector_period").read_text())
+        with torch.no_grad():
+            loglikes = {
+                u: (utterance_log_posteriors(model, feats[u], ivecs[u], period).double()
+                    - log_priors[None]).numpy()
+                for u in sorted(feats)
+            }  # fmt: skip
+        for kind in ("words", "phones"):
+            g = GraphSearch(load_graph(f"results/graph/{kind}"), SearchOptions(lattice_beam=2.0))
+            held = {"once": 0, "going": 0}
+            for utt, ll in loglikes.items():
+                once = search(g.arrays, g.arc_pdf, ll, g.opts, prune_interval=0)
+                going = search(g.arrays, g.arc_pdf, ll, g.opts, prune_interval=25, prune_above=0)
+                assert going.kaldi_text(utt) == once.kaldi_text(utt), (kind, utt)
+                held["once"] += once.peak_links
+                held["going"] += going.peak_links
+            assert held["going"] < held["once"], (kind, held)
+    finally:
+        os.chdir(cwd)
