@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -275,6 +276,14 @@ def memory(args) -> None:
     print(f"{'minutes':>7s} {'lattice beam':>12s} {'pruned':>14s} {'peak RSS MB':>11s} "
           f"{'MB/min':>7s} {'CPU s':>7s} {'CPU s/min':>9s} {'links/frame':>11s} "
           f"{'held links':>10s}")  # fmt: skip
+    try:
+        _memory_rows(args, results, L, tmp, graph_dirs, variants)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the long utterances and their lattices
+
+
+def _memory_rows(args, results: Path, L, tmp: Path, graph_dirs: dict, variants: list) -> None:
+    """One row per (minutes, lattice beam, variant): a child process's split decode."""
     for minutes in args.minutes:
         files = tiled_utterance(results, args.set, minutes, tmp / f"{minutes:g}")
         for beam in args.lattice_beams:
