@@ -27,9 +27,9 @@ WER and PER within 0.3, search RTF ≤ 0.1 at Kaldi's decode.sh beams.
 split (both graphs, lattices written), each in a fresh process whose peak RSS
 (``ru_maxrss`` at its end: exact, not sampled) and CPU time are printed per lattice beam,
 **before** (every link within the beam held to the end of the utterance, the links
-pruned once there: ``PRUNE_INTERVAL = 0``) and **after** (pruned every 25 frames as
-Kaldi's ``PruneActiveTokens``) side by side, with the lattice links per frame and the
-most links the search held::
+pruned once there: ``PRUNE_INTERVAL = 0``) and **after** ("on the way": pruned every
+25 frames as Kaldi's ``PruneActiveTokens`` once past ``PRUNE_ABOVE_LINKS``) side by
+side, with the lattice links per frame and the most links the search held::
 
     .venv/bin/python benchmarks/bench_decode.py --results results --memory \\
         --minutes 1 3 10 --lattice-beams 2 8 [--skip-before-above 3]
@@ -263,9 +263,7 @@ def memory(args) -> None:
 
     # a paravg without pruning as it goes (the release before, through PYTHONPATH): as is
     interval = getattr(search_module, "PRUNE_INTERVAL", None)
-    variants = (
-        [("at the end", 0), (f"every {interval}", interval)] if interval else [("as is", None)]
-    )
+    variants = [("at the end", 0), ("on the way", interval)] if interval else [("as is", None)]
 
     results = Path(args.results).resolve()
     os.chdir(results.parent)
