@@ -24,6 +24,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(_python_path))
 
 from paravg.config import validate_config  # noqa: E402
 from paravg.errors import user_error_ends_the_run  # noqa: E402
+from paravg.graph.settings import check_recognition_config  # noqa: E402
 
 
 # Relative to the Snakefile, so `--directory elsewhere` works; --configfile files override it.
@@ -33,6 +34,7 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 # every start-up check: a bad config ends the run here, as one line (no job, no lock yet)
 with user_error_ends_the_run():
     validate_config(config)
+    check_recognition_config(config)
 if config["run"]["pin_cpu_kernels"]:
     # torch's, MKL's, oneDNN's, numpy's and OpenBLAS's AVX2 paths, set before any job (or
     # paravg-warm's server, started after this file is read) loads torch or numpy: the same

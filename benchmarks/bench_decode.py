@@ -21,17 +21,41 @@ route's total over the old one, the share of (utterance, setting) pairs whose be
 path is the same in both routes (the settings both grids hold), and each route's WER and
 PER at its best setting. Targets (issue 22): new/old ≤ 0.1, same best path on ≥ 95 %,
 WER and PER within 0.3, search RTF ≤ 0.1 at Kaldi's decode.sh beams.
+
+**Memory** (``--memory``; issue 34, R4): one utterance of the eval set tiled to each of
+``--minutes`` (features and i-vectors repeated), decoded as rule decode_split decodes a
+split (both graphs, lattices written), each in a fresh process whose peak RSS
+(``ru_maxrss`` at its end: exact, not sampled) and CPU time are printed per lattice beam,
+**before** (every link within the beam held to the end of the utterance, the links
+pruned once there: ``PRUNE_INTERVAL = 0``) and **after** ("on the way": pruned every
+25 frames as Kaldi's ``PruneActiveTokens`` once past ``PRUNE_ABOVE_LINKS``) side by
+side, with the lattice links per frame and the most links the search held::
+
+    .venv/bin/python benchmarks/bench_decode.py --results results --memory \\
+        --minutes 1 3 10 --lattice-beams 2 8 [--skip-before-above 3]
+
+The release before (no pruning as it goes, the lattice text formatted whole) is measured
+the same way with its code first on the path, from outside the checkout::
+
+    git archive 39f5424 paravg | tar -x -C /tmp/old
+    cd /tmp && PYTHONPATH=/tmp/old python $REPO/benchmarks/bench_decode.py --memory ...
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import kaldiio
+import numpy as np
 import torch
 
 WORD_GRID = (list(range(7, 18)), [0.0, 0.5, 1.0])
@@ -45,7 +69,19 @@ def main() -> None:
     ap.add_argument("--exp", default="default")
     ap.add_argument("--set", default="test")
     ap.add_argument("--max-utts", type=int, default=20)
+    ap.add_argument("--memory", action="store_true", help="peak RSS per minute of audio")
+    ap.add_argument("--minutes", type=float, nargs="+", default=[1.0, 3.0])
+    ap.add_argument("--lattice-beams", type=float, nargs="+", default=[2.0, 8.0])
+    ap.add_argument(
+        "--skip-before-above", type=float, default=3.0,
+        help="minutes above which the unpruned 'before' run is skipped (it can need ~1 GB/min)",
+    )  # fmt: skip
+    ap.add_argument("--memory-job", help=argparse.SUPPRESS)  # the child of --memory
     args = ap.parse_args()
+    if args.memory_job:
+        return memory_job(json.loads(args.memory_job))
+    if args.memory:
+        return memory(args)
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
     from paravg.corpus.phones import PHONES, SILENCE
@@ -162,6 +198,117 @@ def main() -> None:
             f"WIP {old_best[1]:g}), new {new_rate:.2f} (LMWT {new_best[0]:g}, "
             f"WIP {new_best[1]:g})"
         )
+
+
+def tiled_utterance(results: Path, set_: str, minutes: float, out: Path) -> dict:
+    """The set's longest utterance repeated to ``minutes`` of frames, written as a Kaldi
+    feats/i-vector scp pair under ``out`` (the i-vector rows repeated at the same period,
+    one per ``ivector_period`` frames as the online extractor writes them)."""
+    from paravg.layout import Layout
+
+    L = Layout(results.name)
+    feats = kaldiio.load_scp(L.feats_scp(set_))
+    utt = max(feats, key=lambda u: feats[u].shape[0])
+    x = feats[utt]
+    frames = int(minutes * 6000)
+    reps = -(-frames // len(x))
+    long_x = np.concatenate([x] * reps)[:frames]
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"long{minutes:g}min"
+    kaldiio.save_ark(str(out / "feats.ark"), {name: long_x}, scp=str(out / "feats.scp"))
+    files = {"feats": str(out / "feats.scp"), "frames": frames}
+    if Path(L.ivector_scp(set_)).exists():
+        period = int(Path(L.ivector_period(set_)).read_text())
+        iv = kaldiio.load_scp(L.ivector_scp(set_))[utt]
+        rows = -(-frames // period)
+        long_iv = np.concatenate([iv] * (-(-rows // len(iv))))[:rows]
+        kaldiio.save_ark(str(out / "ivec.ark"), {name: long_iv}, scp=str(out / "ivec.scp"))
+        (out / "period").write_text(f"{period}\n")
+        files.update(ivectors=str(out / "ivec.scp"), period=str(out / "period"))
+    return files
+
+
+def memory_job(job: dict) -> None:
+    """One split decode (decode_split, both graphs) in this process; print its peak RSS."""
+    import paravg.decode.search as search_module
+    from paravg.decode.decoder import decode_split
+    from paravg.decode.search import SearchOptions
+
+    torch.set_num_threads(1)
+    if job["prune_interval"] is not None:
+        search_module.PRUNE_INTERVAL = job["prune_interval"]
+    out = Path(job["out"])
+    start = time.process_time()
+    summary = decode_split(
+        model_path=job["model"],
+        graph_dirs=job["graph_dirs"],
+        feats_scp=job["feats"],
+        out_path=out / "split.json",
+        lattice_paths={k: out / f"{k}.lat.gz" for k in job["graph_dirs"]},
+        nj=1,
+        job=0,
+        opts=SearchOptions(lattice_beam=job["lattice_beam"]),
+        ivectors_scp=job.get("ivectors"),
+        period_path=job.get("period"),
+    )
+    cpu = time.process_time() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(json.dumps({"peak_mb": peak_mb, "cpu_s": cpu, **summary}))
+
+
+def memory(args) -> None:
+    """Peak RSS and CPU time of a split decode of one long utterance, before and after."""
+    import paravg.decode.search as search_module
+    from paravg.layout import Layout
+
+    # a paravg without pruning as it goes (the release before, through PYTHONPATH): as is
+    interval = getattr(search_module, "PRUNE_INTERVAL", None)
+    variants = [("at the end", 0), ("on the way", interval)] if interval else [("as is", None)]
+
+    results = Path(args.results).resolve()
+    os.chdir(results.parent)
+    L = Layout(results.name)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_decode_memory."))
+    graph_dirs = {k: L.graph_dir(k) for k in ("words", "phones") if Path(L.graph_dir(k)).is_dir()}
+    print(f"one utterance of {args.set} tiled; decode_split on {sorted(graph_dirs)}, 1 core")
+    print(f"{'minutes':>7s} {'lattice beam':>12s} {'pruned':>14s} {'peak RSS MB':>11s} "
+          f"{'MB/min':>7s} {'CPU s':>7s} {'CPU s/min':>9s} {'links/frame':>11s} "
+          f"{'held links':>10s}")  # fmt: skip
+    try:
+        _memory_rows(args, results, L, tmp, graph_dirs, variants)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the long utterances and their lattices
+
+
+def _memory_rows(args, results: Path, L, tmp: Path, graph_dirs: dict, variants: list) -> None:
+    """One row per (minutes, lattice beam, variant): a child process's split decode."""
+    for minutes in args.minutes:
+        files = tiled_utterance(results, args.set, minutes, tmp / f"{minutes:g}")
+        for beam in args.lattice_beams:
+            for label, prune_interval in variants:
+                if prune_interval == 0 and minutes > args.skip_before_above:
+                    print(f"{minutes:7g} {beam:12g} {label:>14s} {'(skipped)':>11s}")
+                    continue
+                job = {
+                    "model": L.final_model(args.exp),
+                    "graph_dirs": graph_dirs,
+                    "lattice_beam": beam,
+                    "prune_interval": prune_interval,
+                    "out": str(tmp / f"{minutes:g}"),
+                    **files,
+                }
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--memory-job", json.dumps(job)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+                links = r["lattice_links_per_frame"].get("words", 0)
+                held = r.get("peak_held_links", {}).get("words", 0)
+                print(f"{minutes:7g} {beam:12g} {label:>14s} {r['peak_mb']:11.0f} "
+                      f"{r['peak_mb'] / minutes:7.0f} {r['cpu_s']:7.1f} "
+                      f"{r['cpu_s'] / minutes:9.1f} {links:11.1f} {held:10d}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import jsonschema
 import yaml
 
 from paravg.errors import ConfigError
-from paravg.graph.settings import check_recognition_config
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
 SCHEMA_PATH = REPO_CONFIG.with_name("config.schema.yaml")
@@ -117,9 +116,9 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
-    """Validate ``config`` in place (filling defaults) and check cross-key rules, those of
-    the experiments and those of the ``graph``/``decode``/``export`` sections
-    (:func:`paravg.graph.settings.check_recognition_config`).
+    """Validate ``config`` in place (filling defaults) and check cross-key rules (the
+    ``graph``/``decode``/``export`` sections' are
+    :func:`paravg.graph.settings.check_recognition_config`'s, which the Snakefile runs next).
 
     Returns the same dict for convenience. Raises :class:`ConfigError` with every
     problem found, each naming its key.
@@ -127,20 +126,52 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     schema = load_schema(schema_path)
     _validate(config, schema, "")
     resolved_experiments(config, schema_path)
-    if config["data"]["sets"]:
-        missing = [s for s in config["eval_sets"] if s not in config["data"]["sets"]]
+    own, train = config["data"]["sets"], config["data"]["train_set"]
+    if not uses_demo(config):
+        missing = [s for s in config["eval_sets"] if s not in own]
         if missing:
             raise ConfigError(f"eval_sets names sets not in data.sets: {missing}")
-    else:
-        demo = demo_set_names(config)
-        missing = [s for s in config["eval_sets"] if s not in demo]
-        if missing:
-            raise ConfigError(
-                f"eval_sets names {missing}, but the demo corpus has the sets {demo} "
-                "(dev only with demo.dev_fraction > 0)"
-            )
-    check_recognition_config(config)
+        return config
+    demo = demo_set_names(config)
+    if train not in demo:
+        raise ConfigError(
+            f"data.train_set {train!r} is neither in data.sets {sorted(own)} nor a set of "
+            f"the demo corpus {demo}"
+        )
+    missing = [s for s in config["eval_sets"] if s not in demo and s not in own]
+    if missing:
+        beside = f" or data.sets {sorted(own)}" if own else ""
+        raise ConfigError(
+            f"eval_sets names {missing}, but the demo corpus has the sets {demo} "
+            f"(dev only with demo.dev_fraction > 0){beside}"
+        )
     return config
+
+
+def uses_demo(config: dict) -> bool:
+    """Whether the run trains on the demo corpus: ``data.sets`` does not name
+    ``data.train_set``. The demo's sets are then there beside those ``data.sets`` names
+    (a set it names is its own, even one called like a demo set), so a set added to a
+    demo run changes nothing of the demo sets' jobs."""
+    return config["data"]["train_set"] not in config["data"]["sets"]
+
+
+def data_set_sources(config: dict, demo_dir) -> dict[str, str]:
+    """Set name -> source Kaldi data dir: the demo corpus's sets (``demo_dir(set)``) when
+    the run trains on it, then every set of ``data.sets``."""
+    sets = {s: demo_dir(s) for s in demo_set_names(config)} if uses_demo(config) else {}
+    return {**sets, **config["data"]["sets"]}
+
+
+def demo_beside_own_sets(config: dict) -> str | None:
+    """The start-up note of a run that trains on the demo corpus with sets of its own."""
+    own = config["data"]["sets"]
+    if not own or not uses_demo(config):
+        return None
+    return (
+        f"paravg: data.train_set {config['data']['train_set']} is not in data.sets: training "
+        f"on the demo corpus, with data.sets {sorted(own)} beside its sets"
+    )
 
 
 def resolved_experiments(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict[str, dict]:

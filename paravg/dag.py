@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 
-from paravg.config import demo_set_names, resolved_experiments
+from paravg.config import data_set_sources, demo_set_names, resolved_experiments, uses_demo
 from paravg.devices import training_gpus
 from paravg.errors import ConfigError, DataError
 from paravg.io import read_json
@@ -170,13 +170,13 @@ class Dag:
         return list(self.config["eval_sets"])
 
     def uses_demo(self) -> bool:
-        return not self.config["data"]["sets"]
+        """The run trains on the demo corpus (paravg.config.uses_demo)."""
+        return uses_demo(self.config)
 
     def data_sets(self) -> dict[str, str]:
-        """Set name -> source Kaldi data dir; the demo corpus when data.sets is empty."""
-        if self.config["data"]["sets"]:
-            return dict(self.config["data"]["sets"])
-        return {s: self.layout.demo_file(s) for s in demo_set_names(self.config)}
+        """Set name -> source Kaldi data dir: the demo corpus's sets when the run trains
+        on it, and every set of data.sets (paravg.config.data_set_sources)."""
+        return data_set_sources(self.config, self.layout.demo_file)
 
     def all_sets(self) -> list[str]:
         """The sets that need features: the training set and every eval set."""
@@ -197,9 +197,9 @@ class Dag:
         directory: checked when the DAG is built, so a wrong path stops the run before any
         job (a path missing from an input function would come wrapped in Snakemake's
         InputFunctionException)."""
-        if self.uses_demo():
-            return
         for set_ in self.all_sets():
+            if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
+                continue
             src = self.source_dir(set_)
             if not Path(src).is_dir():
                 raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
@@ -210,7 +210,7 @@ class Dag:
         made by a rule: its wav.scp and done file stand for it."""
         from paravg.data import source_files
 
-        if self.uses_demo():
+        if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
             return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
         return [str(f) for f in source_files(self.source_dir(set_))]
 
@@ -797,6 +797,7 @@ class Recognition:
         self.graph_source = self.config["graph"]["source"]
         self.enabled, self.why_not = decoding_enabled(self.config)
         self.per_enabled = bool(self.settings["per"]) and self.graph_source == "demo"
+        self._num_frames: dict[tuple[str, int], dict[str, int]] = {}  # decode_mem_mb's
 
     def graph_outputs(self, kind: str) -> list[str]:
         """Files of results/graph/<kind>/ the decoder and the export read."""
@@ -847,6 +848,21 @@ class Recognition:
             for kind, (lo, hi, wips) in grids.items()
             if kind in self.graph_dirs()
         }
+
+    def decode_mem_mb(self, set_: str, j: int) -> int:
+        """Rule decode_split's ``mem_mb``: split j's longest utterance (the set's
+        ``utt2num_frames``; one minute until the features exist, as in a dry run of a new
+        set: Snakemake asks again before the job runs). paravg.decode.split."""
+        from paravg.decode.split import FRAMES_PER_MINUTE, read_num_frames, split_mem_mb
+
+        path = Path(self.layout.utt2num_frames(set_))
+        per_minute = self.settings["mem_mb_per_minute"]
+        if not path.is_file():
+            return split_mem_mb({"?": FRAMES_PER_MINUTE}, 1, 0, per_minute)
+        key = (str(path), path.stat().st_mtime_ns)  # read once per set, not once per split
+        if key not in self._num_frames:
+            self._num_frames[key] = read_num_frames(path)
+        return split_mem_mb(self._num_frames[key], self.settings["nj"], j, per_minute)
 
     def search_options(self) -> dict:
         keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")

@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 # ------------------------------------------------------------------------------ prepare
 # Every file a prepared dir may hold (the declared outputs of rule prepare_data and the
 # optional copies); only these are ever removed from it.
+#: Utterances longer than this are warned about: decoding holds a whole utterance's lattice
+#: (paravg.decode.split), and Kaldi recipes segment recordings into utterances of seconds.
+LONG_UTTERANCE_S = 180.0
+FRAMES_PER_SECOND = 100  # targets are per 10-ms frame
+
 PREPARED_FILES = (
     "wav.scp",
     "utt2spk",
@@ -192,6 +197,18 @@ def _prepare_into(
         targets_place={u: places[u] for u in kept},
     )
     origin.write(out, kept)
+    long_utts = [u for u in kept if targets[u].size > LONG_UTTERANCE_S * FRAMES_PER_SECOND]
+    if long_utts:
+        longest = max(long_utts, key=lambda u: targets[u].size)
+        long_warning = (
+            f"{len(long_utts)} utterance(s) longer than {LONG_UTTERANCE_S / 60:g} minutes, the "
+            f"longest {targets[longest].size / FRAMES_PER_SECOND / 60:.1f} minutes "
+            f"({origin.wav(longest)}): decoding holds a whole utterance's "
+            "lattice (decode.mem_mb_per_minute, decode.max_mem_mb); Kaldi recipes segment "
+            "recordings into utterances of seconds (a segments file)"
+        )
+        log.warning("%s", long_warning)
+        data.warnings.append(long_warning)
 
     frames = int(sum(targets[u].size for u in kept))
     report = {

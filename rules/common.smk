@@ -16,6 +16,7 @@
 import inspect
 import sys
 
+from paravg.config import demo_beside_own_sets
 from paravg.dag import Dag
 from paravg.errors import user_error_ends_the_run, user_error_said_first
 from paravg.resume import target_jobs_from_argv
@@ -49,6 +50,8 @@ with user_error_ends_the_run():
 LAYOUT = PARAVG.layout
 if RECOGNITION.why_not:
     print(RECOGNITION.why_not, file=sys.stderr)
+if _note := demo_beside_own_sets(config):
+    print(_note, file=sys.stderr)
 if PARAVG.stale_egs:
     print(
         f"{LAYOUT.egs_info()} was made with other egs options than the config's "

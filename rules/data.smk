@@ -4,7 +4,7 @@
 # ---------------------------------------------------------------- demo_corpus (corpus helper)
 # Synthesize the labelled demo corpus (paravg.corpus): TTS voices x variants = speakers,
 # train/test(/dev) split by source voice, per-frame phone targets from the engines' timing.
-# Used when data.sets is empty. Also writes wav/, targets.{ark,scp}, text, phone_ctm.
+# Used while data.sets does not name data.train_set. Also writes wav/, targets.{ark,scp}, text, phone_ctm.
 rule demo_corpus:
     output:
         **PARAVG.demo_wav_scps(),

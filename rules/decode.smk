@@ -20,7 +20,9 @@ rule decode_split:
         "../envs/paravg.yaml"
     threads: 1  # the decoder is single-threaded; the fan-out over nj gives the parallelism
     resources:
-        mem_mb=3000,  # the model, HCLG as arrays, one utterance's raw lattice at a time
+        # the model, both graphs, and the split's longest utterance's lattice: 500 MB +
+        # decode.mem_mb_per_minute per minute of it (paravg.decode.split)
+        mem_mb=from_dag("recognition.decode_mem_mb"),
         runtime=120,
     script:
         "../scripts/decode.py"

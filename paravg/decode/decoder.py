@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +40,7 @@ import torch
 from paravg.decode.lattice import writing_lattice_archives
 from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.decode.search import SearchGraph, SearchOptions, low_frame_rate_scales, search
+from paravg.decode.split import split_utterances
 from paravg.errors import DataError
 from paravg.graph.load import DecodingGraph, load_graph
 from paravg.io import write_json_atomic
@@ -108,14 +108,6 @@ def check_reference_text(text_path: str | Path | None, words_txt: str | Path) ->
     return {"text": str(text_path), "oov_count": count, "oov_first": first}
 
 
-def split_utterances(utts: Sequence[str], nj: int, job: int) -> list[str]:
-    """Job ``job`` (0-based) of ``nj``: contiguous blocks of the sorted utterances, as
-    Kaldi's ``split_data.sh`` (sizes differ by at most one)."""
-    utts = sorted(utts)
-    bounds = np.linspace(0, len(utts), nj + 1).round().astype(int)
-    return utts[bounds[job] : bounds[job + 1]]
-
-
 @torch.no_grad()
 def decode_split(
     model_path: str | Path,
@@ -153,6 +145,7 @@ def decode_split(
     period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
     frames, nnet_s, search_s = 0, 0.0, 0.0
     links = {kind: 0 for kind in searches}
+    held = {kind: 0 for kind in searches}  # the most links one search held at once
     utts = split_utterances(list(feats.keys()), nj, job)
     with writing_lattice_archives({k: lattice_paths[k] for k in searches}) as archives:
         for utt in utts:
@@ -179,7 +172,8 @@ def decode_split(
                         kind,
                     )
                 links[kind] += lattice.num_links
-                archives[kind].write(lattice.kaldi_text(utt))
+                held[kind] = max(held[kind], lattice.peak_links)
+                lattice.write_kaldi_text(archives[kind], utt)
             search_s += time.process_time() - start
             frames += x.shape[0]
     result = {
@@ -189,6 +183,7 @@ def decode_split(
         "search_seconds": round(search_s, 3),
         "searches_per_utterance": len(searches),
         "lattice_links_per_frame": {k: round(n / max(frames, 1), 2) for k, n in links.items()},
+        "peak_held_links": held,
         "reference": reference,
         "options": vars(opts),
     }

@@ -60,6 +60,8 @@ class Lattice:
     # False when the search ended without a final state (or early): every token of the
     # last frame reached was made final at cost 0, Kaldi's partial traceback
     reached_final: bool = True
+    # the most links the search held at once (its memory: 32 bytes a link), 0 if unknown
+    peak_links: int = 0
 
     @property
     def num_nodes(self) -> int:
@@ -197,21 +199,33 @@ class Lattice:
         node, then an empty line. Each link is its own arc (not determinised: Kaldi's
         ``lattice-determinize-pruned`` reads it as it is)."""
         buf = io.StringIO()
-        buf.write(f"{key}\n")
-        for s, d, w, g, a, t in zip(
-            self.src.tolist(),
-            self.dst.tolist(),
-            self.word.tolist(),
-            self.graph.tolist(),
-            self.acoustic.tolist(),
-            self.tid.tolist(),
-            strict=True,
-        ):
-            buf.write(f"{s}\t{d}\t{w}\t{g:.6g},{a:.6g},{t if t else ''}\n")
-        for node in np.flatnonzero(np.isfinite(self.final)).tolist():
-            buf.write(f"{node}\t{self.final[node]:.6g},0,\n")
-        buf.write("\n")
+        self.write_kaldi_text(buf, key)
         return buf.getvalue()
+
+    def write_kaldi_text(self, out, key: str, chunk: int = 65536) -> None:
+        """Write :meth:`kaldi_text`'s entry to the text stream ``out``, ``chunk`` links at a
+        time: the text and its Python numbers exist for one chunk only (a whole lattice's
+        would take ~200 bytes a link)."""
+        out.write(f"{key}\n")
+        for a in range(0, self.num_links, chunk):
+            b = a + chunk
+            out.write(
+                "".join(
+                    f"{s}\t{d}\t{w}\t{g:.6g},{ac:.6g},{t if t else ''}\n"
+                    for s, d, w, g, ac, t in zip(
+                        self.src[a:b].tolist(),
+                        self.dst[a:b].tolist(),
+                        self.word[a:b].tolist(),
+                        self.graph[a:b].tolist(),
+                        self.acoustic[a:b].tolist(),
+                        self.tid[a:b].tolist(),
+                        strict=True,
+                    )
+                )
+            )
+        for node in np.flatnonzero(np.isfinite(self.final)).tolist():
+            out.write(f"{node}\t{self.final[node]:.6g},0,\n")
+        out.write("\n")
 
 
 class _ArchiveWriter:

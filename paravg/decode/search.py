@@ -23,8 +23,13 @@ cost, acoustic cost, transition-id, word). After the last frame the final costs 
 added (when no final state is active every token is final, Kaldi's partial result), and
 the links are pruned to those on a path within ``lattice_beam`` of the best
 (:func:`_pruned_lattice`), as ``PruneForwardLinksFinal`` and ``GetRawLattice`` leave
-them. Kaldi prunes every 25 frames to bound memory; pruning once
-at the end keeps the same links (a link's best path through it is the same).
+them. As Kaldi's ``PruneActiveTokens``, the links held are pruned every
+``PRUNE_INTERVAL`` (25) frames on the way (:meth:`_Trellis.prune_active`): a link on no
+path within ``lattice_beam`` of the best path to some token of the newest frame can be on
+no complete path within it either, so the final lattice is the one a single pruning at the
+end gives, and what the search holds is about the lattice surviving so far (at most
+twice it, once past :data:`PRUNE_ABOVE_LINKS`) plus 25 frames' unpruned links, not every
+link within the beam of every frame.
 
 Kaldi's options and defaults (``LatticeFasterDecoderConfig``, ``steps/nnet3/decode.sh``):
 beam 15, lattice-beam 8, max-active 7000, min-active 200, acoustic-scale 0.1.
@@ -39,6 +44,24 @@ import numpy as np
 from paravg.decode.lattice import Lattice
 
 BEAM_DELTA = 0.5  # Kaldi's LatticeFasterDecoderConfig::beam_delta
+PRUNE_INTERVAL = 25  # ::prune_interval: frames between two prunings of the links held
+PRUNE_SCALE = 0.1  # ::prune_scale: extra costs that move less than lattice_beam · this
+#                   do not send the pruning further back
+# Kaldi goes back while an extra cost moves by more than delta, which on a long utterance
+# with many lasting alternatives (an untrained model) is back to its start at every
+# pruning: quadratic in its length with numpy's cost per frame. paravg's pruning goes back
+# at most PRUNE_DEPTH frames, and all the way only once the utterance has grown by
+# 1/DEEP_FRACTION since the last time (at most ~DEEP_FRACTION + 1 passes over each frame
+# in all). The kept extra costs then err low: more links held for a while, never fewer,
+# and the final lattice is the same.
+PRUNE_DEPTH = 100
+DEEP_FRACTION = 8
+# Pruning costs CPU (about twice the search's on the tiny model's 3-s utterances when done
+# every 25 frames) and saves memory only where there is much to hold: paravg prunes once
+# the links held pass PRUNE_ABOVE_LINKS (32 MB), then again each time they have doubled
+# since the last pruning left them. An utterance of a few seconds is never pruned on the
+# way; what a long one holds stays under about twice its surviving lattice plus 25 frames.
+PRUNE_ABOVE_LINKS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -202,25 +225,164 @@ def _cutoff(costs: np.ndarray, opts: SearchOptions) -> tuple[float, float]:
     return beam_cutoff, opts.beam
 
 
+@dataclass
+class _Block:
+    """The links made in one step: ``kind`` ``"emit"`` (frame t → t + 1) or ``"eps"``
+    (within frame t); ``src``/``dst`` the tokens' positions in their frames, ``arc`` the
+    graph arc of that kind (its weight, transition-id and word are the link's), and
+    ``acoustic`` the unscaled acoustic cost (0 on a non-emitting link). 32 bytes a link."""
+
+    kind: str
+    src: np.ndarray
+    dst: np.ndarray
+    arc: np.ndarray
+    acoustic: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.arc)
+
+    def cost(self, graph: SearchGraph, scale: float) -> np.ndarray:
+        """Search cost of each link: graph + scale · acoustic."""
+        return graph.weight[self.kind][self.arc] + scale * self.acoustic
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.src, self.dst = self.src[mask], self.dst[mask]
+        self.arc, self.acoustic = self.arc[mask], self.acoustic[mask]
+
+
+def _empty_block(kind: str) -> _Block:
+    none = np.zeros(0, dtype=np.int64)
+    return _Block(kind, none, none, none, np.zeros(0))
+
+
+class _Trellis:
+    """What the search holds: the tokens of every frame (``frames``), each frame's
+    non-emitting links (``eps[t]``) and emitting links to the next frame (``emit[t]``),
+    and each token's extra cost (``extra[t]``) as Kaldi's ``PruneActiveTokens`` last set it.
+
+    A token's **extra cost** is how much worse the best path through it is than the best
+    path to the frontier token that path reaches (the frontier's tokens have 0; Kaldi's
+    ``Token::extra_cost``): extra(x) = min over links x → y of
+    α(x) + cost(link) − α(y) + extra(y), α a token's forward cost. A link whose
+    α(src) + cost − α(dst) + extra(dst) exceeds ``lattice_beam`` is on no path within
+    the lattice beam of any frontier token, so on no complete path within the lattice
+    beam of the best one either (every complete path passes a frontier token, whose
+    α is at most that path's cost to it): pruning it changes nothing the final pruning
+    (:func:`_pruned_lattice`) keeps. Tokens left without a link forward go too."""
+
+    def __init__(self, graph: SearchGraph, scale: float):
+        self.graph, self.scale = graph, scale
+        self.frames: list[_Frame] = []
+        self.eps: list[_Block] = []
+        self.emit: list[_Block] = []
+        self.extra: list[np.ndarray] = []
+        self.pruned_to = 0  # the frontier at the last pruning
+        self.deep_at = 0  # the frontier from which a pruning may go back to frame 0
+        self.links = 0  # links held now
+        self.peak_links = 0  # the most links held at once
+
+    def add_frame(self, frame: _Frame, eps: _Block) -> None:
+        self.frames.append(frame)
+        self.eps.append(eps)
+        self.extra.append(np.zeros(len(frame.states)))
+        self.links += len(eps)
+        self.peak_links = max(self.peak_links, self.links)
+
+    def add_emit(self, block: _Block) -> None:
+        self.emit.append(block)
+        self.links += len(block)
+        self.peak_links = max(self.peak_links, self.links)
+
+    def prune_active(self, lattice_beam: float, delta: float) -> None:
+        """Kaldi's ``PruneActiveTokens(lattice_beam * prune_scale)``: from the frontier back,
+        recompute each frame's extra costs from its links forward, prune the links above
+        ``lattice_beam`` and the tokens left without a link, and go on to the frame before
+        while the frame is new since the last pruning or an extra cost moved by more than
+        ``delta`` (Kaldi's ``must_prune_forward_links``; a smaller move is kept and not
+        propagated: the kept extra costs err low, which only keeps more links), at most
+        :data:`PRUNE_DEPTH` frames back unless the utterance grew by 1/:data:`DEEP_FRACTION`
+        since the last pass that could reach frame 0."""
+        frontier = len(self.frames) - 1
+        deep = frontier >= self.deep_at
+        stop = -1 if deep else max(frontier - 1 - PRUNE_DEPTH, -1)
+        changed = True
+        for f in range(frontier - 1, stop, -1):
+            if f < self.pruned_to and not changed:
+                break
+            changed = self._prune_frame(f, lattice_beam, delta)
+        self.pruned_to = frontier
+        if deep:
+            self.deep_at = frontier + max(PRUNE_DEPTH, frontier // DEEP_FRACTION)
+
+    def _prune_frame(self, f: int, lattice_beam: float, delta: float) -> bool:
+        """Kaldi's ``PruneForwardLinks(f)`` and ``PruneTokensForFrame(f)``: a token's extra
+        cost is the least over its links kept (those within ``lattice_beam``; none: the
+        token goes). Returns whether an extra cost moved by more than ``delta``."""
+        alpha, alpha_next = self.frames[f].costs, self.frames[f + 1].costs
+        emit, eps = self.emit[f], self.eps[f]
+        before = self.emit[f - 1] if f > 0 else _empty_block("emit")
+        held = len(emit) + len(eps) + len(before)
+        emit_extra = (
+            alpha[emit.src] + emit.cost(self.graph, self.scale) - alpha_next[emit.dst]
+        ) + self.extra[f + 1][emit.dst]
+        emit_kept = emit_extra <= lattice_beam
+        extra = np.full(len(alpha), np.inf)
+        np.minimum.at(extra, emit.src[emit_kept], emit_extra[emit_kept])
+        eps_base = alpha[eps.src] + eps.cost(self.graph, self.scale) - alpha[eps.dst]
+        while True:  # non-emitting chains within the frame: relax until nothing falls
+            eps_extra = eps_base + extra[eps.dst]
+            eps_kept = eps_extra <= lattice_beam
+            last = extra.copy()
+            np.minimum.at(extra, eps.src[eps_kept], eps_extra[eps_kept])
+            if np.array_equal(last, extra):
+                break
+        moved = bool(np.any(np.abs(extra - self.extra[f]) > delta))
+        emit.keep(emit_kept)
+        eps.keep(eps_kept)
+        alive = np.isfinite(extra)
+        if not alive.all():  # renumber the surviving tokens; links into the others go
+            new_pos = np.cumsum(alive) - 1
+            frame = self.frames[f]
+            frame.states, frame.costs = frame.states[alive], frame.costs[alive]
+            emit.src = new_pos[emit.src]
+            eps.src, eps.dst = new_pos[eps.src], new_pos[eps.dst]
+            before.keep(alive[before.dst])
+            before.dst = new_pos[before.dst]
+        self.extra[f] = extra[alive]
+        self.links += len(emit) + len(eps) + len(before) - held
+        return moved
+
+
 def search(
     graph: SearchGraph,
     arc_pdf: np.ndarray,
     loglikes: np.ndarray,
     opts: SearchOptions,
+    prune_interval: int | None = None,
+    prune_above: int | None = None,
 ) -> Lattice:
     """The raw lattice of one utterance, pruned to ``opts.lattice_beam``.
 
     ``arc_pdf``: the pdf of every emitting arc (its transition-id's pdf); ``loglikes``:
-    (frames × pdfs) pseudo-log-likelihoods, unscaled.
+    (frames × pdfs) pseudo-log-likelihoods, unscaled. Every ``prune_interval`` frames
+    the links held are pruned (:meth:`_Trellis.prune_active`; 0: only at the end, the
+    same lattice; None: :data:`PRUNE_INTERVAL`) once there are more than ``prune_above``
+    (None: :data:`PRUNE_ABOVE_LINKS`) and twice as many as the last pruning left (0:
+    every ``prune_interval`` frames, as Kaldi).
+    ``Lattice.peak_links`` is the most links the search held at once.
     """
+    if prune_interval is None:
+        prune_interval = PRUNE_INTERVAL
+    if prune_above is None:
+        prune_above = PRUNE_ABOVE_LINKS
+    next_prune_above = prune_above
     scale = opts.acoustic_scale
     dense_cost = np.full(graph.num_states, np.inf)
     dense_token = np.full(graph.num_states, -1, dtype=np.int64)
     mark = np.zeros(graph.num_states, dtype=np.int64)
-    frames: list[_Frame] = []
-    blocks: list[dict] = []  # link blocks in the order made: eps of 0, emit 0->1, eps of 1..
+    trellis = _Trellis(graph, scale)
 
-    def relax_epsilons(frame: _Frame, t: int, changed: np.ndarray, cutoff: float) -> None:
+    def relax_epsilons(frame: _Frame, changed: np.ndarray, cutoff: float) -> _Block:
         kept = []
         while len(changed):
             arcs, owner = graph.arcs_of("eps", changed)
@@ -231,28 +393,26 @@ def search(
             arcs, cost = arcs[keep], cost[keep]
             kept.append(arcs)
             changed = frame.add(graph.dst["eps"][arcs], cost)
-        if kept:
-            arcs = np.unique(np.concatenate(kept))
-            src = np.searchsorted(graph.offsets["eps"], arcs, side="right") - 1
-            blocks.append(
-                {
-                    "frames": (t, t),
-                    "src": frame.token_of(src),
-                    "dst": frame.token_of(graph.dst["eps"][arcs]),
-                    "graph": graph.weight["eps"][arcs],
-                    "acoustic": np.zeros(len(arcs)),
-                    "tid": np.zeros(len(arcs), dtype=np.int64),
-                    "word": graph.olabel["eps"][arcs],
-                }
-            )
+        if not kept:
+            return _empty_block("eps")
+        arcs = np.unique(np.concatenate(kept))
+        src = np.searchsorted(graph.offsets["eps"], arcs, side="right") - 1
+        return _Block(
+            "eps",
+            frame.token_of(src),
+            frame.token_of(graph.dst["eps"][arcs]),
+            arcs,
+            np.zeros(len(arcs)),
+        )
 
     first = _Frame(dense_cost, dense_token, mark)
     first.add(np.array([graph.start]), np.zeros(1))
-    relax_epsilons(first, 0, np.array([graph.start]), opts.beam)
+    eps = relax_epsilons(first, np.array([graph.start]), opts.beam)
     first.close()
-    frames.append(first)
+    trellis.add_frame(first, eps)
+    delta = opts.lattice_beam * PRUNE_SCALE
     for t in range(loglikes.shape[0]):
-        cur = frames[-1]
+        cur = trellis.frames[-1]
         cutoff, adaptive = _cutoff(cur.costs, opts)
         alive = np.flatnonzero(cur.costs <= cutoff)
         arcs, owner = graph.arcs_of("emit", cur.states[alive])
@@ -264,66 +424,76 @@ def search(
         nxt = _Frame(dense_cost, dense_token, mark)
         dst = graph.dst["emit"][arcs]
         changed = nxt.add(dst, cost)
-        blocks.append(
-            {
-                "frames": (t, t + 1),
-                "src": alive[owner],  # positions in frame t (its map is closed)
-                "dst": nxt.token_of(dst),
-                "graph": graph.weight["emit"][arcs],
-                "acoustic": acoustic,
-                "tid": graph.ilabel["emit"][arcs],
-                "word": graph.olabel["emit"][arcs],
-            }
-        )
-        relax_epsilons(nxt, t + 1, changed, next_cutoff)
+        # src: positions in frame t (its map is closed)
+        emit = _Block("emit", alive[owner], nxt.token_of(dst), arcs, acoustic)
+        eps = relax_epsilons(nxt, changed, next_cutoff)
         nxt.close()
         if not len(nxt.states):  # no arc left within the beam: stop at frame t
-            blocks.pop()
             break
-        frames.append(nxt)
+        trellis.add_emit(emit)
+        trellis.add_frame(nxt, eps)
+        if prune_interval and (t + 1) % prune_interval == 0 and trellis.links > next_prune_above:
+            trellis.prune_active(opts.lattice_beam, delta)
+            next_prune_above = max(prune_above, 2 * trellis.links) if prune_above else 0
+    frames = trellis.frames
     final = graph.final[frames[-1].states]
     reached_final = len(frames) == loglikes.shape[0] + 1 and bool(np.isfinite(final).any())
     if not reached_final:  # Kaldi's partial traceback: every token of the last frame ends
         final = np.zeros(len(frames[-1].states))
-    lattice = _pruned_lattice(frames, blocks, final, opts)
+    lattice = _pruned_lattice(trellis, final, opts)
     lattice.reached_final = reached_final
+    lattice.peak_links = trellis.peak_links
     return lattice
 
 
-def _pruned_lattice(
-    frames: list[_Frame], blocks: list[dict], final: np.ndarray, opts: SearchOptions
-) -> Lattice:
+def _pruned_lattice(trellis: _Trellis, final: np.ndarray, opts: SearchOptions) -> Lattice:
     """Kaldi's ``PruneForwardLinksFinal`` + ``GetRawLattice``: the links on a path within
-    ``lattice_beam`` of the best (search costs), as a :class:`Lattice`.
+    ``lattice_beam`` of the best (search costs), as a :class:`Lattice`. Empties the
+    trellis's links (its memory) once the kept ones are copied out.
 
     Forward costs are the tokens' (each the minimum over its kept incoming links);
     backward costs run over the link blocks in reverse, a frame's non-emitting links
     relaxed until no cost falls (their chains are short)."""
+    graph, frames = trellis.graph, trellis.frames
+    # the blocks in the order made: eps of 0, emit 0 -> 1, eps of 1, ...; (frame of src, dst)
+    blocks = [(t, t, trellis.eps[t]) for t in range(len(frames))]
+    blocks += [(t, t + 1, b) for t, b in enumerate(trellis.emit)]
+    blocks.sort(key=lambda b: (b[0], b[1]))
     offsets = np.concatenate([[0], np.cumsum([len(f.states) for f in frames])])
     alpha = np.concatenate([f.costs for f in frames])
     beta = np.full(len(alpha), np.inf)
     beta[offsets[-2] :] = final
-    for b in blocks:
-        b["src"] = b["src"] + offsets[b["frames"][0]]
-        b["dst"] = b["dst"] + offsets[b["frames"][1]]
-        b["cost"] = b["graph"] + opts.acoustic_scale * b["acoustic"]
-    for b in reversed(blocks):
-        src, dst, cost = b["src"], b["dst"], b["cost"]
+    links = [
+        (b.src + offsets[a], b.dst + offsets[z], b.cost(graph, opts.acoustic_scale), a == z, b)
+        for a, z, b in blocks
+    ]
+    for src, dst, cost, within, _ in reversed(links):
         while True:
             before = beta[src]
             np.minimum.at(beta, src, beta[dst] + cost)
-            if b["frames"][0] != b["frames"][1] or np.array_equal(before, beta[src]):
+            if not within or np.array_equal(before, beta[src]):
                 break
     best = float(np.min(alpha[offsets[-2] :] + final))
     limit = best + opts.lattice_beam
     kept = {k: [] for k in ("src", "dst", "graph", "acoustic", "tid", "word")}
-    for b in blocks:
-        keep = alpha[b["src"]] + b["cost"] + beta[b["dst"]] <= limit
-        for k in kept:
-            kept[k].append(b[k][keep])
-    links = {k: np.concatenate(v) if v else np.zeros(0) for k, v in kept.items()}
-    links = {k: v.astype(np.int64) if k in ("src", "dst", "tid", "word") else v
-             for k, v in links.items()}  # fmt: skip
+    for src, dst, cost, _, b in links:
+        keep = alpha[src] + cost + beta[dst] <= limit
+        arc = b.arc[keep]
+        kept["src"].append(src[keep])
+        kept["dst"].append(dst[keep])
+        kept["graph"].append(graph.weight[b.kind][arc])
+        kept["acoustic"].append(b.acoustic[keep])
+        kept["tid"].append(graph.ilabel[b.kind][arc])
+        kept["word"].append(graph.olabel[b.kind][arc])
+    links.clear()  # the trellis is spent: its links go before the lattice is sorted
+    trellis.eps.clear()
+    trellis.emit.clear()
+    out = {}
+    for k in list(kept):
+        v = kept.pop(k)
+        out[k] = np.concatenate(v) if v else np.zeros(0)
+        if k in ("src", "dst", "tid", "word"):
+            out[k] = out[k].astype(np.int64, copy=False)
     node_frame = np.concatenate(
         [np.full(len(f.states), t, dtype=np.int64) for t, f in enumerate(frames)]
     )
@@ -331,7 +501,7 @@ def _pruned_lattice(
     node_final[offsets[-2] :] = np.where(alpha[offsets[-2] :] + final <= limit, final, np.inf)
     used = np.zeros(len(alpha), dtype=bool)
     used[0] = True
-    used[links["src"]] = used[links["dst"]] = True
+    used[out["src"]] = used[out["dst"]] = True
     new_id = np.cumsum(used) - 1
-    links["src"], links["dst"] = new_id[links["src"]], new_id[links["dst"]]
-    return Lattice.from_links(node_frame[used], node_final[used], **links)
+    out["src"], out["dst"] = new_id[out["src"]], new_id[out["dst"]]
+    return Lattice.from_links(node_frame[used], node_final[used], **out)

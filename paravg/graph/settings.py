@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from paravg.config import uses_demo
 from paravg.errors import ConfigError
 
 REQUIRED = {
@@ -52,11 +53,13 @@ def check_recognition_config(config: dict) -> None:
 
 def decoding_enabled(config: dict) -> tuple[bool, str | None]:
     """Whether the run decodes, and why not when it does not. The demo graph is made of the
-    demo corpus's words: with your own data (``data.sets``) and ``graph.source: demo`` the
-    run trains and evaluates frame accuracy but does not decode, and says so."""
+    demo corpus's training words: with your own training set (``data.sets`` names
+    ``data.train_set``) and ``graph.source: demo`` the run trains and evaluates frame
+    accuracy but does not decode, and says so. Sets added beside the demo corpus's
+    (``data.sets`` without the training set) are decoded on the demo graph."""
     if not config["decode"]["enabled"]:
         return False, None
-    if config["graph"]["source"] == "demo" and config["data"]["sets"]:
+    if config["graph"]["source"] == "demo" and not uses_demo(config):
         return False, (
             "paravg: not decoding: graph.source demo is the demo corpus's graph; for a WER on "
             "your data set graph.source: lang (lang_dir, lm, final_mdl) or hclg (hclg_dir, "

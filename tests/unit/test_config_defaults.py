@@ -95,3 +95,41 @@ def test_the_demo_has_a_dev_set_only_when_asked():
         validate_config(deep_merge(base, {"demo": {"dev_fraction": 0}}))
     no_dev = {"demo": {"dev_fraction": 0}, "eval_sets": ["test"], "decode": {"tune_set": None}}
     assert validate_config(deep_merge(base, no_dev))["eval_sets"] == ["test"]
+
+
+def test_data_sets_without_the_training_set_add_sets_beside_the_demo_corpus():
+    """Issue 34, item 5: the demo's sets stay while data.sets does not name the training
+    set, so a set added to a demo run is only that set (the demo's keep their inputs)."""
+    import yaml
+
+    from paravg.config import (
+        REPO_CONFIG,
+        data_set_sources,
+        deep_merge,
+        demo_beside_own_sets,
+        uses_demo,
+        validate_config,
+    )
+    from paravg.errors import ConfigError
+
+    base = yaml.safe_load(REPO_CONFIG.read_text())
+    added = validate_config(
+        deep_merge(base, {"data": {"sets": {"t2": "/d/t2"}}, "eval_sets": ["dev", "test", "t2"]})
+    )
+    assert uses_demo(added)
+    assert data_set_sources(added, lambda s: f"demo/{s}") == {
+        "train": "demo/train", "test": "demo/test", "dev": "demo/dev", "t2": "/d/t2"
+    }  # fmt: skip
+    assert "training on the demo corpus, with data.sets ['t2']" in demo_beside_own_sets(added)
+    own_test = deep_merge(added, {"data": {"sets": {"test": "/d/test"}}})
+    assert data_set_sources(own_test, lambda s: f"demo/{s}")["test"] == "/d/test"
+    demo_only = validate_config(deep_merge(base, {}))
+    assert uses_demo(demo_only) and demo_beside_own_sets(demo_only) is None
+    own = deep_merge(base, {"data": {"sets": {"train": "/d/train", "test": "/d/test"}}})
+    own = validate_config(deep_merge(own, {"eval_sets": ["test"], "decode": {"tune_set": None}}))
+    assert not uses_demo(own) and demo_beside_own_sets(own) is None
+    assert data_set_sources(own, lambda s: f"demo/{s}") == {"train": "/d/train", "test": "/d/test"}
+    with pytest.raises(ConfigError, match=r"eval_sets names \['t3'\].*or data.sets \['t2'\]"):
+        validate_config(deep_merge(added, {"eval_sets": ["t3"]}))
+    with pytest.raises(ConfigError, match=r"data\.train_set 'mine' is neither in data\.sets"):
+        validate_config(deep_merge(added, {"data": {"train_set": "mine"}}))

@@ -475,3 +475,27 @@ def test_origin_maps_prepared_lines_to_the_users_lines(tmp_path):
     data = read_data_dir(tmp_path / "out")
     data.origin = origin
     assert data.where("spkA-u1").startswith(f"{src.resolve()}/wav.scp:1:")
+
+
+def test_an_utterance_of_more_than_three_minutes_is_warned_about_with_its_line(tmp_path, caplog):
+    """Issue 34 (R4): a 10-minute utterance was decoded in 11 GB with no word anywhere.
+    Preparation names the longest long one (Kaldi recipes segment recordings)."""
+    src = make_dir(tmp_path)
+    tg = {u: (np.arange(48) % 5).astype(np.int32) for u in _utts_of(src)}
+    tg["spkA-u1"] = np.zeros(18_600, dtype=np.int32)  # 3.1 minutes of 10-ms frames
+    tg["spkB-u0"] = np.zeros(18_100, dtype=np.int32)
+    write_targets(src, tg, "txt")
+    with caplog.at_level("WARNING"):
+        report = prepare(src, tmp_path)
+    [warning] = [w for w in report["warnings"] if "longer than 3 minutes" in w]
+    assert warning.startswith("2 utterance(s) longer than 3 minutes, the longest 3.1 minutes")
+    assert f"{src / 'wav.scp'}:2: utterance 'spkA-u1'" in warning
+    assert "decode.max_mem_mb" in warning and "segments" in warning
+    assert warning in caplog.text
+    tg["spkA-u1"] = tg["spkB-u0"] = np.zeros(17_900, dtype=np.int32)  # under 3 minutes
+    write_targets(src, tg, "txt")
+    assert not any("longer than" in w for w in prepare(src, tmp_path)["warnings"])
+
+
+def _utts_of(src: Path) -> list[str]:
+    return [line.split()[0] for line in (src / "utt2spk").read_text().splitlines()]

@@ -287,3 +287,113 @@ def test_a_damaged_lattice_archive_is_named_with_its_rebuild(tmp_path):
         DataError, match=r"lat\.0\.gz: the lattice archive cannot be read.*forcerun"
     ):
         list(read_lattice_archive(path))
+
+
+# ---------------------------------------------------------------- pruning as it goes
+LATTICE_ARRAYS = ("frame", "level", "final", "src", "dst", "graph", "acoustic", "tid", "word")
+
+
+def wide_graph(seed: int, num_states: int = 300, num_tids: int = 40) -> str:
+    """A larger random graph (3 emitting arcs a state, some word-carrying non-emitting
+    arcs forward, every 7th state final): many tokens stay within the beam every frame."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for s in range(num_states):
+        for _ in range(3):
+            word = int(rng.integers(1, 50)) if rng.random() < 0.2 else 0
+            lines.append(
+                f"{s} {int(rng.integers(0, num_states))} {int(rng.integers(1, num_tids + 1))} "
+                f"{word} {rng.uniform(0, 2):.4f}"
+            )
+        if rng.random() < 0.3 and s < num_states - 1:
+            dst = int(rng.integers(s + 1, num_states))
+            lines.append(f"{s} {dst} 0 {int(rng.integers(1, 50))} {rng.uniform(0, 1):.4f}")
+    lines += [f"{s} 0.5" for s in range(0, num_states, 7)]
+    return "\n".join(lines) + "\n"
+
+
+def wide_search(
+    num_frames: int, lattice_beam: float, prune_interval: int | None, prune_above: int = 0
+) -> Lattice:
+    """The wide graph over ``num_frames`` frames of 10 pdfs (tid k -> pdf k mod 10);
+    log-likelihoods drawn uniformly and rounded (the same bits on every CPU); pruned
+    whatever the links held unless ``prune_above`` is given."""
+    graph = SearchGraph.from_text(wide_graph(0), 0)
+    loglikes = -np.round(np.random.default_rng(1).uniform(0, 8, (num_frames, 10)), 3)
+    opts = SearchOptions(lattice_beam=lattice_beam)
+    return search(
+        graph, graph.ilabel["emit"] % 10, loglikes, opts, prune_interval, prune_above=prune_above
+    )
+
+
+@pytest.mark.parametrize("interval", [1, 7, 25])
+@pytest.mark.parametrize("seed", range(4))
+def test_pruning_as_it_goes_gives_the_lattice_of_one_pruning_at_the_end(seed, interval):
+    """Kaldi's PruneActiveTokens every prune_interval frames removes only links that the
+    final pruning removes too: the lattice is the same, array for array."""
+    text = random_graph(seed, num_states=8)
+    loglikes = np.log(np.random.default_rng(seed).dirichlet([1.0, 1.0], size=120))
+    graph = SearchGraph.from_text(text, 0)
+    arc_pdf = TID_TO_PDF[graph.ilabel["emit"]]
+    opts = SearchOptions(lattice_beam=3.0, beam=10.0)
+    once = search(graph, arc_pdf, loglikes, opts, prune_interval=0)
+    going = search(graph, arc_pdf, loglikes, opts, prune_interval=interval, prune_above=0)
+    assert once.num_links > 0
+    for name in LATTICE_ARRAYS:
+        np.testing.assert_array_equal(getattr(going, name), getattr(once, name), err_msg=name)
+
+
+@pytest.mark.parametrize("lattice_beam", [1.0, 4.0])
+def test_pruning_as_it_goes_on_a_wide_graph_keeps_the_lattice(lattice_beam):
+    once = wide_search(600, lattice_beam, prune_interval=0)
+    going = wide_search(600, lattice_beam, prune_interval=None)
+    assert going.peak_links < once.peak_links
+    for name in LATTICE_ARRAYS:
+        np.testing.assert_array_equal(getattr(going, name), getattr(once, name), err_msg=name)
+
+
+def test_the_links_the_search_holds_do_not_grow_with_the_utterance_beyond_its_lattice():
+    """Issue 34 (R4): the search held every link within the beam of every frame to the
+    end of the utterance, so its memory grew as frames x active arcs (1,000 links a frame
+    here). Pruned every 25 frames, what it holds beyond the lattice it returns stays the
+    same from 400 to 1,600 frames, where holding everything grows fourfold."""
+    short, long = (wide_search(n, 1.0, prune_interval=None) for n in (400, 1600))
+    short_all, long_all = (wide_search(n, 1.0, prune_interval=0) for n in (400, 1600))
+    assert long_all.peak_links > 3.5 * short_all.peak_links  # every link made: ~frames
+    assert long_all.peak_links > 500 * 1600
+    beyond_short = short.peak_links - short.num_links
+    beyond_long = long.peak_links - long.num_links
+    assert beyond_long < 1.2 * beyond_short, (beyond_short, beyond_long)
+    assert long.peak_links < long_all.peak_links / 20
+
+
+def test_the_archive_entry_written_in_chunks_is_the_whole_one():
+    """The decoder writes each lattice a chunk of links at a time (its memory): the same
+    text as formatting it whole, whatever the chunk."""
+    import io
+
+    lattice = wide_search(60, 2.0, prune_interval=None)
+    assert lattice.num_links > 7
+    for chunk in (1, 7, lattice.num_links, 10 * lattice.num_links):
+        buf = io.StringIO()
+        lattice.write_kaldi_text(buf, "u", chunk=chunk)
+        assert buf.getvalue() == lattice.kaldi_text("u")
+    assert (
+        lattice.kaldi_text("u").count("\n")
+        == 1 + lattice.num_links + int(np.isfinite(lattice.final).sum()) + 1
+    )
+
+
+def test_pruning_waits_until_the_links_held_pass_the_threshold_then_their_doubling():
+    """Short utterances are not pruned on the way (it would only cost CPU); a long one is
+    pruned once it holds more than prune_above links, and holds at most about twice its
+    surviving lattice plus the links of 25 frames after that."""
+    never = wide_search(1600, 1.0, prune_interval=0)
+    short = wide_search(100, 1.0, prune_interval=None, prune_above=200_000)
+    assert short.peak_links == wide_search(100, 1.0, prune_interval=0).peak_links
+    waited = wide_search(1600, 1.0, prune_interval=None, prune_above=200_000)
+    per_frame = never.peak_links / 1600
+    assert 200_000 < waited.peak_links < 200_000 + 26 * per_frame
+    assert waited.peak_links < never.peak_links / 4
+    for name in LATTICE_ARRAYS:
+        np.testing.assert_array_equal(getattr(waited, name), getattr(never, name), err_msg=name)

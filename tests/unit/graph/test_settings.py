@@ -89,6 +89,15 @@ def test_own_data_with_the_demo_graph_trains_without_decoding_and_says_so():
     assert decoding_enabled(cfg) == (False, None)
 
 
+def test_a_set_added_beside_the_demo_corpus_is_decoded_on_the_demo_graph():
+    """Issue 34, item 5: data.sets without the training set adds sets to a demo run, whose
+    model and graph are the demo's: the run decodes them (OOVs count as errors)."""
+    cfg = config()
+    cfg["data"]["sets"] = {"t2": "/d/t2"}
+    cfg["eval_sets"] = ["dev", "test", "t2"]
+    assert decoding_enabled(cfg) == (True, None)
+
+
 def test_min_active_above_max_active_is_refused_at_start_up():
     """B4: Kaldi's LatticeFasterDecoderConfig::Check asserts min_active <= max_active (a
     raw C++ assertion after training), and vosk refuses such a model.conf."""
