@@ -524,6 +524,10 @@ class WarmPool:
                 for allocation in query:
                     state = states.get(allocation.jobid)
                     if allocation.ended is None and state in ENDED_STATES:
+                        # the batch script writes its end file before SLURM sees it end:
+                        # its exit status is the better reason, if it is there by now
+                        self._check_health(allocation, now)
+                    if allocation.ended is None and state in ENDED_STATES:
                         self._check(allocation, now)
                         self._lose(allocation, f"SLURM state {state}")
 
