@@ -40,11 +40,9 @@ def _plain(value, workdir: str):
 
 
 def _record(job, workdir: str) -> dict:
-    params = {name: job.params[name] for name in job.params.keys()}
+    params = dict(job.params.items())  # a Namedlist: iterating it gives values
     resources = {
-        name: job.resources[name]
-        for name in job.resources.keys()
-        if name not in SKIPPED_RESOURCES
+        name: value for name, value in job.resources.items() if name not in SKIPPED_RESOURCES
     }
     return _plain(
         {
