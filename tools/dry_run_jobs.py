@@ -75,7 +75,8 @@ def main(argv: list[str]) -> int:
             snakemake_main(["-n", "-s", str(ROOT / "Snakefile"), "-d", workdir, *args])
     except SystemExit as end:
         if end.code:
-            return int(end.code)
+            print(end.code, file=sys.stderr)
+            return end.code if isinstance(end.code, int) else 1
     sys.stdout.write("".join(line + "\n" for line in sorted(records)))
     return 0
 
