@@ -96,14 +96,3 @@ def utterance_log_posteriors(
     times = starts[:, None] + f * np.arange(per_chunk)[None, :]
     keep = times < np.minimum((chunk + 1) * period, num_frames)[:, None]
     return out[torch.from_numpy(keep)]
-
-
-def pseudo_log_likelihoods(
-    log_posteriors: torch.Tensor, log_priors: torch.Tensor, acoustic_scale: float
-) -> np.ndarray:
-    """acoustic_scale · (log p(pdf | x) − log prior(pdf)), float32 (T, num_pdfs).
-
-    Kaldi's nnet3 decodables divide by the priors (``nnet3-am-adjust-priors``) and scale
-    by ``--acoustic-scale`` (0.1) before the decoder adds graph costs.
-    """
-    return (acoustic_scale * (log_posteriors - log_priors[None, :])).float().numpy()

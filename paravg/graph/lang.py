@@ -66,18 +66,11 @@ class Lang:
         return [i for p, i in self.phones.items() if p.startswith("#")]
 
     @property
-    def disambig_word_ids(self) -> list[int]:
-        return [i for w, i in self.words.items() if w.startswith("#")]
-
-    @property
     def optional_silence(self) -> str:
         return self.silence[0]
 
     def phone_names(self) -> dict[int, str]:
         return {i: p for p, i in self.phones.items()}
-
-    def word_names(self) -> dict[int, str]:
-        return {i: w for w, i in self.words.items()}
 
 
 def base_phone(phone: str) -> str:

@@ -793,9 +793,6 @@ class TdnnLstmModel(LayerStackModel):
         levels.append(needed)
         return levels[::-1]
 
-    def lda_times(self, output_times: Times) -> Times:
-        return self.level_times(output_times)[0]
-
     def forward(
         self,
         feats: torch.Tensor,

@@ -103,8 +103,3 @@ def run_node(kind: str, node: dict, outputs: dict) -> None:
         outputs=outputs,
         plan={"fingerprint": node["fingerprint"]},
     )
-
-
-def node_kinds_writing(layout_kind: str) -> list[NodeKind]:
-    """The node kinds that write files of ``layout_kind`` (e.g. ``model``: average, bmuf)."""
-    return [k for k in NODE_KINDS.values() if layout_kind in k.layout_kinds]

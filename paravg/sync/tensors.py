@@ -119,15 +119,6 @@ def zeros_like(sd: dict, dtype=torch.float64) -> dict:
     }
 
 
-def max_abs_difference(a: dict, b: dict) -> float:
-    """max_k max |a_k − b_k| over floating tensors (0 for identical state dicts)."""
-    worst = 0.0
-    for k, v in a.items():
-        if v.is_floating_point():
-            worst = max(worst, float((v.to(torch.float64) - b[k].to(torch.float64)).abs().max()))
-    return worst
-
-
 PARAMETER_KEYS = ("state_dict", "meta")
 
 
