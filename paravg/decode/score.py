@@ -166,6 +166,46 @@ def write_scores(
     write_json_atomic(out_json, result)
 
 
+def _score_unit(
+    unit: str,
+    refs: Mapping[str, Sequence[str]],
+    hyps_by_setting: Mapping[str, Mapping[str, str]],
+    tuned: Mapping[str, str],
+    result: dict,
+    per_utt: dict[str, str],
+) -> str:
+    """Score one unit, ``"wer"`` (words) or ``"per"`` (collapsed phones), the same way
+    (Kaldi's ``score.sh`` for both), into ``result`` and ``per_utt``; return the setting.
+
+    The setting is the tuning set's ``<unit>_setting`` when ``tuned`` names one, else this
+    set's best. ``result`` gets ``<unit>`` (the rate in %), ``<unit>_setting``, the
+    setting's LMWT and WIP (``lmwt``/``word_ins_penalty``; ``per_lmwt``/…  for PER),
+    ``<unit>_details``, ``<unit>_all`` (every setting's rate) and ``<unit>_own[_setting]``
+    (this set's own best); ``per_utt["<unit>_details"]`` Kaldi's per-utterance lines.
+    """
+    scores, key, toks = score_kind(
+        refs, hyps_by_setting, unit == "per", tuned.get(f"{unit}_setting")
+    )
+    best = scores[key]
+    lmwt, wip = parse_setting(key)
+    own = best_setting(scores)
+    prefix = "" if unit == "wer" else f"{unit}_"
+    result.update(
+        {
+            unit: best["rate"],
+            f"{unit}_setting": key,
+            f"{prefix}lmwt": lmwt,
+            f"{prefix}word_ins_penalty": wip,
+            f"{unit}_details": best,
+            f"{unit}_all": {k: v["rate"] for k, v in scores.items()},
+            f"{unit}_own": scores[own]["rate"],
+            f"{unit}_own_setting": own,
+        }
+    )
+    per_utt[f"{unit}_details"] = per_utt_lines(refs, toks)
+    return key
+
+
 def setting_key(lmwt: float, wip: float) -> str:
     """``"<LMWT>_<WIP>"`` as Kaldi's scoring dirs name them (``penalty_0.5/10.tra``)."""
     return f"{lmwt:g}_{wip:g}"
@@ -373,22 +413,7 @@ def score_set(
     if refs_words is not None:
         utts = set(next(iter(hyps["words"].values())))
         refs = {u: w for u, w in refs_words.items() if u in utts}
-        scores, key, toks = score_kind(refs, hyps["words"], False, tuned.get("wer_setting"))
-        best = scores[key]
-        lmwt, wip = parse_setting(key)
-        own = best_setting(scores)
-        result.update(
-            wer=best["rate"],
-            wer_setting=key,
-            lmwt=lmwt,
-            word_ins_penalty=wip,
-            wer_details=best,
-            wer_all={k: v["rate"] for k, v in scores.items()},
-            wer_own=scores[own]["rate"],
-            wer_own_setting=own,
-        )
-        per_utt["wer_details"] = per_utt_lines(refs, toks)
-        ctm_setting = key
+        ctm_setting = _score_unit("wer", refs, hyps["words"], tuned, result, per_utt)
     else:
         result.update(wer=None, wer_note="no text for this set: decoded, WER not scored")
         log.warning("%s: no text; decoded without scoring WER", user_file(text_path))
@@ -397,21 +422,7 @@ def score_set(
         utts = sorted(u for u in next(iter(hyps["phones"].values())) if u in targets)
         seqs = phone_sequences((targets[u] for u in utts), PHONES, SILENCE)
         refs = {u: collapse(s) for u, s in zip(utts, seqs, strict=True)}
-        scores, key, toks = score_kind(refs, hyps["phones"], True, tuned.get("per_setting"))
-        best = scores[key]
-        lmwt, wip = parse_setting(key)
-        own = best_setting(scores)
-        result.update(
-            per=best["rate"],
-            per_setting=key,
-            per_lmwt=lmwt,
-            per_word_ins_penalty=wip,
-            per_details=best,
-            per_all={k: v["rate"] for k, v in scores.items()},
-            per_own=scores[own]["rate"],
-            per_own_setting=own,
-        )
-        per_utt["per_details"] = per_utt_lines(refs, toks)
+        _score_unit("per", refs, hyps["phones"], tuned, result, per_utt)
     else:
         result.update(per=None)
     result["ctm"] = {
