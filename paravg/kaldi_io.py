@@ -518,19 +518,23 @@ def write_ark_scp(
     scp: str | os.PathLike,
     compression_method: int | None = None,
     scp_ark_path: str | os.PathLike | None = None,
+    absolute: bool = True,
 ) -> int:
     """Write ``(key, array)`` pairs as a binary Kaldi ark plus its scp, atomically.
 
     float32/float64 matrices become ``FM``/``DM`` (or Kaldi's compressed matrix with
     ``compression_method``, kaldiio's numbering of ``CompressionMethod``), int32 vectors
     Kaldi's integer vectors. The scp names the absolute path of ``ark`` (as Kaldi's
-    ``make_mfcc.sh`` does), or ``scp_ark_path`` when the ark will be moved there. The ark
-    is renamed into place before the scp, so an scp never names an incomplete ark.
+    ``make_mfcc.sh`` does), or ``scp_ark_path`` when the ark will be moved there; with
+    ``absolute=False`` that path as given (relative paths stay relative, as kaldiio's
+    ``WriteHelper("ark,scp:…")`` writes them). The ark is renamed into place before the
+    scp, so an scp never names an incomplete ark. Returns the number of items written.
     """
     from kaldiio.matio import write_array
 
     ark, scp = Path(ark), Path(scp)
-    ark_abs = Path(scp_ark_path).resolve() if scp_ark_path else ark.resolve()
+    named = Path(scp_ark_path) if scp_ark_path else ark
+    ark_abs = named.resolve() if absolute else named
     lines = []
     n = 0
     with atomic_path(ark) as tmp_ark, open(tmp_ark, "wb") as fd:

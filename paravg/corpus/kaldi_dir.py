@@ -9,7 +9,7 @@ sorting ``utt2spk`` by utterance also sorts it by speaker):
     spk2utt      <spk> <utt> <utt> ...
     text         <utt> <WORDS>
     targets.ark  Kaldi binary int32 vectors, one per utterance: per-frame phone ids
-                 (the format of ``ali-to-pdf``), written with kaldiio
+                 (the format of ``ali-to-pdf``), paravg.kaldi_io.write_ark_scp
     targets.scp  <utt> <targets.ark>:<offset>
     phone_ctm    <utt> 1 <start> <duration> <phone>  (exact segment times)
     phones.txt   <phone> <id>
@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import kaldiio
 import numpy as np
 
 from paravg.corpus.labels import Segment, ctm_lines
 from paravg.corpus.phones import phones_txt
-from paravg.io import atomic_path, write_text_atomic
+from paravg.io import write_text_atomic
+from paravg.kaldi_io import write_ark_scp
 
 
 @dataclass
@@ -48,15 +48,14 @@ def _lines(rows: Sequence[str]) -> str:
 
 
 def write_targets(directory: Path, records: Sequence[UtteranceRecord]) -> None:
-    """``targets.ark`` (binary int32 vectors) and ``targets.scp`` pointing into it."""
-    ark = directory / "targets.ark"
-    scp_rows = []
-    with atomic_path(ark) as tmp, open(tmp, "wb") as fd:
-        for rec in records:
-            offset = fd.tell() + len(rec.utt.encode()) + 1  # after "<utt> "
-            kaldiio.save_ark(fd, {rec.utt: np.asarray(rec.targets, dtype=np.int32)})
-            scp_rows.append(f"{rec.utt} {ark}:{offset}")
-    write_text_atomic(directory / "targets.scp", _lines(scp_rows))
+    """``targets.ark`` (binary int32 vectors) and ``targets.scp`` pointing into it (the
+    ark's path as ``directory`` gives it: the demo's tables stay relative to the run)."""
+    write_ark_scp(
+        ((rec.utt, np.asarray(rec.targets, dtype=np.int32)) for rec in records),
+        directory / "targets.ark",
+        directory / "targets.scp",
+        absolute=False,
+    )
 
 
 def write_data_dir(directory: str | os.PathLike, records: Sequence[UtteranceRecord]) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from paravg.errors import DataError
-from paravg.io import atomic_path, write_json_atomic, write_text_atomic
+from paravg.io import write_json_atomic, write_text_atomic
 from paravg.ivector import cmvn, data, extractor_em, ubm
 from paravg.ivector.extractor import IvectorExtractor
 from paravg.ivector.features import IvectorFeaturePipeline, subsample
@@ -376,7 +376,7 @@ def extract_online(
     """``extract_ivectors_online.sh`` for one job: ``utts_per_spk_max > 0`` first cuts the
     speakers into pseudo-speakers (training data; 1: every utterance alone, the eval sets
     with ``ivector.eval_per_utt``), 0 keeps the real speakers."""
-    import kaldiio
+    from paravg.kaldi_io import write_ark_scp
 
     extractor = IvectorExtractor.load(extractor_path)
     gmm = ubm.DiagGmm.load(ubm_path)
@@ -386,17 +386,14 @@ def extract_online(
     speakers = data.job_speakers(spk2utt_map, source, job, nj, str(spk2utt))
     if utts_per_spk_max > 0:
         speakers = data.pseudo_speakers(speakers, utts_per_spk_max)
-    num_utts = 0
-    with atomic_path(out_ark, suffix=".ark") as ark, atomic_path(out_scp, suffix=".scp") as scp:
-        with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
-            for utts in speakers.values():
-                pairs = ((u, source[u]) for u in utts)
-                for utt, result in extract_speaker(extractor, gmm, pipeline, pairs, opts):
-                    writer(utt, result.ivectors)
-                    num_utts += 1
-        # The scp names the temporary ark; point it at the final name.
-        text = scp.read_text().replace(str(ark), str(out_ark))
-        scp.write_text(text)
+
+    def ivectors():
+        for utts in speakers.values():
+            pairs = ((u, source[u]) for u in utts)
+            for utt, result in extract_speaker(extractor, gmm, pipeline, pairs, opts):
+                yield utt, result.ivectors
+
+    num_utts = write_ark_scp(ivectors(), out_ark, out_scp, absolute=False)
     info = {"utterances": num_utts, "speakers": len(speakers)}
     log.info("extracted %s", info)
     return info

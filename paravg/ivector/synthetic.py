@@ -65,19 +65,15 @@ def write_corpus(
     out_dir: str | os.PathLike, speakers: dict[str, list[tuple[str, np.ndarray]]]
 ) -> SyntheticCorpus:
     """Write the Kaldi files of ``speakers`` under ``out_dir``."""
-    import kaldiio
+    from paravg.kaldi_io import write_ark_scp
 
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    num_frames = 0
-    with kaldiio.WriteHelper(f"ark,scp:{d / 'feats.ark'},{d / 'feats.scp'}") as w:
-        for utts in speakers.values():
-            for utt, x in utts:
-                w(utt, x)
-                num_frames += x.shape[0]
-    with kaldiio.WriteHelper(f"ark,scp:{d / 'cmvn.ark'},{d / 'cmvn.scp'}") as w:
-        for spk, utts in speakers.items():
-            w(spk, sum(stats_of(x) for _, x in utts))
+    feats = [(utt, x) for utts in speakers.values() for utt, x in utts]
+    num_frames = sum(x.shape[0] for _, x in feats)
+    write_ark_scp(feats, d / "feats.ark", d / "feats.scp", absolute=False)
+    cmvn = ((spk, sum(stats_of(x) for _, x in utts)) for spk, utts in speakers.items())
+    write_ark_scp(cmvn, d / "cmvn.ark", d / "cmvn.scp", absolute=False)
     (d / "spk2utt").write_text(
         "".join(f"{spk} {' '.join(u for u, _ in utts)}\n" for spk, utts in speakers.items())
     )

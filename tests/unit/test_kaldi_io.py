@@ -142,6 +142,28 @@ def test_load_scp_reads_what_kaldiio_reads(tmp_path, compression_method):
         np.testing.assert_array_equal(ours[key], theirs[key])
 
 
+def test_write_ark_scp_writes_the_bytes_of_kaldiios_writers(tmp_path, monkeypatch):
+    """The demo's targets, the i-vectors and the synthetic corpus were written with kaldiio
+    (save_ark, WriteHelper); through write_ark_scp(absolute=False) the ark and scp are the
+    same bytes, the scp naming the ark as given (relative stays relative)."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(2)
+    items = {
+        "t": np.array([3, 0, 7], dtype=np.int32),
+        "f": rng.standard_normal((4, 3)).astype(np.float32),
+        "d": rng.standard_normal((2, 5)),
+    }
+    Path("old").mkdir()
+    with kaldiio.WriteHelper("ark,scp:old/a.ark,old/a.scp") as writer:
+        for key, value in items.items():
+            writer(key, value)
+    assert write_ark_scp(items.items(), Path("new/a.ark"), "new/a.scp", absolute=False) == 3
+    assert Path("new/a.ark").read_bytes() == Path("old/a.ark").read_bytes()
+    assert Path("new/a.scp").read_text() == Path("old/a.scp").read_text().replace("old/", "new/")
+    write_ark_scp(items.items(), "abs/a.ark", "abs/a.scp")
+    assert Path("abs/a.scp").read_text().startswith(f"t {tmp_path.resolve()}/abs/a.ark:")
+
+
 def test_int_vectors_carry_their_place(tmp_path):
     vecs = {"a": np.array([1, 2, 3], np.int32), "b": np.array([4], np.int32)}
     kaldiio.save_ark(str(tmp_path / "t.ark"), vecs, scp=str(tmp_path / "t.scp"))
