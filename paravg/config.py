@@ -11,19 +11,18 @@ experiment cannot introduce a key the top level would reject.
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from paravg.errors import ConfigError
+from paravg.optim.options import NgsgdOptions
+from paravg.schema import SCHEMA_PATH, parsed_schema
 
 REPO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "config.yaml"
-SCHEMA_PATH = REPO_CONFIG.with_name("config.schema.yaml")
 EXPERIMENT_SECTIONS = ("model", "trainer", "sync")
 
 
@@ -50,20 +49,11 @@ def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
     ``sync.method``'s enum from the sync registry (a new method is one registry entry)."""
     from paravg.sync.registry import SYNC_METHODS
 
-    schema = copy.deepcopy(_parsed_yaml(str(path)))
+    schema = copy.deepcopy(parsed_schema(str(path)))
     method = schema.get("$defs", {}).get("sync", {}).get("properties", {}).get("method")
     if method is not None:
         method["enum"] = list(SYNC_METHODS)
     return schema
-
-
-@functools.lru_cache(maxsize=8)
-def _parsed_yaml(path: str) -> dict:
-    # libyaml's loader when PyYAML has it (its wheels do): the schema is read by every
-    # cluster job's snakemake at start-up, and the pure-Python parser costs 0.1 s per read.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(path) as f:
-        return yaml.load(f, Loader=loader)
 
 
 def _yaml11_float_string(value: Any) -> bool:
@@ -311,6 +301,8 @@ def _check_experiment(name: str, exp: dict) -> None:
                 "bypass_scale: 0)"
             )
     # --- end fidelity ---
+    # the code-side validator of the affine layers' optimiser (paravg.optim.options)
+    NgsgdOptions.from_config(trainer["ngsgd"], f"experiments.{name}.trainer.ngsgd")
     if trainer["num_jobs_final"] < trainer["num_jobs_initial"]:
         raise ConfigError(
             f"experiments.{name}.trainer: num_jobs_final ({trainer['num_jobs_final']}) must be "

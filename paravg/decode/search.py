@@ -32,7 +32,8 @@ twice it, once past :data:`PRUNE_ABOVE_LINKS`) plus 25 frames' unpruned links, n
 link within the beam of every frame.
 
 Kaldi's options and defaults (``LatticeFasterDecoderConfig``, ``steps/nnet3/decode.sh``):
-beam 15, lattice-beam 8, max-active 7000, min-active 200, acoustic-scale 0.1.
+beam 15, lattice-beam 8, max-active 7000, min-active 200, acoustic-scale 0.1
+(:class:`paravg.decode.options.SearchOptions`, from the schema's ``decode`` section).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from paravg.decode.lattice import Lattice
+from paravg.decode.options import SearchOptions
 
 BEAM_DELTA = 0.5  # Kaldi's LatticeFasterDecoderConfig::beam_delta
 PRUNE_INTERVAL = 25  # ::prune_interval: frames between two prunings of the links held
@@ -62,17 +64,6 @@ DEEP_FRACTION = 8
 # since the last pruning left them. An utterance of a few seconds is never pruned on the
 # way; what a long one holds stays under about twice its surviving lattice plus 25 frames.
 PRUNE_ABOVE_LINKS = 1_000_000
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """Kaldi's LatticeFasterDecoderConfig names; defaults of steps/nnet3/decode.sh."""
-
-    acoustic_scale: float = 0.1
-    beam: float = 15.0
-    lattice_beam: float = 8.0
-    max_active: int = 7000
-    min_active: int = 200
 
 
 def low_frame_rate_scales(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from paravg.config import uses_demo
+from paravg.decode.options import check_search_options
 from paravg.errors import ConfigError
 
 REQUIRED = {
@@ -29,13 +30,7 @@ def check_recognition_config(config: dict) -> None:
                 f"decode.{prefix}lmwt_max ({decode[f'{prefix}lmwt_max']})"
             )
     for name in ("decode", "export"):
-        section = config[name]
-        if section["min_active"] > section["max_active"]:
-            raise ConfigError(
-                f"{name}.min_active ({section['min_active']}) must not exceed {name}.max_active "
-                f"({section['max_active']}): Kaldi's decoders "
-                "(LatticeFasterDecoderConfig::Check) and vosk refuse it"
-            )
+        check_search_options(config[name], name)
     tune = decode["tune_set"]
     if tune and tune not in config["eval_sets"] and decoding_enabled(config)[0]:
         raise ConfigError(

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from paravg.nnet.affine import Affine, plain_affine_factory
-from paravg.optim.ngsgd import NgsgdOptions
+from paravg.optim.ngsgd import NgsgdOptions, OnlineNaturalGradient
 
 
 class _StashingLinear(torch.autograd.Function):
@@ -96,8 +96,8 @@ class NaturalGradientAffine(Affine):
 
     def reset_state(self) -> None:
         """Fresh preconditioners (every Kaldi job starts a new Fisher estimate)."""
-        self.preconditioner_in = self.ngsgd.preconditioner(max(1, self.rank_in))
-        self.preconditioner_out = self.ngsgd.preconditioner(max(1, self.rank_out))
+        self.preconditioner_in = OnlineNaturalGradient(max(1, self.rank_in), self.ngsgd)
+        self.preconditioner_out = OnlineNaturalGradient(max(1, self.rank_out), self.ngsgd)
         self._stash: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._in_buffer: torch.Tensor | None = None
 

@@ -1,6 +1,3 @@
-"""Optimisation: Kaldi's online natural gradient (``paravg.optim.ngsgd``); the layer that
-uses it is :mod:`paravg.nnet.ng_affine`."""
-
-from paravg.optim.ngsgd import NgsgdOptions, OnlineNaturalGradient
-
-__all__ = ["NgsgdOptions", "OnlineNaturalGradient"]
+"""Optimisation: Kaldi's online natural gradient (``paravg.optim.ngsgd``, torch) and its
+options (``paravg.optim.options``, torch-free: the config checks them at start-up); the
+layer that uses it is :mod:`paravg.nnet.ng_affine`."""

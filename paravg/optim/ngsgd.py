@@ -56,73 +56,35 @@ same.
 
 The layer that applies it to an affine component's two sides (Kaldi's
 ``NaturalGradientAffineComponent``, ``nnet-simple-component.cc``) is
-:mod:`paravg.nnet.ng_affine`: this module is the preconditioner and its options only, as
-Kaldi keeps ``natural-gradient-online.cc`` apart from the components that use it.
+:mod:`paravg.nnet.ng_affine`: this module is the preconditioner only, as Kaldi keeps
+``natural-gradient-online.cc`` apart from the components that use it; its options, with
+their defaults and bounds, are :mod:`paravg.optim.options` (torch-free, checked at start-up).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from paravg.errors import ConfigError
+from paravg.optim.options import NgsgdOptions
 
 log = logging.getLogger(__name__)
 
 __all__ = ["NgsgdOptions", "OnlineNaturalGradient", "UpdateInfo"]
 
 # Kaldi's literals (natural-gradient-online.cc).
+KALDI_RANK = 40  # OnlineNaturalGradient's rank_ (not a config key: layers use rank_in/out)
 _CONDITION_THRESHOLD = 1.0e6  # must_reorthogonalize when c_0 > this * c_{R-1}
 _MAX_ETA = 0.9  # Eta(): eta is capped so that an all-zero input cannot produce NaN
 _REORTH_UNIT_TOL = 1.0e-3  # ReorthogonalizeRt1: O within this of I -> nothing to do
 _MAX_CHOLESKY_INVERSE = 100.0  # ... and max(C^-1) >= this -> Gram-Schmidt instead
-
-
-def _check_options(
-    *,
-    rank: int | None = None,
-    alpha: float,
-    num_samples_history: float,
-    num_minibatches_history: float,
-    update_period: int,
-    epsilon: float,
-    delta: float,
-    where: str,
-) -> None:
-    """Kaldi's checks (``InitDefault``'s asserts), raised as clear errors."""
-
-    def fail(key: str, value: Any, expected: str) -> None:
-        raise ConfigError(f"{where}: {key} = {value!r}; expected {expected}")
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-    def is_num(v: Any) -> bool:
-        return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-
-    if rank is not None and not (is_int(rank) and rank >= 1):
-        fail("rank", rank, "an integer >= 1")
-    if not (is_num(alpha) and math.isfinite(alpha) and alpha >= 0):
-        fail("alpha", alpha, "a finite number >= 0 (smoothing towards the identity)")
-    if not (is_num(num_samples_history) and 0 < num_samples_history <= 1.0e6):
-        fail("num_samples_history", num_samples_history, "a number in (0, 1e6]")
-    if not (
-        is_num(num_minibatches_history)
-        and (num_minibatches_history == 0 or 1 < num_minibatches_history < 1.0e6)
-    ):
-        fail("num_minibatches_history", num_minibatches_history, "0 (unused) or in (1, 1e6)")
-    if not (is_int(update_period) and update_period >= 1):
-        fail("update_period", update_period, "an integer >= 1")
-    if not (is_num(epsilon) and 0 < epsilon < 0.1):
-        fail("epsilon", epsilon, "a number in (0, 0.1) (absolute floor)")
-    if not (is_num(delta) and 0 < delta < 0.1):
-        fail("delta", delta, "a number in (0, 0.1) (relative floor)")
 
 
 @dataclass
@@ -220,8 +182,10 @@ def _subtract_projection(
 class OnlineNaturalGradient:
     """Kaldi's ``OnlineNaturalGradient``: an online low-rank Fisher-inverse preconditioner.
 
-    Options keep Kaldi's names. ``rank`` is the class default of Kaldi (40);
-    ``update_period`` defaults to 4 as in every Kaldi component that uses it (the bare
+    ``rank`` defaults to Kaldi's class default (40); the other options (Kaldi's names)
+    are an :class:`~paravg.optim.options.NgsgdOptions` (``options``, default: the
+    schema's defaults) with ``overrides`` replaced, validated there
+    (``update_period`` defaults to 4 as in every Kaldi component that uses it; the bare
     C++ class default is 1). The rank is clamped to D−1 at the first call (Kaldi's
     ``InitDefault``); with D == 1 the call is a no-op with scale 1.
 
@@ -230,32 +194,22 @@ class OnlineNaturalGradient:
     """
 
     def __init__(
-        self,
-        rank: int = 40,
-        alpha: float = 4.0,
-        num_samples_history: float = 2000.0,
-        update_period: int = 4,
-        epsilon: float = 1.0e-10,
-        delta: float = 5.0e-4,
-        num_minibatches_history: float = 0.0,
+        self, rank: int = KALDI_RANK, options: NgsgdOptions | None = None, **overrides
     ) -> None:
-        _check_options(
-            rank=rank,
-            alpha=alpha,
-            num_samples_history=num_samples_history,
-            num_minibatches_history=num_minibatches_history,
-            update_period=update_period,
-            epsilon=epsilon,
-            delta=delta,
-            where="OnlineNaturalGradient",
-        )
+        integral = isinstance(rank, numbers.Integral) and not isinstance(rank, bool)
+        if not (integral and rank >= 1):
+            raise ConfigError(f"OnlineNaturalGradient: rank = {rank!r}: expected an integer >= 1")
+        options = options or NgsgdOptions()
+        if overrides:
+            options = dataclasses.replace(options, **overrides)  # validated again
+        self.options = options
         self.rank = int(rank)
-        self.alpha = float(alpha)
-        self.num_samples_history = float(num_samples_history)
-        self.num_minibatches_history = float(num_minibatches_history)
-        self.update_period = int(update_period)
-        self.epsilon = float(epsilon)
-        self.delta = float(delta)
+        self.alpha = float(options.alpha)
+        self.num_samples_history = float(options.num_samples_history)
+        self.num_minibatches_history = float(options.num_minibatches_history)
+        self.update_period = int(options.update_period)
+        self.epsilon = float(options.epsilon)
+        self.delta = float(options.delta)
         self.frozen = False  # Kaldi's Freeze(): keep preconditioning, stop updating
         self.reset()
 
@@ -270,17 +224,6 @@ class OnlineNaturalGradient:
         self.num_gram_schmidt = 0
         self.num_nonfinite_skipped = 0
         self.last_update: UpdateInfo | None = None
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "alpha": self.alpha,
-            "num_samples_history": self.num_samples_history,
-            "update_period": self.update_period,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "num_minibatches_history": self.num_minibatches_history,
-        }
 
     def eta(self, N: int) -> float:
         """Kaldi's ``Eta(N)``: 1/num_minibatches_history if set, else
@@ -346,7 +289,7 @@ class OnlineNaturalGradient:
         """Kaldi's ``Init``: on a temporary copy with t = 1, run the full update on copies
         of the first minibatch 3 times (once if N ≤ R) from the default start, then keep
         only W, ρ, d. The caller then processes X0 again as call 0 (an updating call)."""
-        work = OnlineNaturalGradient(**self._options())
+        work = OnlineNaturalGradient(self.rank, self.options)
         work._init_default(X0.shape[1], X0.device, X0.dtype)
         work.t = 1
         num_iters = 1 if X0.shape[0] <= work.W.shape[0] else 3
@@ -530,67 +473,3 @@ class OnlineNaturalGradient:
         failed = [name for name, ok in checks.items() if not ok]
         if failed:
             raise AssertionError(f"OnlineNaturalGradient self-test failed at t={self.t}: {failed}")
-
-
-# ---------------------------------------------------------------------------- the options
-
-
-@dataclass(frozen=True)
-class NgsgdOptions:
-    """The ``trainer.ngsgd`` config section (config/config.schema.yaml), validated.
-
-    ``rank_in``/``rank_out`` are upper bounds: a layer uses min(rank_in, (in_dim+1)//2)
-    and min(rank_out, (out_dim+1)//2), as Kaldi's ``NaturalGradientAffineComponent``
-    defaults do. ``num_minibatches_history`` (0 = unused) is Kaldi's alternative way of
-    setting η; it is not a config key.
-    """
-
-    enabled: bool = True
-    rank_in: int = 20
-    rank_out: int = 80
-    alpha: float = 4.0
-    num_samples_history: float = 2000.0
-    update_period: int = 4
-    epsilon: float = 1.0e-10
-    delta: float = 5.0e-4
-    num_minibatches_history: float = 0.0
-
-    def __post_init__(self) -> None:
-        where = "trainer.ngsgd"
-        if not isinstance(self.enabled, bool):
-            raise ConfigError(f"{where}: enabled = {self.enabled!r}; expected true or false")
-        for key in ("rank_in", "rank_out"):
-            value = getattr(self, key)
-            if not (
-                isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
-            ):
-                raise ConfigError(f"{where}: {key} = {value!r}; expected an integer >= 1")
-        _check_options(
-            alpha=self.alpha,
-            num_samples_history=self.num_samples_history,
-            num_minibatches_history=self.num_minibatches_history,
-            update_period=self.update_period,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            where=where,
-        )
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | NgsgdOptions | None) -> NgsgdOptions:
-        """From a config dict (missing keys take the defaults; unknown keys are errors)."""
-        if cfg is None:
-            return cls()
-        if isinstance(cfg, NgsgdOptions):
-            return cfg
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ConfigError(f"trainer.ngsgd: unknown option(s) {unknown}; known: {sorted(known)}")
-        return cls(**dict(cfg))
-
-    def preconditioner(self, rank: int) -> OnlineNaturalGradient:
-        """A fresh :class:`OnlineNaturalGradient` with these options and ``rank``."""
-        opts = asdict(self)
-        for key in ("enabled", "rank_in", "rank_out"):
-            opts.pop(key)
-        return OnlineNaturalGradient(rank=rank, **opts)
