@@ -25,14 +25,10 @@ from paravg.evaluate import evaluate_set
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import tdnn_config
 
 PERIOD, FEAT, IVEC, NUM_PDFS = 4, 3, 2, 5
-CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [{"dim": 8, "splice": [0]}, {"dim": 8, "splice": [-1, 0, 1]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), (8, [-1, 0, 1]), input_splice=[-1, 0, 1])
 
 
 def tdnn(f=1, ivector_dim=IVEC, seed=0):

@@ -13,13 +13,9 @@ from paravg.evaluate import evaluate_set
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import tdnn_config
 
-CFG = {
-    "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [{"dim": 8, "splice": [0]}, {"dim": 8, "splice": [-1, 0, 1]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), (8, [-1, 0, 1]))
 PERIOD = 4
 
 

@@ -8,22 +8,15 @@ import torch
 
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import model_to_file_dict
-from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.average import NoAcceptableJobError, average_jobs, select_jobs
 from paravg.sync.tensors import mean
+from tests.unit.dummies import seeded, tdnn_config
 
-CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [{"dim": 8, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 
 
 def model(seed):
-    m = TdnnModel(CFG, 4, 0, 5)
-    m.init_parameters(seed)
-    return m
+    return seeded(CFG, seed, feat=4, ivec=0, targets=5)
 
 
 def test_selection_threshold_and_iteration_zero():
