@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from .conftest import WARM, check_ok, run_snakemake
-from .test_vosk import _decode, _export_dither0, _record, assert_hypotheses_are_words
+from .vosk_checks import assert_hypotheses_are_words, decode_both, export_dither0, record_agreement
 
 pytestmark = pytest.mark.pipeline
 
@@ -72,9 +72,9 @@ def test_vosk_decodes_the_tdnnf_export_like_paravgs_decoder(workdir):
     model = workdir / "no_ivector_input.pt"
     torch.save(file_dict, model)
     kaldi = workdir / "kaldi_no_ivector_input"
-    _export_dither0(workdir, model, kaldi)
-    ours, vosk = _decode(workdir, kaldi, model, True)
-    stats = _record(workdir, "tdnnf_no_ivector_input", ours, vosk)
+    export_dither0(workdir, model, kaldi)
+    ours, vosk = decode_both(workdir, kaldi, model, True)
+    stats = record_agreement(workdir, "tdnnf_no_ivector_input", ours, vosk)
     assert stats["identical_fraction"] >= 0.9, stats
     assert stats["error_rate_between"] <= 1.0, stats
     assert_hypotheses_are_words(workdir, vosk)

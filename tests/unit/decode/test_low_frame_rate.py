@@ -9,7 +9,7 @@ import kaldiio
 import numpy as np
 import pytest
 import torch
-from test_score import U1, U2, score
+from lattice_synth import U1, U2, score
 
 from paravg.decode.decoder import decode_split
 from paravg.decode.lattice import LatticeArchives

@@ -13,6 +13,8 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
+from paravg.egs import EgsArchive
+from paravg.egs.archive import ArchiveMeta, EgsBatch, write_archive
 from paravg.egs.plan import EgsOptions, plan_egs
 from paravg.egs.shuffle import merge_archive
 from paravg.egs.split import write_split_job
@@ -21,6 +23,8 @@ from paravg.egs.subsets import SUBSETS, write_subsets
 FEAT_DIM = 5
 IVECTOR_DIM = 3
 PERIOD = 10
+#: the loader tests' archive: frames per eg, left and right context, feature dim
+F, LC, RC, D = 8, 4, 3, 3
 
 
 @dataclass
@@ -157,3 +161,24 @@ def build_egs(data: SynthData, out: Path, **opts) -> dict:
         data.ivector_scp,
     )
     return {"info": info, "jobs": jobs}
+
+
+def loader_archive(tmp_path: Path) -> EgsArchive:
+    """The loader tests' archive of 37 egs of F frames: eg i, stored row r has feats
+    [i, r - LC (time rel. to chunk start), i*0.5]."""
+    n = 37
+    meta = ArchiveMeta(n, F, LC, RC, D, 2, "float32")
+    W = meta.window
+    feats = np.zeros((n, W, D), np.float32)
+    feats[:, :, 0] = np.arange(n)[:, None]
+    feats[:, :, 1] = np.arange(W)[None, :] - LC
+    feats[:, :, 2] = np.arange(n)[:, None] * 0.5
+    labels = (np.arange(n)[:, None] * 100 + np.arange(F)[None, :]).astype(np.int32)
+    weights = np.full((n, F), 0.25, np.float32) * (1 + np.arange(F))
+    ivectors = np.stack([np.arange(n), -np.arange(n)], 1).astype(np.float32)
+    write_archive(
+        tmp_path / "egs.0",
+        EgsBatch(feats, labels, weights, ivectors, [f"u-{i}" for i in range(n)]),
+        meta,
+    )
+    return EgsArchive(tmp_path / "egs.0")
