@@ -196,3 +196,54 @@ def job_spec(**overrides) -> JobSpec:
         "l2_regularize_factor": 0.5,
     }
     return JobSpec(**{**base, **overrides})
+
+
+def trained_twice(new_model, archive, spec) -> tuple:
+    """``train_one_job`` on ``archive`` twice, each time from a fresh ``new_model()`` on
+    the CPU: asserts that the two runs end in the same bits, returns the first model and
+    its statistics."""
+    from paravg.train_job import train_one_job
+
+    runs = []
+    for _ in range(2):
+        model = new_model()
+        runs.append((model, train_one_job(model, archive, spec, torch.device("cpu"))))
+    (a, stats), (b, _) = runs
+    sd_a, sd_b = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a), "the job is not reproducible"
+    return a, stats
+
+
+@torch.no_grad()
+def frame_by_frame(model, feats: np.ndarray, ivectors: np.ndarray | None, period: int):
+    """log p at every frame t computed alone: its own window (edge frames repeated), every
+    input frame with i-vector row ⌊t / period⌋ (none: ``ivectors`` None); stacked."""
+    left, right = model.left_context, model.right_context
+    out = []
+    for t in range(len(feats)):
+        idx = np.clip(np.arange(t - left, t + right + 1), 0, len(feats) - 1)
+        x = torch.from_numpy(feats[idx].astype(np.float32))[None]
+        iv = None
+        if ivectors is not None:
+            row = ivectors[min(t // period, len(ivectors) - 1)]
+            iv = torch.from_numpy(row.astype(np.float32))[None]
+        out.append(model(x, iv)[0, 0])
+    return torch.stack(out)
+
+
+def write_jobs(directory, models, objfs) -> tuple[list, list]:
+    """What the jobs of an iteration leave in ``directory``: ``job<j>.pt`` (model j's
+    file) and ``job<j>.json`` (its objective); the two lists of paths."""
+    import json
+
+    from paravg.io import save_torch_atomic
+    from paravg.nnet.model_file import model_to_file_dict
+
+    paths, stats = [], []
+    for j, (model, objf) in enumerate(zip(models, objfs, strict=True)):
+        p, s = directory / f"job{j}.pt", directory / f"job{j}.json"
+        save_torch_atomic(p, model_to_file_dict(model))
+        s.write_text(json.dumps({"objf": objf}))
+        paths.append(p)
+        stats.append(s)
+    return paths, stats

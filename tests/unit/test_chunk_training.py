@@ -16,7 +16,7 @@ from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.objective import evaluate_minibatches
 from paravg.plan import experiment_plans
 from paravg.train_job import deriv_times, train_one_job
-from tests.unit.dummies import FEAT, IVEC, TARGETS, job_spec, seeded
+from tests.unit.dummies import FEAT, IVEC, TARGETS, job_spec, seeded, trained_twice
 from tests.unit.dummies import TINY_LSTM as CFG
 
 # CFG's context (2, 4): input splice 1 + tdnn2 1 left; 1 + 1 + output delay 2 right
@@ -76,14 +76,7 @@ def test_derivative_window_is_train_rnns():
 def test_a_chunk_job_reproduces_its_bits_and_lowers_the_objective(tmp_path, ng):
     archive = write_chunk_egs(tmp_path / "egs", 96)
     before = objective(model(seed=4, ng=ng), archive)
-    runs = []
-    for _ in range(2):
-        m = model(seed=4, ng=ng)
-        stats = train_one_job(m, archive, spec(ngsgd={"enabled": ng}), torch.device("cpu"))
-        runs.append((m, stats))
-    (a, sa), (b, _) = runs
-    sd_a, sd_b = a.state_dict(), b.state_dict()
-    assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+    a, sa = trained_twice(lambda: model(seed=4, ng=ng), archive, spec(ngsgd={"enabled": ng}))
     # 48 egs of each structure, minibatches of 8: 6 + 6; every frame of every chunk scored
     assert sa["num_minibatches"] == 12 and sa["frames"] == 48 * 10 + 48 * 6
     after = objective(a, archive)

@@ -11,7 +11,7 @@ from paravg.nnet.model_file import load_model_file, model_to_file_dict
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf import bmuf_node, bmuf_start, bmuf_update
 from paravg.sync.bmuf_params import BmufParams, default_block_momentum, job_learning_rate_scale
-from tests.unit.dummies import seeded, tdnn_config
+from tests.unit.dummies import seeded, tdnn_config, write_jobs
 
 CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 
@@ -32,14 +32,7 @@ def model(seed):
 
 def write_iteration(d, seeds, objfs):
     d.mkdir(parents=True, exist_ok=True)
-    paths, stats = [], []
-    for j, (s, o) in enumerate(zip(seeds, objfs, strict=True)):
-        p, q = d / f"job{j}.pt", d / f"job{j}.json"
-        save_torch_atomic(p, model_to_file_dict(model(s)))
-        q.write_text(json.dumps({"objf": o}))
-        paths.append(p)
-        stats.append(q)
-    return paths, stats
+    return write_jobs(d, [model(s) for s in seeds], objfs)
 
 
 def sd(x):
