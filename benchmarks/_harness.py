@@ -26,8 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # paravg from this checkout, whatever is installed
-    sys.path.insert(0, str(REPO))
+# paravg from this checkout, whatever is installed; but after the script's folder and
+# PYTHONPATH (bench_decode measures the release before with its code first on the path)
+_FIRST = 1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+if str(REPO) not in sys.path:
+    sys.path.insert(_FIRST, str(REPO))
 
 SNAKEFILE = REPO / "Snakefile"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -149,6 +152,15 @@ def build_upstream(d: Path) -> None:
         proc = subprocess.run(cmd, stdout=out, stderr=out)
     if proc.returncode:
         raise RuntimeError(f"building the tiny egs failed:\n{log.read_text()[-3000:]}")
+
+
+def upstream_workspace(tmp: Path) -> Path:
+    """``tmp``/upstream: a workspace with the tiny config's egs built (:func:`build_upstream`)."""
+    upstream = tmp / "upstream"
+    upstream.mkdir()
+    print("building the tiny egs ...", flush=True)
+    build_upstream(upstream)
+    return upstream
 
 
 def widen_egs(L, archives: int) -> None:
@@ -408,6 +420,15 @@ def train_ivector_models(iv: dict, tr: dict, d: Path, timer: Timer) -> None:
 
 
 # ------------------------------------------------------------------ vosk, WER
+def add_run_arguments(ap, max_utts: int = 20) -> None:
+    """The options of a benchmark on a finished run: ``--results`` (its results folder),
+    ``--exp``, ``--set`` and ``--max-utts`` (the first utterances of the set)."""
+    ap.add_argument("--results", default="results")
+    ap.add_argument("--exp", default="default")
+    ap.add_argument("--set", default="test")
+    ap.add_argument("--max-utts", type=int, default=max_utts)
+
+
 def test_utterances(L, set_: str, num: int | None) -> tuple[dict, float, dict]:
     """The first ``num`` utterances (sorted ids; all: None) of set ``set_`` of layout ``L``:
     utterance -> wav file, the seconds of audio, utterance -> reference words."""

@@ -48,9 +48,9 @@ import yaml
 from _harness import (
     FRAMES_PER_EG,
     TINY,
-    build_upstream,
     process_cpu,
     snakemake_cmd,
+    upstream_workspace,
     widen_egs,
 )
 
@@ -126,10 +126,7 @@ def main() -> None:
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench_main.") as tmp_name:
         tmp = Path(tmp_name)
-        upstream = tmp / "upstream"
-        upstream.mkdir()
-        print("building the tiny egs ...", flush=True)
-        build_upstream(upstream)
+        upstream = upstream_workspace(tmp)
         results = load_config([REPO_CONFIG, TINY])["results"]
         widen_egs(Layout.in_workdir(upstream, results), archives)
         info = json.loads(Path(Layout.in_workdir(upstream, results).egs_info()).read_text())

@@ -43,10 +43,10 @@ import yaml
 from _harness import (
     FRAMES_PER_EG,
     TINY,
-    build_upstream,
     children_cpu,
     process_cpu,
     snakemake_cmd,
+    upstream_workspace,
     widen_egs,
 )
 
@@ -189,10 +189,7 @@ def main() -> None:
     resume = args.resume or int(0.9 * args.iterations)
     with tempfile.TemporaryDirectory(prefix="bench_scale.") as tmp_name:
         tmp = Path(tmp_name)
-        upstream = tmp / "upstream"
-        upstream.mkdir()
-        print("building the tiny egs ...", flush=True)
-        build_upstream(upstream)
+        upstream = upstream_workspace(tmp)
         overlays = {n: overlay_for(tmp, args.iterations, n, archives) for n in (small, big)}
         jobs = {}  # (N, "early" | "late") -> (workspace, t of the job)
         for n in (small, big):

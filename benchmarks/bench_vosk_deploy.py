@@ -26,7 +26,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from _harness import run_vosk, test_utterances, wer
+from _harness import add_run_arguments, run_vosk, test_utterances, wer
 
 from paravg.layout import Layout
 
@@ -41,10 +41,7 @@ def set_decoder_options(model_dir: Path, beam: float, lattice_beam: float, max_a
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--exp", default="default")
-    ap.add_argument("--set", default="test")
-    ap.add_argument("--max-utts", type=int, default=20)
+    add_run_arguments(ap)
     ap.add_argument("--beams", nargs="+", default=None, help="beam,lattice_beam,max_active")
     args = ap.parse_args()
     r = Path(args.results).resolve()

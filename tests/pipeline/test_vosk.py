@@ -40,7 +40,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from .conftest import TRAINED_OVERLAY, WARM, check_ok, run_snakemake
 from .vosk_checks import (
@@ -54,6 +53,7 @@ from .vosk_checks import (
     set_search_beams_of_paravgs_decoding,
     utterances,
     wer_of,
+    without_ivector_input,
 )
 
 pytestmark = pytest.mark.pipeline
@@ -73,11 +73,7 @@ def workdir(clone_trained) -> Path:
 @pytest.fixture(scope="module")
 def no_ivector_input(workdir) -> Path:
     """final.pt with the i-vector columns of its LDA-like transform zeroed."""
-    file_dict = torch.load(workdir / "results" / "exp" / "default" / "final.pt", weights_only=True)
-    file_dict["state_dict"]["lda_weight"][:, -file_dict["ivector_dim"] :] = 0.0
-    model = workdir / "no_ivector_input.pt"
-    torch.save(file_dict, model)
-    return model
+    return without_ivector_input(workdir, workdir / "results" / "exp" / "default" / "final.pt")
 
 
 def test_network_and_features_decode_identically(workdir, no_ivector_input):

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from paravg.decode.score import score_setting
 
@@ -185,3 +186,13 @@ def wer_of(text: dict[str, list[str]], hyps: dict[str, str]) -> float:
     """The WER (%) of ``hyps`` against ``text``, every reference utterance decoded."""
     assert set(text) <= set(hyps), sorted(set(text) - set(hyps))
     return score_setting(text, {u: h.split() for u, h in hyps.items()})["rate"]
+
+
+def without_ivector_input(workdir: Path, final: Path) -> Path:
+    """``final`` (a final.pt) with the i-vector columns of its LDA-like transform zeroed,
+    as ``workdir``/no_ivector_input.pt."""
+    file_dict = torch.load(final, weights_only=True)
+    file_dict["state_dict"]["lda_weight"][:, -file_dict["ivector_dim"] :] = 0.0
+    model = workdir / "no_ivector_input.pt"
+    torch.save(file_dict, model)
+    return model

@@ -110,23 +110,23 @@ def default_lengths(num_utts: int = 40, seed: int = 1) -> dict[str, int]:
     return lengths
 
 
-def build_egs(data: SynthData, out: Path, **opts) -> dict:
-    """Run the whole egs stage like the rules do: plan, split jobs, archives, subsets."""
-    options = EgsOptions(
-        **{
-            "frames_per_eg": 8,
-            "left_context": 3,
-            "right_context": 2,
-            "samples_per_iter": 50,
-            "num_utts_subset": 4,
-            "num_frames_diagnostic": 80,
-            "num_train_frames_combine": 160,
-            "nj": 2,
-            "srand": 0,
-            **opts,
-        }
-    )
-    info = plan_egs(
+def synth_egs_options(**opts) -> EgsOptions:
+    """Egs of 8 frames, context (3, 2), 50 samples per archive, 4 subset utterances, 2
+    split jobs; ``opts`` replace any, or set the others."""
+    base = {
+        "frames_per_eg": 8,
+        "left_context": 3,
+        "right_context": 2,
+        "samples_per_iter": 50,
+        "num_utts_subset": 4,
+        "nj": 2,
+    }
+    return EgsOptions(**{**base, **opts})
+
+
+def plan_synth_egs(data: SynthData, out: Path, options: EgsOptions) -> dict:
+    """The egs plan of ``data`` (``out``/info.json, ``out``/lists) as the egs rule makes it."""
+    return plan_egs(
         data.feats_scp,
         data.utt2num_frames,
         data.targets_scp,
@@ -138,6 +138,13 @@ def build_egs(data: SynthData, out: Path, **opts) -> dict:
         ivector_period_file=data.ivector_period,
         utt2uniq=data.dir / "utt2uniq",
     )
+
+
+def build_egs(data: SynthData, out: Path, **opts) -> dict:
+    """Run the whole egs stage like the rules do: plan, split jobs, archives, subsets."""
+    small = {"num_frames_diagnostic": 80, "num_train_frames_combine": 160, "srand": 0}
+    options = synth_egs_options(**{**small, **opts})
+    info = plan_synth_egs(data, out, options)
     jobs = [out / "split" / f"job.{j}" for j in range(options.nj)]
     for j, prefix in enumerate(jobs):
         write_split_job(
