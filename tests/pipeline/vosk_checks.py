@@ -196,3 +196,10 @@ def without_ivector_input(workdir: Path, final: Path) -> Path:
     model = workdir / "no_ivector_input.pt"
     torch.save(file_dict, model)
     return model
+
+
+def assert_agreement(stats: dict, identical: float = 0.9) -> None:
+    """paravg's and vosk's hypotheses (their :func:`record_agreement`) agree: at least
+    ``identical`` of them the same, and at most 1 % errors between them."""
+    assert stats["identical_fraction"] >= identical, stats
+    assert stats["error_rate_between"] <= 1.0, stats

@@ -19,15 +19,20 @@ CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 FEAT, TARGETS = 4, 3
 
 
+def write_combine_egs(prefix, n: int, context: int, seed: int) -> None:
+    """``n`` random one-frame egs (``context`` frames either side), random labels."""
+    rng = np.random.default_rng(seed)
+    meta = ArchiveMeta(n, 1, context, context, FEAT, 0, "float32")
+    with ArchiveWriter(prefix, meta) as w:
+        w.arrays["feats"][:] = rng.standard_normal((n, meta.window, FEAT)).astype(np.float32)
+        w.arrays["labels"][:] = rng.integers(0, TARGETS, (n, 1))
+        w.arrays["weights"][:] = 1.0
+        w.set_keys([f"u{i}" for i in range(n)])
+
+
 @pytest.fixture
 def setup(tmp_path):
-    rng = np.random.default_rng(0)
-    meta = ArchiveMeta(64, 1, 1, 1, FEAT, 0, "float32")
-    with ArchiveWriter(tmp_path / "combine", meta) as w:
-        w.arrays["feats"][:] = rng.standard_normal((64, meta.window, FEAT)).astype(np.float32)
-        w.arrays["labels"][:] = rng.integers(0, TARGETS, (64, 1))
-        w.arrays["weights"][:] = 1.0
-        w.set_keys([f"u{i}" for i in range(64)])
+    write_combine_egs(tmp_path / "combine", 64, 1, seed=0)
     paths = []
     for seed in range(4):
         m = with_output(seeded(CFG, seed, FEAT, 0, TARGETS), seed, std=0.5)
@@ -120,13 +125,7 @@ TDNNF_CFG = tdnnf_config(8, 3, [1], linear_dim=3, prefinal=(6, 4))
 def test_batchnorm_statistics_are_recomputed_on_the_combine_egs(tmp_path):
     """nnet3-combine's RecomputeStats: the final TDNN-F's batch-norm statistics are the
     combine egs' own (zeroed, then every row of every eg), not the jobs' averages."""
-    rng = np.random.default_rng(1)
-    meta = ArchiveMeta(40, 1, 2, 2, FEAT, 0, "float32")
-    with ArchiveWriter(tmp_path / "combine", meta) as w:
-        w.arrays["feats"][:] = rng.standard_normal((40, meta.window, FEAT)).astype(np.float32)
-        w.arrays["labels"][:] = rng.integers(0, TARGETS, (40, 1))
-        w.arrays["weights"][:] = 1.0
-        w.set_keys([f"u{i}" for i in range(40)])
+    write_combine_egs(tmp_path / "combine", 40, 2, seed=1)
     paths = []
     for seed in range(2):
         m = seeded(TDNNF_CFG, seed, FEAT, 0, TARGETS)
