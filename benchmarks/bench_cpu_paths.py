@@ -38,11 +38,9 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from _harness import REPO, default_model_cfg, synthetic_ivector_sets, write_archive
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from paravg.cpu_kernels import NUMPY_ENABLE, PINNED_AVX2  # noqa: E402
+from paravg.cpu_kernels import NUMPY_ENABLE, PINNED_AVX2
 
 SETTINGS = {"native": {}, "pinned (AVX2)": PINNED_AVX2}
 
@@ -50,7 +48,8 @@ JOB = """
 import hashlib, json, sys, time
 sys.path.insert(0, {bench!r})
 import torch
-from bench_training import default_model_cfg, fresh_model, spec
+from _harness import default_model_cfg, fresh_model
+from _harness import training_spec as spec
 from paravg.egs import EgsArchive
 from paravg.train_job import train_one_job
 torch.set_num_threads(1)
@@ -67,17 +66,20 @@ print(json.dumps({{"seconds": seconds, "sha256": digest.hexdigest(),
 """
 
 IVECTOR_JOB = """
-import ctypes, hashlib, json, sys, time
+import ctypes, hashlib, json, os, sys, time
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = "1"  # one BLAS thread, as a job of the Snakefile
 from pathlib import Path
 sys.path.insert(0, {bench!r})
-import bench_ivector  # one BLAS thread, as a job of the Snakefile
+import _harness
 import numpy
 from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 out = Path({out!r})
 out.mkdir()
 t0 = time.process_time()
-bench_ivector.train(json.loads({iv!r}), {{k: Path(v) for k, v in json.loads({corpus!r}).items()}},
-                    out, bench_ivector.Timer())
+_harness.train_ivector_models(json.loads({iv!r}),
+                              {{k: Path(v) for k, v in json.loads({corpus!r}).items()}},
+                              out, _harness.Timer())
 seconds = time.process_time() - t0
 digest = hashlib.sha256()
 for name in ("pca.npz", "ubm.npz", "extractor.npz"):
@@ -133,10 +135,6 @@ def main() -> None:
     )
     args = ap.parse_args()
     bench = str(REPO / "benchmarks")
-    sys.path.insert(0, bench)
-    from bench_ivector import synthetic_sets
-    from bench_training import default_model_cfg, write_archive
-
     from paravg.config import validate_config
     from paravg.nnet.context import model_context
 
@@ -147,7 +145,7 @@ def main() -> None:
             write_archive(prefix, args.num_egs, *model_context(default_model_cfg()))
             codes["training"] = [JOB.format(bench=bench, prefix=str(prefix))] * args.repeats
         if "ivector" in args.jobs:
-            corpus, _ = synthetic_sets(Path(tmp) / "corpus")
+            corpus, _ = synthetic_ivector_sets(Path(tmp) / "corpus")
             config = validate_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
             codes["ivector"] = [
                 IVECTOR_JOB.format(

@@ -57,6 +57,7 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 import torch
+from _harness import add_run_arguments
 
 WORD_GRID = (list(range(7, 18)), [0.0, 0.5, 1.0])
 PHONE_GRID = (list(range(1, 11)), [0.0])
@@ -65,10 +66,7 @@ OLD_PHONE_GRID = WORD_GRID
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--exp", default="default")
-    ap.add_argument("--set", default="test")
-    ap.add_argument("--max-utts", type=int, default=20)
+    add_run_arguments(ap)
     ap.add_argument("--memory", action="store_true", help="peak RSS per minute of audio")
     ap.add_argument("--minutes", type=float, nargs="+", default=[1.0, 3.0])
     ap.add_argument("--lattice-beams", type=float, nargs="+", default=[2.0, 8.0])

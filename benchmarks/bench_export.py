@@ -28,7 +28,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import resource  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import wave  # noqa: E402
@@ -38,6 +37,7 @@ import kaldifst  # noqa: E402, F401  (before kaldi_hmm_gmm)
 import kaldiio  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _harness import children_cpu  # noqa: E402
 
 from paravg.export.phone_loop import transition_ids  # noqa: E402
 from paravg.export.stage import export_experiment  # noqa: E402
@@ -50,11 +50,6 @@ from paravg.export.verify import (  # noqa: E402
 )  # fmt: skip
 from paravg.layout import Layout  # noqa: E402
 from paravg.nnet.model_file import build_model, load_model_file  # noqa: E402
-
-
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -97,9 +92,9 @@ def main() -> None:
         for path in wavs.values():
             with wave.open(path) as f:
                 audio += f.getnframes() / f.getframerate()
-        c0 = _children_cpu()
+        c0 = children_cpu()
         vosk = vosk_decode(kaldi, wavs)
-        vosk_cpu = _children_cpu() - c0
+        vosk_cpu = children_cpu() - c0
 
         t0 = time.process_time()
         model = build_model(load_model_file(model_path))

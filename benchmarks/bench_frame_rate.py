@@ -35,30 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import wave
 from pathlib import Path
 
-import kaldialign
 import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def cpu_seconds(paths: list[Path]) -> float:
-    """Sum of the ``cpu_time`` column of Snakemake ``benchmark:`` files."""
-    total = 0.0
-    for path in paths:
-        lines = path.read_text().splitlines()
-        if len(lines) >= 2:
-            header, values = lines[0].split("\t"), lines[1].split("\t")
-            total += float(values[header.index("cpu_time")])
-    return total
+from _harness import REPO, benchmark_cpu_seconds, run_vosk, test_utterances, wer
 
 
 def experiment_models(results: Path) -> dict[str, dict]:
@@ -83,7 +67,7 @@ def training(results: Path, exp: str) -> dict:
         "iterations": iterations,
         "jobs": len(jobs),
         "frames": frames,
-        "cpu": cpu_seconds(tsvs),
+        "cpu": benchmark_cpu_seconds(tsvs),
         "timed_jobs": len(tsvs),
     }
 
@@ -119,55 +103,18 @@ def accuracy(results: Path, exp: str, set_: str) -> dict:
     }
 
 
-def run_vosk(model_dir: Path, wavs: dict[str, str]) -> tuple[dict[str, str], float]:
-    """(best-path hypotheses, CPU seconds of the vosk process), one thread."""
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs, out = Path(tmp) / "jobs.json", Path(tmp) / "hyps.json"
-        jobs.write_text(json.dumps({"model": str(model_dir), "rate": 16000, "wavs": wavs}))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        subprocess.run(
-            [sys.executable, "-m", "paravg.export.vosk_run", str(jobs), str(out)],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return json.loads(out.read_text()), cpu
-
-
-def wer(refs: dict[str, list[str]], hyps: dict[str, str]) -> float:
-    errors = sum(
-        kaldialign.edit_distance(r, hyps.get(u, "").split())["total"] for u, r in refs.items()
-    )
-    return 100.0 * errors / max(1, sum(len(r) for r in refs.values()))
-
-
 def vosk(results: Path, exp: str, set_: str, num_utts: int, setting: str | None) -> dict:
     from paravg.layout import Layout
 
     L = Layout(results.name)
-    wav_scp = dict(
-        line.split(maxsplit=1)
-        for line in Path(L.data_file(set_, "wav.scp")).read_text().splitlines()
-    )
-    utts = sorted(wav_scp)[:num_utts]
-    wavs = {u: wav_scp[u].strip() for u in utts}
-    audio = 0.0
-    for path in wavs.values():
-        with wave.open(path) as w:
-            audio += w.getnframes() / w.getframerate()
-    refs = {}
-    for line in Path(L.text(set_)).read_text().splitlines():
-        utt, *words = line.split()
-        if utt in wavs:
-            refs[utt] = words
+    wavs, audio, refs = test_utterances(L, set_, num_utts)
+    utts = list(wavs)
     conf = Path(L.kaldi_file(exp, "conf/model.conf")).read_text().split()
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "kaldi"
         shutil.copytree(L.kaldi_dir(exp), model)
-        hyps, cpu = run_vosk(model, wavs)
+        run = run_vosk(model, wavs)
+        hyps, cpu = run.hyps, run.cpu
     ours = {}
     if setting is not None:
         all_hyps = json.loads(Path(L.decode_hyps(exp, set_)).read_text())["words"][setting]

@@ -42,7 +42,6 @@ import argparse
 import itertools
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -52,47 +51,13 @@ import time
 from pathlib import Path
 
 import yaml
+from _harness import REPO, TINY, plan_of, run_snakemake, sacct_seconds
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from paravg.config import REPO_CONFIG  # noqa: E402
-from paravg.io import read_json  # noqa: E402
-from paravg.layout import Layout  # noqa: E402
-from paravg.plan import ExperimentPlan, experiment_plans  # noqa: E402
-from paravg.progress import load_config  # noqa: E402
-
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
-
-
-def snakemake(workdir: Path, args: list[str], timeout_s: int) -> tuple[float, str]:
-    """Run snakemake; its wall time and output (stdout + stderr)."""
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        ["timeout", "-k", "30", str(timeout_s), *cmd],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-5000:]}")
-    return time.monotonic() - t0, proc.stdout
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def cpu_seconds(total_cpu: str) -> float:
-    """sacct's TotalCPU ([D-][HH:]MM:SS[.mmm]) in seconds."""
-    days, _, rest = total_cpu.rpartition("-")
-    parts = [float(x) for x in rest.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0.0)
-    return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+from paravg.config import REPO_CONFIG
+from paravg.io import read_json
+from paravg.layout import Layout
+from paravg.plan import ExperimentPlan
+from paravg.progress import load_config
 
 
 def slurm_cpu(workdir: Path, since: float) -> tuple[float, int]:
@@ -109,14 +74,9 @@ def slurm_cpu(workdir: Path, since: float) -> tuple[float, int]:
         ours = {r[0].split(".")[0] for r in rows if r[1] and Path(r[1]) == workdir}
         batch = [r for r in rows if r[0].split(".")[0] in ours and r[0].endswith(".batch")]
         if len(batch) == len(ours):
-            return sum(cpu_seconds(r[2]) for r in batch), len(ours)
+            return sum(sacct_seconds(r[2]) for r in batch), len(ours)
         time.sleep(1)
     raise RuntimeError(f"sacct has no batch step for some jobs of {workdir}")
-
-
-def plan_of(overlay: dict, info: dict) -> ExperimentPlan:
-    """The plan of experiment ``default`` under the tiny config and ``overlay``."""
-    return experiment_plans(load_config([REPO_CONFIG, TINY, overlay]), info)["default"]
 
 
 def overhead_per_iteration(
@@ -182,7 +142,9 @@ def main() -> None:
         upstream = tmp / "upstream"
         upstream.mkdir()
         print("building the tiny egs ...", flush=True)
-        snakemake(upstream, ["--configfile", str(TINY), "--cores", "2", "egs_all"], 1800)
+        run_snakemake(
+            upstream, ["--configfile", str(TINY), "--cores", "2", "egs_all"], timeout_s=1800
+        )
         results = load_config([REPO_CONFIG, TINY])["results"]
         info = read_json(Layout.in_workdir(upstream, results).egs_info())
         # epochs for the iterations wanted (num_iters = int(epochs · A · F / N)); the plan
@@ -193,7 +155,7 @@ def main() -> None:
             "num_jobs_initial": args.jobs,
             "num_jobs_final": args.jobs,
         }
-        plan = plan_of({"trainer": trainer}, info)
+        plan = plan_of([REPO_CONFIG, TINY, {"trainer": trainer}], info=info)
         if plan.num_iters < args.iterations:
             sys.exit(f"the plan has {plan.num_iters} iterations, not {args.iterations}")
         targets = plan.job_outputs(args.iterations)  # the last timed iteration's jobs
@@ -208,9 +170,9 @@ def main() -> None:
                 (ws / "overlay.yaml").write_text(yaml.safe_dump(overlay))
                 cfg = ["--configfile", str(TINY), str(ws / "overlay.yaml")]
                 budget = int(args.iterations * (seconds + 120) + 600)
-                cpu, since = children_cpu(), time.time()
-                wall, out = snakemake(ws, [*profile, *targets, *cfg], budget)
-                main_cpu = children_cpu() - cpu
+                since = time.time()
+                run = run_snakemake(ws, [*profile, *targets, *cfg], timeout_s=budget)
+                wall, out, main_cpu = run.wall, run.output, run.cpu
                 jobs = len(re.findall(r"^Finished jobid", out, re.M))
                 cluster_cpu, slurm_jobs = slurm_cpu(ws, since) if name != "local" else (0.0, 0)
                 over = overhead_per_iteration(ws, plan, args.iterations, seconds)

@@ -29,35 +29,19 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _harness import REPO, Timer, synthetic_ivector_sets, train_ivector_models  # noqa: E402
 
 from paravg.config import validate_config  # noqa: E402
-from paravg.ivector import data, stages  # noqa: E402
+from paravg.ivector import data  # noqa: E402
 from paravg.ivector.extractor import IvectorExtractor  # noqa: E402
 from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
 from paravg.ivector.online import OnlineIvectorOptions, extract_speaker  # noqa: E402
-from paravg.ivector.synthetic import speaker_utterances, write_corpus  # noqa: E402
 from paravg.ivector.ubm import DiagGmm  # noqa: E402
-
-
-class Timer:
-    def __init__(self):
-        self.times: dict[str, float] = {}
-
-    def __call__(self, name, fn, *args, **kwargs):
-        t = time.process_time()
-        out = fn(*args, **kwargs)
-        self.times[name] = self.times.get(name, 0.0) + time.process_time() - t
-        return out
 
 
 def set_paths(results: Path, name: str) -> dict[str, Path]:
@@ -70,133 +54,6 @@ def set_paths(results: Path, name: str) -> dict[str, Path]:
         "cmvn": Path(L.feats_file(name, "cmvn.scp")),
         "spk2utt": Path(L.data_file(name, "spk2utt")),
     }
-
-
-def synthetic_sets(out: Path) -> tuple[dict, dict]:
-    rng = np.random.default_rng(0)
-    # ~16 minutes of training "audio" (40 speakers) and 15 held-out speakers, as the demo.
-    speakers = speaker_utterances(rng, 55, 8, (150, 450), dim=40)
-    names = list(speakers)
-    train = write_corpus(out / "train", {s: speakers[s] for s in names[:40]})
-    test = write_corpus(out / "test", {s: speakers[s][:5] for s in names[40:]})
-    as_dict = lambda c: {"feats": c.feats_scp, "cmvn": c.cmvn_scp, "spk2utt": c.spk2utt}  # noqa: E731
-    return as_dict(train), as_dict(test)
-
-
-def train(iv: dict, tr: dict, d: Path, timer: Timer) -> None:
-    nj, sub = iv["nj"], iv["subsample"]
-    timer(
-        "pca",
-        stages.train_pca,
-        tr["feats"],
-        tr["cmvn"],
-        d / "pca.npz",
-        iv["pca_dim"],
-        iv["splice"],
-        iv["pca_max_utts"],
-        iv["pca_subsample"],
-    )
-    timer(
-        "ubm",
-        stages.init_ubm,
-        d / "pca.npz",
-        tr["feats"],
-        tr["spk2utt"],
-        d / "ubm.0.npz",
-        d / "ubm.0.json",
-        iv["num_gauss"],
-        iv["ubm_num_iters_init"],
-        iv["ubm_num_frames"],
-        sub,
-        iv["srand"],
-    )
-    for j in range(nj):
-        timer(
-            "ubm",
-            stages.ubm_gselect,
-            d / "ubm.0.npz",
-            d / "pca.npz",
-            tr["feats"],
-            tr["spk2utt"],
-            j,
-            nj,
-            iv["num_gselect"],
-            sub,
-            d / f"gs.{j}.npz",
-        )
-    n = iv["ubm_num_iters"]
-    for it in range(n):
-        accs = [d / f"uacc.{it}.{j}.npz" for j in range(nj)]
-        for j in range(nj):
-            timer(
-                "ubm",
-                stages.ubm_accumulate,
-                d / f"ubm.{it}.npz",
-                d / "pca.npz",
-                tr["feats"],
-                tr["spk2utt"],
-                d / f"gs.{j}.npz",
-                j,
-                nj,
-                sub,
-                accs[j],
-            )
-        timer(
-            "ubm",
-            stages.ubm_estimate,
-            d / f"ubm.{it}.npz",
-            accs,
-            d / f"ubm.{it + 1}.npz",
-            d / f"ubm.{it + 1}.json",
-            it + 1 == n,
-        )
-    (d / f"ubm.{n}.npz").rename(d / "ubm.npz")
-    timer(
-        "extractor", stages.init_extractor, d / "ubm.npz", d / "ext.0.npz", iv["dim"], iv["srand"]
-    )
-    for j in range(nj):
-        timer(
-            "extractor",
-            stages.extractor_posteriors,
-            d / "ubm.npz",
-            d / "pca.npz",
-            tr["feats"],
-            tr["spk2utt"],
-            j,
-            nj,
-            sub,
-            iv["num_gselect_post"],
-            iv["min_post"],
-            iv["posterior_scale"],
-            d / f"post.{j}.npz",
-        )
-    n = iv["extractor_num_iters"]
-    for it in range(n):
-        accs = [d / f"eacc.{it}.{j}.npz" for j in range(nj)]
-        for j in range(nj):
-            timer(
-                "extractor",
-                stages.extractor_accumulate,
-                d / f"ext.{it}.npz",
-                d / "pca.npz",
-                tr["feats"],
-                tr["spk2utt"],
-                d / f"post.{j}.npz",
-                j,
-                nj,
-                sub,
-                accs[j],
-            )
-        timer(
-            "extractor",
-            stages.extractor_estimate,
-            d / f"ext.{it}.npz",
-            accs,
-            d / f"ext.{it + 1}.npz",
-            d / f"ext.{it + 1}.json",
-            iv["gaussian_min_count"],
-        )
-    (d / f"ext.{n}.npz").rename(d / "extractor.npz")
 
 
 def utterance_ivectors(iv, d, feats_scp, spk2utt, num_cg_iters, timer, name):
@@ -263,7 +120,7 @@ def main() -> None:
     ap.add_argument("--train", default="train")
     ap.add_argument("--test", default="test")
     ap.add_argument("--synthetic", action="store_true")
-    ap.add_argument("--config", type=Path, default=ROOT / "config" / "config.yaml")
+    ap.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     args = ap.parse_args()
     config = validate_config(yaml.safe_load(args.config.read_text()))
     iv = config["ivector"]
@@ -271,12 +128,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_ivector.") as tmp:
         d = Path(tmp)
         if args.synthetic or not args.results:
-            tr, te = synthetic_sets(d / "corpus")
+            tr, te = synthetic_ivector_sets(d / "corpus")
             source = "synthetic (i-vector model, 40 train / 15 test speakers)"
         else:
             tr, te = set_paths(args.results, args.train), set_paths(args.results, args.test)
             source = str(args.results)
-        train(iv, tr, d, timer)
+        train_ivector_models(iv, tr, d, timer)
         train_iv, _, train_frames = utterance_ivectors(
             iv, d, tr["feats"], tr["spk2utt"], iv["num_cg_iters"], timer, "train-extract"
         )

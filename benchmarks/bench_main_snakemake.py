@@ -45,32 +45,19 @@ import time
 from pathlib import Path
 
 import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-from bench_scale import (  # noqa: E402
+from _harness import (
     FRAMES_PER_EG,
-    TICK,
     TINY,
-    base_cmd,
-    build_upstream,
+    process_cpu,
+    snakemake_cmd,
+    upstream_workspace,
     widen_egs,
 )
 
-from paravg.config import REPO_CONFIG  # noqa: E402
-from paravg.layout import Layout  # noqa: E402
-from paravg.plan import experiment_plans  # noqa: E402
-from paravg.progress import load_config  # noqa: E402
-
-
-def own_cpu(pid: int) -> float | None:
-    """utime + stime of process ``pid`` (its threads, not its children); None once gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK
+from paravg.config import REPO_CONFIG
+from paravg.layout import Layout
+from paravg.plan import experiment_plans
+from paravg.progress import load_config
 
 
 def run_measured(cmd: list[str], cwd: Path, timeout_s: int) -> dict:
@@ -82,7 +69,7 @@ def run_measured(cmd: list[str], cwd: Path, timeout_s: int) -> dict:
 
     def poll() -> None:
         while p.poll() is None:
-            cpu = own_cpu(p.pid)
+            cpu = process_cpu(p.pid)
             if cpu is not None and p.poll() is None:
                 last["cpu"] = cpu
             time.sleep(0.05)
@@ -94,7 +81,7 @@ def run_measured(cmd: list[str], cwd: Path, timeout_s: int) -> dict:
         lines.append(line)
         s = line.strip()
         if first_cpu is None and s.startswith(("rule ", "localrule ")) and s.endswith(":"):
-            first_cpu = own_cpu(p.pid)
+            first_cpu = process_cpu(p.pid)
         if time.perf_counter() - t0 > timeout_s:
             p.kill()
     p.wait()
@@ -139,10 +126,7 @@ def main() -> None:
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench_main.") as tmp_name:
         tmp = Path(tmp_name)
-        upstream = tmp / "upstream"
-        upstream.mkdir()
-        print("building the tiny egs ...", flush=True)
-        build_upstream(upstream)
+        upstream = upstream_workspace(tmp)
         results = load_config([REPO_CONFIG, TINY])["results"]
         widen_egs(Layout.in_workdir(upstream, results), archives)
         info = json.loads(Path(Layout.in_workdir(upstream, results).egs_info()).read_text())
@@ -174,7 +158,7 @@ def main() -> None:
                 ws = tmp / f"n{n}{mode}"
                 shutil.copytree(upstream, ws, symlinks=True)
                 cmd = [
-                    *base_cmd(ws, path),
+                    *snakemake_cmd(ws, TINY, path),
                     "--executor", "paravg-warm",
                     "--cores", str(cores),
                     *targets,

@@ -58,9 +58,9 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from _harness import FEAT_DIM, IVEC_DIM, REPO, benchmark_cpu_seconds, write_archive
 
-REPO = Path(__file__).resolve().parents[1]
-FEAT_DIM, IVEC_DIM, NUM_TARGETS, FPE = 40, 40, 200, 8
+NUM_TARGETS = 200  # the archives' labels (their dims and frames per eg: _harness's)
 IVECTOR_PERIOD = 10  # the demo's online i-vector period (frames)
 
 #: The demo-sized TDNN-LSTM: Kaldi's ``egs/wsj/s5/local/nnet3/tuning/run_tdnn_lstm_1a.sh``
@@ -121,19 +121,6 @@ def lstm_config() -> dict:
 
     cfg = validate_config(deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), LSTM_OVERLAY))
     return resolved_experiments(cfg)["default"] | {"egs": cfg["egs"]}
-
-
-def write_archive(prefix: Path, n: int, left: int, right: int) -> None:
-    from paravg.egs.archive import ArchiveMeta, ArchiveWriter
-
-    meta = ArchiveMeta(n, FPE, left, right, FEAT_DIM, IVEC_DIM, "float16")
-    rng = np.random.default_rng(0)
-    with ArchiveWriter(prefix, meta) as w:
-        w.arrays["feats"][:] = rng.standard_normal((n, meta.window, FEAT_DIM)).astype(np.float16)
-        w.arrays["labels"][:] = rng.integers(0, NUM_TARGETS, (n, FPE))
-        w.arrays["weights"][:] = 1.0
-        w.arrays["ivectors"][:] = rng.standard_normal((n, IVEC_DIM))
-        w.set_keys([f"u-{i}" for i in range(n)])
 
 
 def write_chunk_archive(prefix: Path, model: dict, egs: dict, num_frames: int) -> int:
@@ -325,7 +312,7 @@ def training_cost(num_egs: int, repeats: int, lstm_frames: int) -> None:
         for name, cfg in configs.items():
             left, right = model_context(cfg)
             prefix = Path(tmp) / f"{name}"
-            write_archive(prefix, num_egs, left, right)
+            write_archive(prefix, num_egs, left, right, NUM_TARGETS)
             for ng in (False, True):
                 rows[(name, ng)] = measure_job(cfg, prefix, ng, repeats)
         prefix = Path(tmp) / "tdnn_lstm"
@@ -380,18 +367,6 @@ def training_cost(num_egs: int, repeats: int, lstm_frames: int) -> None:
     print(f"| chunk / frame | | | {cr / fr:.2f} | {ct / ft:.2f} | |")
 
 
-def cpu_seconds(logs: list[Path]) -> float:
-    """Sum of the CPU seconds of Snakemake ``benchmark:`` files (``cpu_time`` column)."""
-    total = 0.0
-    for path in logs:
-        lines = path.read_text().splitlines()
-        if len(lines) >= 2:
-            header, values = lines[0].split("\t"), lines[1].split("\t")
-            if "cpu_time" in header:
-                total += float(values[header.index("cpu_time")])
-    return total
-
-
 def run_table(results: Path) -> None:
     """Per experiment and eval set: the row of ``results.tsv`` (frame accuracy,
     cross-entropy, WER at the tuning set's LMWT/WIP), the parameters, and the CPU seconds
@@ -407,8 +382,8 @@ def run_table(results: Path) -> None:
     for row in rows:
         name = row["experiment"]
         init = json.loads((results / "exp" / name / "init.json").read_text())
-        train_cpu = cpu_seconds(sorted(bench.glob(f"train_job/{name}/**/*.tsv")))
-        decode_cpu = cpu_seconds(sorted(bench.glob(f"decode*/{name}/**/*.tsv")))
+        train_cpu = benchmark_cpu_seconds(sorted(bench.glob(f"train_job/{name}/**/*.tsv")))
+        decode_cpu = benchmark_cpu_seconds(sorted(bench.glob(f"decode*/{name}/**/*.tsv")))
         print(
             f"| {name} | {init['num_parameters']:,} | {row['set']} "
             f"| {float(row['frame_accuracy']):.4f} | {float(row['cross_entropy']):.4f} "

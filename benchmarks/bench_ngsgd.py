@@ -42,13 +42,13 @@ from pathlib import Path
 
 import torch
 import yaml
+from _harness import REPO
 from torch import nn
 
 from paravg.io import atomic_path
 from paravg.nnet.affine import Affine, plain_affine_factory
 from paravg.nnet.ng_affine import make_affine_factory
 
-ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.3
 LR = 1e-4
 
@@ -102,7 +102,7 @@ def build_tdnn(
 ) -> Built:
     from paravg.nnet.tdnn import TdnnModel
 
-    with open(ROOT / "config" / "config.yaml") as f:
+    with open(REPO / "config" / "config.yaml") as f:
         model_cfg = yaml.safe_load(f)["model"]
     feat_dim, ivector_dim, num_targets, batch = 40, 100, 40, 256
     model = TdnnModel(model_cfg, feat_dim, ivector_dim, num_targets, factory)

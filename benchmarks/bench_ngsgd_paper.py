@@ -24,10 +24,11 @@ import argparse
 import re
 from pathlib import Path
 
+from _harness import REPO
+
 from paravg.io import read_json
 from paravg.layout import Layout
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIGS = [REPO / "config" / "config.yaml", REPO / "config" / "experiments" / "ngsgd_paper.yaml"]
 
 

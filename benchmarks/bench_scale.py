@@ -34,49 +34,26 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import deque
 from pathlib import Path
 
 import yaml
+from _harness import (
+    FRAMES_PER_EG,
+    TINY,
+    children_cpu,
+    process_cpu,
+    snakemake_cmd,
+    upstream_workspace,
+    widen_egs,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from paravg.config import REPO_CONFIG  # noqa: E402
-from paravg.egs.archive import archive_files  # noqa: E402
-from paravg.layout import Layout  # noqa: E402
-from paravg.plan import ExperimentPlan, experiment_plans  # noqa: E402
-from paravg.progress import load_config  # noqa: E402
-
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-TINY = REPO / "tests" / "pipeline" / "tiny.yaml"
-TICK = os.sysconf("SC_CLK_TCK")
-FRAMES_PER_EG = 8  # the tiny config's egs
-
-
-def base_cmd(ws: Path, overlay: Path) -> list[str]:
-    return [
-        SNAKEMAKE,
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(ws),
-        "--configfile",
-        str(TINY),
-        str(overlay),
-    ]
-
-
-def build_upstream(d: Path) -> None:
-    log = d.parent / "upstream.log"
-    with open(log, "w") as out:
-        proc = subprocess.run(
-            [*base_cmd(d, TINY)[:-1], "--cores", "2", "egs_all"], stdout=out, stderr=out
-        )
-    if proc.returncode:
-        raise RuntimeError(f"building the tiny egs failed:\n{log.read_text()[-3000:]}")
+from paravg.config import REPO_CONFIG
+from paravg.layout import Layout
+from paravg.plan import ExperimentPlan, experiment_plans
+from paravg.progress import load_config
 
 
 def overlay_for(tmp: Path, iterations: int, jobs: int, archives: int) -> Path:
@@ -133,23 +110,6 @@ def fabricate(
         os.chdir(cwd)
 
 
-def widen_egs(L: Layout, archives: int) -> None:
-    """Archive b is a copy of archive b mod a0; info.json says ``archives`` (its mtime
-    kept: the egs stay up to date)."""
-    st = os.stat(L.egs_info())
-    info = json.loads(Path(L.egs_info()).read_text())
-    a0, info["num_archives"] = info["num_archives"], archives
-    Path(L.egs_info()).write_text(json.dumps(info))
-    os.utime(L.egs_info(), ns=(st.st_atime_ns, st.st_mtime_ns))
-    for a in range(a0):
-        files = archive_files(L.egs_prefix(a), with_ivectors=True).values()
-        for b in range(a0 + a, archives, a0):
-            copies = archive_files(L.egs_prefix(b), with_ivectors=True).values()
-            for f, copy in zip(files, copies, strict=True):
-                if os.path.exists(f):
-                    shutil.copy2(f, copy)
-
-
 def put(path: str, text: str) -> None:
     """Write ``text`` to the layout file ``path``, making its directory."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -158,20 +118,17 @@ def put(path: str, text: str) -> None:
 
 def cpu_of(cmd: list[str]) -> float:
     """CPU seconds (user + system) of a command run to its end."""
-    before = os.times()
+    before = children_cpu()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    after = os.times()
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd[-14:])} failed:\n{proc.stdout[-3000:]}")
-    return (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
+    return children_cpu() - before
 
 
 def job_cmd(ws: Path, overlay: Path, t: int) -> list[str]:
     """What the SLURM executor runs on the node for train job 3 of index t (a dry run)."""
     return [
-        *base_cmd(ws, overlay),
+        *snakemake_cmd(ws, TINY, overlay),
         "--target-jobs",
         f"train_job:exp=default,t={t},j=3",
         "--allowed-rules",
@@ -199,8 +156,7 @@ def until_first_job(cmd: list[str]) -> tuple[float, float, str]:
             s = line.strip()
             if s.startswith(("rule ", "localrule ", "checkpoint ")) and s.endswith(":"):
                 wall = time.perf_counter() - t0
-                fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
-                return wall, (int(fields[11]) + int(fields[12])) / TICK, s.split()[-1][:-1]
+                return wall, process_cpu(p.pid), s.split()[-1][:-1]
         raise RuntimeError("snakemake ended before starting a job:\n" + "".join(tail))
     finally:
         os.killpg(p.pid, signal.SIGKILL)
@@ -233,10 +189,7 @@ def main() -> None:
     resume = args.resume or int(0.9 * args.iterations)
     with tempfile.TemporaryDirectory(prefix="bench_scale.") as tmp_name:
         tmp = Path(tmp_name)
-        upstream = tmp / "upstream"
-        upstream.mkdir()
-        print("building the tiny egs ...", flush=True)
-        build_upstream(upstream)
+        upstream = upstream_workspace(tmp)
         overlays = {n: overlay_for(tmp, args.iterations, n, archives) for n in (small, big)}
         jobs = {}  # (N, "early" | "late") -> (workspace, t of the job)
         for n in (small, big):
@@ -276,7 +229,9 @@ def main() -> None:
             (
                 label,
                 main_dag(
-                    [*base_cmd(d, overlays[big]), *more, "--cores", "2"], prep, args.main_repeats
+                    [*snakemake_cmd(d, TINY, overlays[big]), *more, "--cores", "2"],
+                    prep,
+                    args.main_repeats,
                 ),
             )
             for label, d, prep, more in runs

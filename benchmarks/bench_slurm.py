@@ -33,37 +33,19 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO, SNAKEMAKE, TINY, run_snakemake, sacct_seconds
+
 SCRIPT = REPO / "tools" / "local_slurm.sh"
 TOY = REPO / "tests" / "fixtures" / "toy_slurm" / "Snakefile"
-TINY_CONFIG = REPO / "tests" / "pipeline" / "tiny.yaml"
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
 def run(args: list[str], cwd: Path, timeout_s: int) -> float:
-    """Run snakemake under `timeout -k 30`; return the wall time; raise on failure."""
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        ["timeout", "-k", "30", str(timeout_s), SNAKEMAKE, *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}")
-    return wall
+    """Run snakemake with ``args`` in ``cwd`` under `timeout -k 30`; return the wall
+    time; raise on failure."""
+    return run_snakemake(cwd, args, timeout_s=timeout_s, own_snakefile=False).wall
 
 
-def seconds(elapsed: str) -> int:
-    """sacct Elapsed ([D-]HH:MM:SS) in seconds."""
-    days, _, hms = elapsed.rpartition("-")
-    h, m, s = (int(x) for x in hms.split(":"))
-    return int(days or 0) * 86400 + h * 3600 + m * 60 + s
-
-
-def sacct_elapsed(workdir: Path, since: float) -> list[int]:
+def sacct_elapsed(workdir: Path, since: float) -> list[float]:
     """Elapsed seconds of each SLURM job submitted from ``workdir`` since ``since``."""
     out = subprocess.run(
         [
@@ -81,7 +63,7 @@ def sacct_elapsed(workdir: Path, since: float) -> list[int]:
         check=True,
     ).stdout
     rows = [line.split("|") for line in out.splitlines()]
-    return [seconds(e) for w, e, s in rows if Path(w) == workdir and s == "COMPLETED"]
+    return [sacct_seconds(e) for w, e, s in rows if Path(w) == workdir and s == "COMPLETED"]
 
 
 def first_poll_after(init: float, duration: float, cap: float = 180) -> float:
@@ -117,7 +99,7 @@ def final_target() -> str:
     from paravg.layout import Layout
     from paravg.progress import load_config
 
-    return Layout(load_config([REPO_CONFIG, TINY_CONFIG])["results"]).final_model("default")
+    return Layout(load_config([REPO_CONFIG, TINY])["results"]).final_model("default")
 
 
 def tiny_workload(args: argparse.Namespace, tmp: Path):
@@ -131,7 +113,7 @@ def tiny_workload(args: argparse.Namespace, tmp: Path):
         f"trainer:\n  num_epochs: {args.tiny_epochs}\n"
         f"  num_jobs_initial: {args.jobs}\n  num_jobs_final: {args.jobs}\n"
     )
-    common = ["-s", str(REPO / "Snakefile"), "--configfile", str(TINY_CONFIG), str(overlay)]
+    common = ["-s", str(REPO / "Snakefile"), "--configfile", str(TINY), str(overlay)]
     print("building the tiny egs locally ...", flush=True)
     run([*common, "--directory", str(upstream), "--cores", str(args.cores), "egs_all"], tmp, 1800)
     plan = subprocess.run(

@@ -32,22 +32,15 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
+import _harness
 import yaml
 
 from paravg.config import REPO_CONFIG
-from paravg.io import read_json
-from paravg.layout import Layout
-from paravg.plan import ExperimentPlan, experiment_plans
-from paravg.progress import load_config
+from paravg.plan import ExperimentPlan
 
-REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 STRAGGLER_METHODS = ["average", "ring", "random-ring", "delay-by-one", "d-psgd"]
 SLOW_JOB = 1
 
@@ -70,23 +63,15 @@ def base_overlay(args) -> dict:
 def plan_of(overlay: dict, name: str) -> ExperimentPlan:
     """The plan of experiment ``name`` of the workspace (the current directory) under the
     config ``config/config.yaml`` + ``overlay``, on the egs built there."""
-    config = load_config([REPO_CONFIG, overlay])
-    info = read_json(Layout(config["results"]).egs_info())
-    return experiment_plans(config, info)[name]
+    return _harness.plan_of([REPO_CONFIG, overlay], name)
 
 
 def snakemake(ws: Path, overlay: dict, *targets: str, cores: int, executor: str) -> float:
     """Run the Snakefile in ``ws`` with the overlay on ``targets``; return wall seconds."""
     cfg = ws / "overlay.yaml"
     cfg.write_text(yaml.safe_dump(overlay))
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(ws)]
-    cmd += ["--configfile", str(cfg), "--cores", str(cores), "--executor", executor, *targets]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.exit(f"snakemake failed ({' '.join(targets)}):\n{proc.stdout[-5000:]}")
-    return wall
+    args = ["--cores", str(cores), "--executor", executor, *targets]
+    return _harness.run_snakemake(ws, args, configfiles=[cfg]).wall
 
 
 def first_log_time(path: Path) -> float:

@@ -51,7 +51,8 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _harness import REPO
+
 EMA_SWEEP = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98)  # decay per archive processed
 TIAN = ("average", "bmuf")
 CUI = ("average", "ring", "random-ring", "delay-by-one", "d-psgd")

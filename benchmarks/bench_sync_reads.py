@@ -24,12 +24,10 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from _harness import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from paravg.config import REPO_CONFIG, deep_merge, validate_config  # noqa: E402
-from paravg.plan import experiment_plans  # noqa: E402
+from paravg.config import REPO_CONFIG, deep_merge, validate_config
+from paravg.plan import experiment_plans
 
 MODEL_ROLES = ("models", "synced", "global", "delta", "start")
 

@@ -35,65 +35,26 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from _harness import (
+    FPE,
+    TINY,
+    build_upstream,
+    default_model_cfg,
+    fresh_model,
+    run_snakemake,
+    write_archive,
+)
+from _harness import training_spec as spec
 
 from paravg.config import REPO_CONFIG
 from paravg.egs import EgsArchive
-from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.io import save_torch_atomic
 from paravg.layout import Layout
 from paravg.nnet.context import model_context
 from paravg.nnet.model_file import model_to_file_dict
-from paravg.nnet.tdnn import TdnnModel
 from paravg.plan import experiment_plans
 from paravg.progress import load_config
-from paravg.train_job import JobSpec, train_one_job
-
-REPO = Path(__file__).resolve().parents[1]
-FEAT_DIM, IVEC_DIM, NUM_TARGETS, FPE = 40, 40, 40, 8
-
-
-def default_model_cfg() -> dict:
-    from paravg.config import validate_config
-
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    return validate_config(cfg)["model"]
-
-
-def write_archive(prefix: Path, n: int, left: int, right: int) -> None:
-    meta = ArchiveMeta(n, FPE, left, right, FEAT_DIM, IVEC_DIM, "float16")
-    rng = np.random.default_rng(0)
-    with ArchiveWriter(prefix, meta) as w:
-        w.arrays["feats"][:] = rng.standard_normal((n, meta.window, FEAT_DIM)).astype(np.float16)
-        w.arrays["labels"][:] = rng.integers(0, NUM_TARGETS, (n, FPE))
-        w.arrays["weights"][:] = 1.0
-        w.arrays["ivectors"][:] = rng.standard_normal((n, IVEC_DIM))
-        w.set_keys([f"u-{i}" for i in range(n)])
-
-
-def fresh_model(cfg: dict, ng: bool = False, full_window: bool = False) -> TdnnModel:
-    """The default model; ``full_window``: every layer at every position (the baseline
-    of the computation before it followed Kaldi's compiler)."""
-    from paravg.nnet.ng_affine import make_affine_factory
-
-    model = TdnnModel(cfg, FEAT_DIM, IVEC_DIM, NUM_TARGETS, make_affine_factory({"enabled": ng}))
-    if full_window:
-        model.forward = model.forward_full_window
-    model.init_parameters(seed=0)
-    with torch.no_grad():
-        model.output.weight.normal_(0, 0.01)
-    return model
-
-
-def spec(minibatch: int) -> JobSpec:
-    return JobSpec(
-        iteration=1,
-        job=0,
-        learning_rate=1e-3,
-        minibatch_size=minibatch,
-        max_param_change=2.0,
-        frame=3,
-        shuffle_buffer_size=5000,
-    )
+from paravg.train_job import train_one_job
 
 
 def real_job_seconds(
@@ -134,13 +95,15 @@ import time, json, sys
 t0 = time.perf_counter()
 import torch
 from paravg.devices import select_device
+from paravg.nnet.model_file import load_model_file
 from paravg.train_job import JobSpec, run_train_job
 torch.set_num_threads(1)
 spec = JobSpec(iteration=1, job=0, learning_rate=1e-3, minibatch_size={mb},
                max_param_change=2.0, frame=3, shuffle_buffer_size=5000)
 with select_device("cpu") as dev:
     t1 = time.perf_counter()
-    run_train_job("{model}", "{prefix}", "{out}", "{out}.json", spec, {{"enabled": {ng}}}, dev)
+    start = load_model_file("{model}")
+    run_train_job(start, "{prefix}", "{out}", "{out}.json", spec, {{"enabled": {ng}}}, dev)
 t2 = time.perf_counter()
 print(json.dumps({{"startup": t1 - t0, "job": t2 - t1}}))
 """
@@ -164,33 +127,15 @@ def per_job_overhead(cfg: dict, workdir: Path, num_egs: int, minibatch: int, ng:
 
 
 def dag_build_times(workspace: Path | None, iterations: list[int]) -> list[tuple[int, float]]:
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
-    tiny = REPO / "tests" / "pipeline" / "tiny.yaml"
     tmp = Path(tempfile.mkdtemp(prefix="bench_dag_"))
     try:
         if workspace is None:
             workspace = tmp / "upstream"
             workspace.mkdir()
-            subprocess.run(
-                [
-                    snakemake,
-                    "-s",
-                    str(REPO / "Snakefile"),
-                    "--directory",
-                    str(workspace),
-                    "--configfile",
-                    str(tiny),
-                    "--cores",
-                    "2",
-                    "egs_all",
-                    "--quiet",
-                    "all",
-                ],
-                check=True,
-            )
+            build_upstream(workspace)
         ws = tmp / "ws"
         shutil.copytree(workspace, ws, symlinks=True)
-        config = load_config([REPO_CONFIG, tiny])
+        config = load_config([REPO_CONFIG, TINY])
         info_path = Path(Layout.in_workdir(ws, config["results"]).egs_info())
         info = json.loads(info_path.read_text())
         info["num_archives"] = 100
@@ -204,29 +149,11 @@ def dag_build_times(workspace: Path | None, iterations: list[int]) -> list[tuple
                 "num_jobs_final": 12,
             }
             overlay.write_text(yaml.safe_dump({"trainer": trainer}))
-            run_config = load_config([REPO_CONFIG, tiny, {"trainer": trainer}])
+            run_config = load_config([REPO_CONFIG, TINY, {"trainer": trainer}])
             plan = experiment_plans(run_config, info)["default"]
-            t0 = time.perf_counter()
-            subprocess.run(
-                [
-                    snakemake,
-                    "-s",
-                    str(REPO / "Snakefile"),
-                    "--directory",
-                    str(ws),
-                    "--configfile",
-                    str(tiny),
-                    str(overlay),
-                    "-n",
-                    "--quiet",
-                    "rules",
-                    "--cores",
-                    "2",
-                ],
-                check=True,
-                capture_output=True,
-            )
-            out.append((plan.num_iters, time.perf_counter() - t0))  # the plan's count
+            args = ["-n", "--quiet", "rules", "--cores", "2"]
+            wall = run_snakemake(ws, args, configfiles=[TINY, overlay]).wall
+            out.append((plan.num_iters, wall))  # the plan's count
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

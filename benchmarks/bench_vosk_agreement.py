@@ -48,11 +48,11 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import kaldialign  # noqa: E402
 import kaldifst  # noqa: E402, F401  (before kaldi_hmm_gmm)
 import kaldiio  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _harness import wer  # noqa: E402
 
 from paravg.audio import AudioReader  # noqa: E402
 from paravg.data import read_data_dir  # noqa: E402
@@ -79,11 +79,6 @@ from paravg.ivector.features import IvectorFeaturePipeline  # noqa: E402
 from paravg.ivector.online import OnlineIvectorOptions, extract_speaker  # noqa: E402
 from paravg.layout import Layout  # noqa: E402
 from paravg.nnet.model_file import build_model, load_model_file  # noqa: E402
-
-
-def wer(text: dict[str, list[str]], hyps: dict[str, str]) -> float:
-    errors = sum(kaldialign.edit_distance(ref, hyps[u].split())["total"] for u, ref in text.items())
-    return 100.0 * errors / max(1, sum(len(ref) for ref in text.values()))
 
 
 def cached_vosk(kaldi: Path, wavs: dict[str, str], key: str) -> tuple[dict[str, str], float]:

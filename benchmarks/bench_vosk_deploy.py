@@ -20,18 +20,13 @@ beams.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import resource
 import shutil
-import subprocess
-import sys
 import tempfile
-import wave
 from pathlib import Path
 
-import kaldialign
+from _harness import add_run_arguments, run_vosk, test_utterances, wer
 
 from paravg.layout import Layout
 
@@ -44,34 +39,9 @@ def set_decoder_options(model_dir: Path, beam: float, lattice_beam: float, max_a
     conf.write_text(text)
 
 
-def run_vosk(model_dir: Path, wavs: dict[str, str]) -> tuple[dict[str, str], float, int]:
-    """(hypotheses, CPU seconds of the vosk process, utterances that warned)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs, out = Path(tmp) / "jobs.json", Path(tmp) / "hyps.json"
-        jobs.write_text(
-            json.dumps({"model": str(model_dir), "rate": 16000, "wavs": wavs, "log_level": 0})
-        )
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        proc = subprocess.run(
-            [sys.executable, "-m", "paravg.export.vosk_run", str(jobs), str(out)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        )
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        warned = proc.stderr.count("Did not reach requested beam")
-        return json.loads(out.read_text()), cpu, warned
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--exp", default="default")
-    ap.add_argument("--set", default="test")
-    ap.add_argument("--max-utts", type=int, default=20)
+    add_run_arguments(ap)
     ap.add_argument("--beams", nargs="+", default=None, help="beam,lattice_beam,max_active")
     args = ap.parse_args()
     r = Path(args.results).resolve()
@@ -84,19 +54,8 @@ def main() -> None:
         for k in ("beam", "lattice-beam", "max-active")
     ]
     settings = args.beams or ["15,8,7000", ",".join(own)]
-    wav_scp = Path(L.data_file(args.set, "wav.scp")).read_text().splitlines()
-    wav_scp = dict(line.split(maxsplit=1) for line in wav_scp)
-    utts = sorted(wav_scp)[: args.max_utts]
-    wavs = {u: wav_scp[u].strip() for u in utts}
-    audio = 0.0
-    for path in wavs.values():
-        with wave.open(path) as w:
-            audio += w.getnframes() / w.getframerate()
-    refs = {}
-    for line in Path(L.text(args.set)).read_text().splitlines():
-        utt, *words = line.split()
-        if utt in wavs:
-            refs[utt] = words
+    wavs, audio, refs = test_utterances(L, args.set, args.max_utts)
+    utts = list(wavs)
     print(f"vosk on {len(utts)} utterances of {args.set} ({audio:.1f} s of audio), 1 thread")
     head = ("beam,lattice-beam,max-active", "CPU s", "RTF", "warned", "WER %")
     print(f"{head[0]:30s} {head[1]:>8s} {head[2]:>7s} {head[3]:>7s} {head[4]:>7s}")
@@ -106,13 +65,11 @@ def main() -> None:
             model = Path(tmp) / "kaldi"
             shutil.copytree(export, model)
             set_decoder_options(model, float(beam), float(lattice_beam), int(max_active))
-            hyps, cpu, warned = run_vosk(model, wavs)
-        errors = sum(
-            kaldialign.edit_distance(refs[u], hyps.get(u, "").split())["total"] for u in refs
-        )
-        wer = 100.0 * errors / sum(len(w) for w in refs.values())
+            run = run_vosk(model, wavs, log_level=0)
+        cpu, warned = run.cpu, run.stderr.count("Did not reach requested beam")
+        rate = wer(refs, run.hyps)
         label = setting + (" (model.conf)" if setting == ",".join(own) else "")
-        print(f"{label:30s} {cpu:8.1f} {cpu / audio:7.3f} {warned:>4d}/{len(utts):<2d} {wer:7.2f}")
+        print(f"{label:30s} {cpu:8.1f} {cpu / audio:7.3f} {warned:>4d}/{len(utts):<2d} {rate:7.2f}")
 
 
 if __name__ == "__main__":

@@ -27,53 +27,25 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import yaml
+from _harness import copy_upstream, run_snakemake
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from paravg.config import REPO_CONFIG, deep_merge, validate_config  # noqa: E402
-from paravg.layout import Layout  # noqa: E402
+from paravg.config import REPO_CONFIG
+from paravg.layout import Layout
+from paravg.progress import load_config
 
 EXECUTORS = ("local", "paravg-warm")
-UPSTREAM = ("demo", "data", "feats", "ivector", "egs", "graph")
 
 
-def load_config(configfiles: list[Path]) -> dict:
-    cfg = yaml.safe_load(REPO_CONFIG.read_text())
-    for f in configfiles:
-        cfg = deep_merge(cfg, yaml.safe_load(f.read_text()) or {})
-    return validate_config(cfg)
-
-
-def copy_upstream(workspace: Path, dest: Path, results: str) -> None:
-    """The finished upstream stages and Snakemake's metadata, mtimes kept."""
-    for name in UPSTREAM:
-        src = workspace / results / name
-        if src.exists():
-            shutil.copytree(src, dest / results / name, copy_function=shutil.copy2)
-    if (workspace / ".snakemake" / "metadata").exists():
-        shutil.copytree(
-            workspace / ".snakemake" / "metadata",
-            dest / ".snakemake" / "metadata",
-            copy_function=shutil.copy2,
-        )
-
-
-def snakemake(ws: Path, configfiles: list[Path], *args: str) -> subprocess.CompletedProcess:
-    cmd = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile")]
-    cmd += ["--directory", str(ws), "--configfile", str(REPO_CONFIG), *map(str, configfiles)]
-    # scripts newer than the copied outputs must not rebuild the upstream stages
-    cmd += ["--rerun-triggers", "mtime", "input", *args]
-    return subprocess.run(cmd, cwd=ws, capture_output=True, text=True)
+def snakemake(ws: Path, configfiles: list[Path], *args: str):
+    """The Snakefile in ``ws`` with the repository's config and ``configfiles``; scripts
+    newer than the copied outputs must not rebuild the upstream stages."""
+    args = ("--rerun-triggers", "mtime", "input", *args)
+    return run_snakemake(ws, list(args), configfiles=[REPO_CONFIG, *configfiles], check=False)
 
 
 def training_seconds(layout: Layout, exp: str) -> list[float]:
@@ -85,11 +57,6 @@ def training_seconds(layout: Layout, exp: str) -> list[float]:
     return out
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run(args, executor: str, cfg: dict) -> dict:
     ws = Path(tempfile.mkdtemp(prefix=f"warm-{executor}-", dir=args.scratch))
     copy_upstream(args.workspace, ws, cfg["results"])
@@ -97,23 +64,22 @@ def run(args, executor: str, cfg: dict) -> dict:
     target = Layout(cfg["results"]).final_model(args.experiment)
     dry = snakemake(ws, args.configfile, "-n", "--cores", str(args.cores), target)
     upstream_jobs = [
-        r for r in ("egs", "prepare_data", "compute_features") if f"rule {r}:" in dry.stdout
+        r for r in ("egs", "prepare_data", "compute_features") if f"rule {r}:" in dry.output
     ]
     if dry.returncode != 0 or upstream_jobs:
-        sys.exit(f"{ws}: the upstream stages would rerun ({upstream_jobs}):\n{dry.stdout[-3000:]}")
-    cpu, started = children_cpu(), time.perf_counter()
+        sys.exit(f"{ws}: the upstream stages would rerun ({upstream_jobs}):\n{dry.output[-3000:]}")
     proc = snakemake(
         ws, args.configfile, "--cores", str(args.cores), "--executor", executor, target
     )
-    wall, cpu = time.perf_counter() - started, children_cpu() - cpu
+    wall, cpu = proc.wall, proc.cpu
     if proc.returncode != 0:
-        sys.exit(f"{executor}: snakemake failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        sys.exit(f"{executor}: snakemake failed:\n{proc.output[-6000:]}")
     training = training_seconds(layout, args.experiment)
     result = {
         "executor": executor,
         "wall": wall,
         "cpu": cpu,
-        "jobs": len(re.findall(r"^Finished jobid", proc.stdout + proc.stderr, re.M)),
+        "jobs": len(re.findall(r"^Finished jobid", proc.output, re.M)),
         "train_jobs": len(training),
         "training": sum(training),
         "final": Path(layout.final_model(args.experiment)).read_bytes(),
@@ -144,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
     args.workspace = args.workspace.resolve()
     args.configfile = [f.resolve() for f in args.configfile]
-    cfg = load_config(args.configfile)
+    cfg = load_config([REPO_CONFIG, *args.configfile])
     results = [run(args, executor, cfg) for executor in EXECUTORS]
     base = results[0]
     stage = f"training stage of {args.experiment!r} to final.pt"

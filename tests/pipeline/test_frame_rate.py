@@ -20,17 +20,19 @@ import torch
 from paravg.egs import EgsArchive
 
 from .conftest import WARM, check_ok, run_snakemake, tiny_plan
-from .test_vosk import (
-    _decode,
-    _export_dither0,
-    _record,
-    _wer,
+from .vosk_checks import (
+    assert_agreement,
+    decode_both,
     decoded_wavs,
+    export_dither0,
     load_scp,
+    record_agreement,
     reference_text,
     set_decoder_option,
     set_search_beams_of_paravgs_decoding,
     utterances,
+    wer_of,
+    without_ivector_input,
 )
 
 pytestmark = pytest.mark.pipeline
@@ -114,18 +116,14 @@ def test_the_export_decodes_in_vosk_as_with_paravgs_network(workdir):
     0, 3, 6, …, at the decoding scale 0.3."""
     conf = (workdir / EXP / "kaldi" / "conf" / "model.conf").read_text().split()
     assert "--frame-subsampling-factor=3" in conf and "--acoustic-scale=0.3" in conf
-    file_dict = torch.load(workdir / EXP / "final.pt", weights_only=True)
-    file_dict["state_dict"]["lda_weight"][:, -file_dict["ivector_dim"] :] = 0.0
-    model = workdir / "no_ivector_input.pt"
-    torch.save(file_dict, model)
+    model = without_ivector_input(workdir, workdir / EXP / "final.pt")
     kaldi = workdir / "kaldi_no_ivector_input"
-    _export_dither0(workdir, model, kaldi)
-    ours, vosk = _decode(workdir, kaldi, model, True, acoustic_scale=0.3)
-    stats = _record(workdir, "lfr_no_ivector_input", ours, vosk)
+    export_dither0(workdir, model, kaldi)
+    ours, vosk = decode_both(workdir, kaldi, model, True, acoustic_scale=0.3)
+    stats = record_agreement(workdir, "lfr_no_ivector_input", ours, vosk)
     # measured: 10/10 identical (the tiny f = 3 model, frame accuracy 0.19: 8 of the 10
     # hypotheses are words, 10 words in all)
-    assert stats["identical_fraction"] >= 0.9, stats
-    assert stats["error_rate_between"] <= 1.0, stats
+    assert_agreement(stats)
     assert_words_of_the_graph(workdir, vosk)
 
 
@@ -146,12 +144,12 @@ def test_vosk_decodes_the_export_like_paravgs_own_decoder(workdir, tmp_path):
     set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE * F / lmwt)
     set_search_beams_of_paravgs_decoding(kaldi)
     vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
-    stats = _record(workdir, "lfr_with_ivectors", ours, vosk)
+    stats = record_agreement(workdir, "lfr_with_ivectors", ours, vosk)
     # measured on the tiny f = 3 model (WER ~92 %): 17/20 identical, WERs 93.12 and 91.53
     assert stats["identical_fraction"] >= 0.6, stats
     wer = {
-        "paravg": _wer(reference_text(workdir), ours),
-        "vosk": _wer(reference_text(workdir), vosk),
+        "paravg": wer_of(reference_text(workdir), ours),
+        "vosk": wer_of(reference_text(workdir), vosk),
     }
     assert abs(wer["paravg"] - wer["vosk"]) <= 3.0, wer
     assert_words_of_the_graph(workdir, vosk)

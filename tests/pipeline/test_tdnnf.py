@@ -16,7 +16,14 @@ import pytest
 import torch
 
 from .conftest import WARM, check_ok, run_snakemake
-from .test_vosk import _decode, _export_dither0, _record, assert_hypotheses_are_words
+from .vosk_checks import (
+    assert_agreement,
+    assert_hypotheses_are_words,
+    decode_both,
+    export_dither0,
+    record_agreement,
+    without_ivector_input,
+)
 
 pytestmark = pytest.mark.pipeline
 
@@ -67,16 +74,12 @@ def test_vosk_decodes_the_tdnnf_export_like_paravgs_decoder(workdir):
     """As the TDNN's test 1 (tests/pipeline/test_vosk.py): the trained TDNN-F without its
     i-vector input, exported with dither 0, decoded by vosk and by Kaldi's FasterDecoder
     on paravg's log-likelihoods with vosk's graph scale."""
-    file_dict = torch.load(workdir / EXP / "final.pt", weights_only=True)
-    file_dict["state_dict"]["lda_weight"][:, -file_dict["ivector_dim"] :] = 0.0
-    model = workdir / "no_ivector_input.pt"
-    torch.save(file_dict, model)
+    model = without_ivector_input(workdir, workdir / EXP / "final.pt")
     kaldi = workdir / "kaldi_no_ivector_input"
-    _export_dither0(workdir, model, kaldi)
-    ours, vosk = _decode(workdir, kaldi, model, True)
-    stats = _record(workdir, "tdnnf_no_ivector_input", ours, vosk)
-    assert stats["identical_fraction"] >= 0.9, stats
-    assert stats["error_rate_between"] <= 1.0, stats
+    export_dither0(workdir, model, kaldi)
+    ours, vosk = decode_both(workdir, kaldi, model, True)
+    stats = record_agreement(workdir, "tdnnf_no_ivector_input", ours, vosk)
+    assert_agreement(stats)
     assert_hypotheses_are_words(workdir, vosk)
 
 

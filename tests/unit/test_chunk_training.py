@@ -12,36 +12,20 @@ import yaml
 from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.egs import EgsArchive, all_chunk_minibatches
 from paravg.egs.archive import ArchiveMeta, ArchiveWriter
-from paravg.nnet.model_file import new_model
 from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.objective import evaluate_minibatches
-from paravg.plan import JobSpec, experiment_plans
+from paravg.plan import experiment_plans
 from paravg.train_job import deriv_times, train_one_job
+from tests.unit.dummies import FEAT, IVEC, TARGETS, job_spec, seeded, trained_twice
+from tests.unit.dummies import TINY_LSTM as CFG
 
-FEAT, IVEC, TARGETS = 5, 3, 7
-CFG = {
-    "family": "tdnn_lstm",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "self_repair_scale": 1e-5,
-    "tdnn_lstm": {
-        "output_delay": 2,
-        "layers": [
-            {"type": "tdnn", "dim": 12},
-            {"type": "tdnn", "dim": 12, "splice": [-1, 0, 1]},
-            {"type": "lstm", "cell_dim": 8, "recurrent_projection_dim": 2, "delay": -3},
-        ],
-    },
-}  # context (2, 4): input splice 1 + tdnn2 1 left; 1 + 1 + output delay 2 right
+# CFG's context (2, 4): input splice 1 + tdnn2 1 left; 1 + 1 + output delay 2 right
 # (width, left, right): a chunk with 4 frames of chunk-left-context and one initial chunk
 STRUCTURES = [(10, 6, 4), (6, 2, 4)]
 
 
 def model(seed=0, ng=True):
-    m = new_model(CFG, FEAT, IVEC, TARGETS, make_affine_factory({"enabled": ng}))
-    m.init_parameters(seed)
-    return m
+    return seeded(CFG, seed, factory=make_affine_factory({"enabled": ng}))
 
 
 def write_chunk_egs(prefix, n, seed=0):
@@ -67,20 +51,8 @@ def write_chunk_egs(prefix, n, seed=0):
 
 
 def spec(**kw):
-    base = dict(
-        iteration=3,
-        job=1,
-        learning_rate=0.02,
-        minibatch_size="8,4",
-        max_param_change=2.0,
-        frame=0,
-        shuffle_buffer_size=100,
-        l2_regularize_factor=0.5,
-        chunk_training=True,
-        deriv_truncate_margin=8,
-        momentum=0.5,
-    )
-    return JobSpec(**{**base, **kw})
+    chunks = {"minibatch_size": "8,4", "chunk_training": True, "deriv_truncate_margin": 8}
+    return job_spec(**{**chunks, "momentum": 0.5, **kw})
 
 
 def objective(m, archive) -> float:
@@ -104,14 +76,7 @@ def test_derivative_window_is_train_rnns():
 def test_a_chunk_job_reproduces_its_bits_and_lowers_the_objective(tmp_path, ng):
     archive = write_chunk_egs(tmp_path / "egs", 96)
     before = objective(model(seed=4, ng=ng), archive)
-    runs = []
-    for _ in range(2):
-        m = model(seed=4, ng=ng)
-        stats = train_one_job(m, archive, spec(ngsgd={"enabled": ng}), torch.device("cpu"))
-        runs.append((m, stats))
-    (a, sa), (b, _) = runs
-    sd_a, sd_b = a.state_dict(), b.state_dict()
-    assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+    a, sa = trained_twice(lambda: model(seed=4, ng=ng), archive, spec(ngsgd={"enabled": ng}))
     # 48 egs of each structure, minibatches of 8: 6 + 6; every frame of every chunk scored
     assert sa["num_minibatches"] == 12 and sa["frames"] == 48 * 10 + 48 * 6
     after = objective(a, archive)

@@ -12,33 +12,30 @@ from paravg.egs.archive import ArchiveMeta, ArchiveWriter
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import build_model, load_model_file, model_to_file_dict
 from paravg.nnet.objective import weighted_logprob
-from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.tensors import mean
+from tests.unit.dummies import seeded, tdnn_config, tdnnf_config, with_output
 
-CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [{"dim": 8, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 FEAT, TARGETS = 4, 3
+
+
+def write_combine_egs(prefix, n: int, context: int, seed: int) -> None:
+    """``n`` random one-frame egs (``context`` frames either side), random labels."""
+    rng = np.random.default_rng(seed)
+    meta = ArchiveMeta(n, 1, context, context, FEAT, 0, "float32")
+    with ArchiveWriter(prefix, meta) as w:
+        w.arrays["feats"][:] = rng.standard_normal((n, meta.window, FEAT)).astype(np.float32)
+        w.arrays["labels"][:] = rng.integers(0, TARGETS, (n, 1))
+        w.arrays["weights"][:] = 1.0
+        w.set_keys([f"u{i}" for i in range(n)])
 
 
 @pytest.fixture
 def setup(tmp_path):
-    rng = np.random.default_rng(0)
-    meta = ArchiveMeta(64, 1, 1, 1, FEAT, 0, "float32")
-    with ArchiveWriter(tmp_path / "combine", meta) as w:
-        w.arrays["feats"][:] = rng.standard_normal((64, meta.window, FEAT)).astype(np.float32)
-        w.arrays["labels"][:] = rng.integers(0, TARGETS, (64, 1))
-        w.arrays["weights"][:] = 1.0
-        w.set_keys([f"u{i}" for i in range(64)])
+    write_combine_egs(tmp_path / "combine", 64, 1, seed=0)
     paths = []
     for seed in range(4):
-        m = TdnnModel(CFG, FEAT, 0, TARGETS)
-        m.init_parameters(seed)
-        with torch.no_grad():
-            m.output.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(seed))
+        m = with_output(seeded(CFG, seed, FEAT, 0, TARGETS), seed, std=0.5)
         p = tmp_path / f"{seed + 1}.pt"
         save_torch_atomic(p, model_to_file_dict(m, {}))
         paths.append(p)
@@ -122,42 +119,16 @@ def test_a_better_ema_is_chosen_and_final_always_takes_it(setup):
     assert s["combined"]["objective"] == s0["objective"]
 
 
-TDNNF_CFG = {
-    "family": "tdnnf",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "tdnnf": {
-        "tdnn1_dim": 8,
-        "dim": 8,
-        "bottleneck_dim": 3,
-        "time_strides": [1],
-        "bypass_scale": 0.66,
-        "l2_regularize": 0.01,
-        "output_l2_regularize": 0.002,
-        "linear_dim": 3,
-        "prefinal_big_dim": 6,
-        "prefinal_small_dim": 4,
-    },
-}
+TDNNF_CFG = tdnnf_config(8, 3, [1], linear_dim=3, prefinal=(6, 4))
 
 
 def test_batchnorm_statistics_are_recomputed_on_the_combine_egs(tmp_path):
     """nnet3-combine's RecomputeStats: the final TDNN-F's batch-norm statistics are the
     combine egs' own (zeroed, then every row of every eg), not the jobs' averages."""
-    from paravg.nnet.model_file import new_model
-
-    rng = np.random.default_rng(1)
-    meta = ArchiveMeta(40, 1, 2, 2, FEAT, 0, "float32")
-    with ArchiveWriter(tmp_path / "combine", meta) as w:
-        w.arrays["feats"][:] = rng.standard_normal((40, meta.window, FEAT)).astype(np.float32)
-        w.arrays["labels"][:] = rng.integers(0, TARGETS, (40, 1))
-        w.arrays["weights"][:] = 1.0
-        w.set_keys([f"u{i}" for i in range(40)])
+    write_combine_egs(tmp_path / "combine", 40, 2, seed=1)
     paths = []
     for seed in range(2):
-        m = new_model(TDNNF_CFG, FEAT, 0, TARGETS)
-        m.init_parameters(seed)
+        m = seeded(TDNNF_CFG, seed, FEAT, 0, TARGETS)
         m.train()(torch.randn(16, 5, FEAT) * 3 + 2)  # job-like statistics, far from the egs'
         p = tmp_path / f"{seed + 1}.pt"
         save_torch_atomic(p, model_to_file_dict(m, {}))

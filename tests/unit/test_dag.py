@@ -12,7 +12,7 @@ from paravg.dag import Dag
 from paravg.plan import JobSpec
 from paravg.resume import target_jobs_from_argv
 from paravg.sync.nodes import NODE_KINDS
-from tests.unit.test_resume import INFO, fabricate
+from tests.unit.fabricated_run import INFO, fabricate
 
 
 class CheckpointPendingError(Exception):

@@ -11,13 +11,9 @@ from paravg.io import read_json, save_torch_atomic
 from paravg.kaldi_io import write_ark_scp
 from paravg.nnet.model_file import model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import tdnn_config
 
-CFG = {
-    "input_splice": [0],
-    "hidden": [{"dim": 6, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((6, [0]), input_splice=[0])
 
 
 def _set(tmp_path, largest: int):

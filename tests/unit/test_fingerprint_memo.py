@@ -6,7 +6,7 @@ import os
 
 from paravg import fingerprint_memo
 from paravg.plan import ExperimentPlan
-from tests.unit.test_resume import plan_in
+from tests.unit.fabricated_run import plan_in
 
 RAMP = {"trainer": {"num_jobs_initial": 3, "num_jobs_final": 4}}
 

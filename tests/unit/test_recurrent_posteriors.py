@@ -6,31 +6,23 @@ import numpy as np
 import torch
 
 from paravg.decode.posteriors import utterance_log_posteriors
-from paravg.nnet.model_file import new_model
+from tests.unit.dummies import (
+    FEAT,
+    IVEC,
+    TARGETS,
+    lstm_layer,
+    seeded,
+    tdnn_layer,
+    tdnn_lstm_config,
+    with_output,
+)
 
-FEAT, IVEC, TARGETS, PERIOD = 5, 3, 7, 10
-CFG = {
-    "family": "tdnn_lstm",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "self_repair_scale": 1e-5,
-    "tdnn_lstm": {
-        "output_delay": 2,
-        "layers": [
-            {"type": "tdnn", "dim": 12, "splice": [-1, 0, 1]},
-            {"type": "lstm", "cell_dim": 8, "recurrent_projection_dim": 2, "delay": -3},
-        ],
-    },
-}
+PERIOD = 10
+CFG = tdnn_lstm_config(tdnn_layer(splice=[-1, 0, 1]), lstm_layer(), self_repair_scale=1e-5)
 
 
 def scored_model():
-    m = new_model(CFG, FEAT, IVEC, TARGETS)
-    m.init_parameters(0)
-    with torch.no_grad():
-        m.output.weight.normal_(0, 1, generator=torch.Generator().manual_seed(0))
-    return m.eval()
+    return with_output(seeded(CFG, 0), 0).eval()
 
 
 def inputs(T=37, seed=0):

@@ -8,13 +8,9 @@ import torch
 from paravg.nnet.tdnn import TdnnModel
 from paravg.plan import JobSpec, job_seed
 from paravg.train_job import StepStats, apply_max_change
+from tests.unit.dummies import tdnn_config
 
-CFG = {
-    "input_splice": [0],
-    "hidden": [{"dim": 3, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((3, [0]), input_splice=[0])
 
 
 def fresh():

@@ -8,11 +8,13 @@ transition-id. Word ``A`` is spelt by phone 1 (``a_S``), ``B`` by phone 2 (``b_S
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from paravg.decode.lattice import Lattice
+from paravg.decode.lattice import Lattice, writing_lattice_archives
+from paravg.decode.score import GraphScoring, score_set
 
 TRANSITION_MDL = """<TransitionModel>
 <Topology>
@@ -74,3 +76,39 @@ def lattice_of_paths(paths: list[list[tuple[int, int, float, float]]]) -> Lattic
         np.array(frame), np.array(final), np.array(src), np.array(dst),
         np.array(graph), np.array(acoustic), np.array(tid), np.array(word),
     )  # fmt: skip
+
+
+def write_split(directory, j, lattices):
+    """Split j of a set: its summary JSON and its word lattices (as decode_split)."""
+    (directory / f"s{j}.json").write_text(
+        json.dumps({"frames": 10, "nnet_seconds": 0.1, "search_seconds": 0.2})
+    )
+    with writing_lattice_archives({"words": directory / f"lat.{j}.gz"}) as archives:
+        for utt, lattice in lattices.items():
+            archives["words"].write(lattice.kaldi_text(utt))
+    return directory / f"s{j}.json", directory / f"lat.{j}.gz"
+
+
+# u1: "A B" is best at LMWT 2 (cost 0 + 3.8/2 = 1.9 < 0.5 + 3/2), "A" at LMWT 1 (0.5 + 3
+# < 3.8); u2 says "A" at both (its reference, "A ZED", has a word not in words.txt)
+U1 = lattice_of_paths([[(1, 3, 0.0, 1.9), (2, 2, 0.0, 1.9)], [(1, 5, 0.5, 3.0)]])
+U2 = lattice_of_paths([[(1, 4, 0.0, 1.0)]])
+
+
+def score(tmp_path, splits, text="text", lmwts=(1, 2), **kwargs):
+    """``score_set`` on these splits' lattices at LMWTs ``lmwts``, word insertion
+    penalty 0, against the reference ``tmp_path / text``; the graph of
+    :func:`write_graph_dir`."""
+    graph_dir = write_graph_dir(tmp_path / "graph")
+    written = [write_split(tmp_path, j, lats) for j, lats in enumerate(splits)]
+    summaries, lattices = [w[0] for w in written], [w[1] for w in written]
+    return score_set(
+        summaries,
+        {"words": GraphScoring(lattices, graph_dir, lmwts, [0.0])},
+        tmp_path / "scores.json",
+        tmp_path,
+        tmp_path / "hyps.json",
+        tmp_path / "ctm",
+        tmp_path / text,
+        **kwargs,
+    )

@@ -9,7 +9,7 @@ import kaldiio
 import numpy as np
 import pytest
 import torch
-from test_score import U1, U2, score
+from lattice_synth import U1, U2, score
 
 from paravg.decode.decoder import decode_split
 from paravg.decode.lattice import LatticeArchives
@@ -25,14 +25,10 @@ from paravg.evaluate import evaluate_set
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import frame_by_frame, tdnn_config
 
 PERIOD, FEAT, IVEC, NUM_PDFS = 4, 3, 2, 5
-CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [{"dim": 8, "splice": [0]}, {"dim": 8, "splice": [-1, 0, 1]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), (8, [-1, 0, 1]), input_splice=[-1, 0, 1])
 
 
 def tdnn(f=1, ivector_dim=IVEC, seed=0):
@@ -45,22 +41,6 @@ def tdnn(f=1, ivector_dim=IVEC, seed=0):
         priors = torch.rand(NUM_PDFS, generator=gen) + 0.1
         model.log_priors.copy_((priors / priors.sum()).log())
     return model.eval()
-
-
-def per_frame_reference(model, feats, ivectors):
-    """log p at every frame t, each on its own window with i-vector row ⌊t / PERIOD⌋."""
-    left, right = model.left_context, model.right_context
-    out = []
-    for t in range(len(feats)):
-        idx = np.clip(np.arange(t - left, t + right + 1), 0, len(feats) - 1)
-        x = torch.from_numpy(feats[idx].astype(np.float32))[None]
-        iv = None
-        if ivectors is not None:
-            row = ivectors[min(t // PERIOD, len(ivectors) - 1)]
-            iv = torch.from_numpy(row.astype(np.float32))[None]
-        with torch.no_grad():
-            out.append(model(x, iv)[0, 0])
-    return torch.stack(out)
 
 
 @pytest.mark.parametrize("f", [2, 3, 5])
@@ -78,7 +58,7 @@ def test_posteriors_are_those_of_frames_0_f_2f(f, num_frames, with_ivectors):
     with torch.no_grad():
         got = utterance_log_posteriors(sub, feats, ivectors, PERIOD)
     assert got.shape == (-(-num_frames // f), NUM_PDFS)
-    reference = per_frame_reference(full, feats, ivectors)[::f]
+    reference = frame_by_frame(full, feats, ivectors, PERIOD)[::f]
     torch.testing.assert_close(got, reference, atol=1e-5, rtol=0)
 
 
@@ -102,7 +82,7 @@ def test_evaluation_scores_the_targets_of_the_output_frames(tmp_path):
     assert res["frames"] == 4 + 3  # frames 0, 3, 6, 9 of u1; 0, 3, 6 of u2
     logp, ys = [], []
     for u in ("u1", "u2"):
-        logp.append(per_frame_reference(tdnn(1, 0), feats[u], None)[::3])
+        logp.append(frame_by_frame(tdnn(1, 0), feats[u], None, PERIOD)[::3])
         ys.append(torch.from_numpy(labels[u][: len(feats[u]) : 3]).long())
     logp, ys = torch.cat(logp), torch.cat(ys)
     assert res["cross_entropy"] == pytest.approx(float(-logp[torch.arange(7), ys].mean()), 1e-5)
@@ -168,7 +148,7 @@ def test_the_search_sees_every_fth_frame_at_f_times_the_scale(tmp_path, phone_gr
     for u, x in feats.items():
         assert lat1[u].num_frames == len(x)
         assert lat3[u].num_frames == -(-len(x) // 3)
-        logp = per_frame_reference(full, x, None).double()
+        logp = frame_by_frame(full, x, None, PERIOD).double()
         loglikes = (logp - full.log_priors.double()[None]).numpy()[::3]
         opts = SearchOptions(acoustic_scale=0.3, beam=12.0, lattice_beam=4.0)
         expected = search(arrays, arc_pdf, loglikes, opts)

@@ -13,13 +13,9 @@ from paravg.evaluate import evaluate_set
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import frame_by_frame, tdnn_config
 
-CFG = {
-    "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [{"dim": 8, "splice": [0]}, {"dim": 8, "splice": [-1, 0, 1]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), (8, [-1, 0, 1]))
 PERIOD = 4
 
 
@@ -34,18 +30,6 @@ def model():
     return m.eval()
 
 
-def per_frame_reference(model, feats, ivectors):
-    """Output frame t computed alone: its window, every frame with i-vector row t // P."""
-    left, right = model.left_context, model.right_context
-    out = []
-    for t in range(len(feats)):
-        idx = np.clip(np.arange(t - left, t + right + 1), 0, len(feats) - 1)
-        x = torch.from_numpy(feats[idx].astype(np.float32))[None]
-        iv = torch.from_numpy(ivectors[min(t // PERIOD, len(ivectors) - 1)].astype(np.float32))
-        out.append(model(x, iv[None])[0, 0])
-    return torch.stack(out)
-
-
 def test_each_output_frame_sees_one_ivector(model):
     torch.set_grad_enabled(False)  # restored by the autouse fixture below
     rng = np.random.default_rng(0)
@@ -53,7 +37,9 @@ def test_each_output_frame_sees_one_ivector(model):
     ivectors = 5.0 * rng.standard_normal((3, 2))
     got = utterance_log_posteriors(model, feats, ivectors, PERIOD)
     assert got.shape == (11, 5)
-    torch.testing.assert_close(got, per_frame_reference(model, feats, ivectors), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        got, frame_by_frame(model, feats, ivectors, PERIOD), atol=1e-5, rtol=0
+    )
 
 
 def test_a_later_ivector_does_not_reach_earlier_frames(model):
@@ -88,7 +74,7 @@ def test_evaluate_uses_the_shared_rule(model, tmp_path):
         tmp_path / "ivecs.scp",
         tmp_path / "period",
     )
-    logp = per_frame_reference(model, feats["u1"], ivecs["u1"])
+    logp = frame_by_frame(model, feats["u1"], ivecs["u1"], PERIOD)
     expected = -logp[torch.arange(9), torch.from_numpy(labels["u1"]).long()].mean()
     assert res["cross_entropy"] == pytest.approx(float(expected), abs=1e-5)
     assert json.loads((tmp_path / "eval.json").read_text())["frames"] == 9

@@ -3,16 +3,13 @@
 import json
 
 import pytest
-from lattice_synth import lattice_of_paths, write_graph_dir
+from lattice_synth import U1, U2, score
 
-from paravg.decode.lattice import writing_lattice_archives
 from paravg.decode.score import (
-    GraphScoring,
     best_setting,
     collapse,
     normalise_hyp,
     per_utt_lines,
-    score_set,
     score_setting,
 )
 
@@ -54,39 +51,6 @@ def test_per_utt_lines_kaldi_format():
     assert lines[1].split() == ["u", "hyp", "A", "C", "D"]
     assert lines[2].split() == ["u", "op", "C", "S", "I"]
     assert lines[3] == "u #csid 1 1 1 0"
-
-
-def write_split(directory, j, lattices):
-    """Split j of a set: its summary JSON and its word lattices (as decode_split)."""
-    (directory / f"s{j}.json").write_text(
-        json.dumps({"frames": 10, "nnet_seconds": 0.1, "search_seconds": 0.2})
-    )
-    with writing_lattice_archives({"words": directory / f"lat.{j}.gz"}) as archives:
-        for utt, lattice in lattices.items():
-            archives["words"].write(lattice.kaldi_text(utt))
-    return directory / f"s{j}.json", directory / f"lat.{j}.gz"
-
-
-# u1: "A B" is best at LMWT 2 (cost 0 + 3.8/2 = 1.9 < 0.5 + 3/2), "A" at LMWT 1 (0.5 + 3
-# < 3.8); u2 says "A" at both (its reference, "A ZED", has a word not in words.txt)
-U1 = lattice_of_paths([[(1, 3, 0.0, 1.9), (2, 2, 0.0, 1.9)], [(1, 5, 0.5, 3.0)]])
-U2 = lattice_of_paths([[(1, 4, 0.0, 1.0)]])
-
-
-def score(tmp_path, splits, text="text", lmwts=(1, 2), **kwargs):
-    graph_dir = write_graph_dir(tmp_path / "graph")
-    written = [write_split(tmp_path, j, lats) for j, lats in enumerate(splits)]
-    summaries, lattices = [w[0] for w in written], [w[1] for w in written]
-    return score_set(
-        summaries,
-        {"words": GraphScoring(lattices, graph_dir, lmwts, [0.0])},
-        tmp_path / "scores.json",
-        tmp_path,
-        tmp_path / "hyps.json",
-        tmp_path / "ctm",
-        tmp_path / text,
-        **kwargs,
-    )
 
 
 def test_score_set_applies_the_grid_to_the_lattices_and_reports_oovs(tmp_path):

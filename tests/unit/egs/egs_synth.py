@@ -13,6 +13,8 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
+from paravg.egs import EgsArchive
+from paravg.egs.archive import ArchiveMeta, EgsBatch, write_archive
 from paravg.egs.plan import EgsOptions, plan_egs
 from paravg.egs.shuffle import merge_archive
 from paravg.egs.split import write_split_job
@@ -21,6 +23,8 @@ from paravg.egs.subsets import SUBSETS, write_subsets
 FEAT_DIM = 5
 IVECTOR_DIM = 3
 PERIOD = 10
+#: the loader tests' archive: frames per eg, left and right context, feature dim
+F, LC, RC, D = 8, 4, 3, 3
 
 
 @dataclass
@@ -106,23 +110,23 @@ def default_lengths(num_utts: int = 40, seed: int = 1) -> dict[str, int]:
     return lengths
 
 
-def build_egs(data: SynthData, out: Path, **opts) -> dict:
-    """Run the whole egs stage like the rules do: plan, split jobs, archives, subsets."""
-    options = EgsOptions(
-        **{
-            "frames_per_eg": 8,
-            "left_context": 3,
-            "right_context": 2,
-            "samples_per_iter": 50,
-            "num_utts_subset": 4,
-            "num_frames_diagnostic": 80,
-            "num_train_frames_combine": 160,
-            "nj": 2,
-            "srand": 0,
-            **opts,
-        }
-    )
-    info = plan_egs(
+def synth_egs_options(**opts) -> EgsOptions:
+    """Egs of 8 frames, context (3, 2), 50 samples per archive, 4 subset utterances, 2
+    split jobs; ``opts`` replace any, or set the others."""
+    base = {
+        "frames_per_eg": 8,
+        "left_context": 3,
+        "right_context": 2,
+        "samples_per_iter": 50,
+        "num_utts_subset": 4,
+        "nj": 2,
+    }
+    return EgsOptions(**{**base, **opts})
+
+
+def plan_synth_egs(data: SynthData, out: Path, options: EgsOptions) -> dict:
+    """The egs plan of ``data`` (``out``/info.json, ``out``/lists) as the egs rule makes it."""
+    return plan_egs(
         data.feats_scp,
         data.utt2num_frames,
         data.targets_scp,
@@ -134,6 +138,13 @@ def build_egs(data: SynthData, out: Path, **opts) -> dict:
         ivector_period_file=data.ivector_period,
         utt2uniq=data.dir / "utt2uniq",
     )
+
+
+def build_egs(data: SynthData, out: Path, **opts) -> dict:
+    """Run the whole egs stage like the rules do: plan, split jobs, archives, subsets."""
+    small = {"num_frames_diagnostic": 80, "num_train_frames_combine": 160, "srand": 0}
+    options = synth_egs_options(**{**small, **opts})
+    info = plan_synth_egs(data, out, options)
     jobs = [out / "split" / f"job.{j}" for j in range(options.nj)]
     for j, prefix in enumerate(jobs):
         write_split_job(
@@ -157,3 +168,24 @@ def build_egs(data: SynthData, out: Path, **opts) -> dict:
         data.ivector_scp,
     )
     return {"info": info, "jobs": jobs}
+
+
+def loader_archive(tmp_path: Path) -> EgsArchive:
+    """The loader tests' archive of 37 egs of F frames: eg i, stored row r has feats
+    [i, r - LC (time rel. to chunk start), i*0.5]."""
+    n = 37
+    meta = ArchiveMeta(n, F, LC, RC, D, 2, "float32")
+    W = meta.window
+    feats = np.zeros((n, W, D), np.float32)
+    feats[:, :, 0] = np.arange(n)[:, None]
+    feats[:, :, 1] = np.arange(W)[None, :] - LC
+    feats[:, :, 2] = np.arange(n)[:, None] * 0.5
+    labels = (np.arange(n)[:, None] * 100 + np.arange(F)[None, :]).astype(np.int32)
+    weights = np.full((n, F), 0.25, np.float32) * (1 + np.arange(F))
+    ivectors = np.stack([np.arange(n), -np.arange(n)], 1).astype(np.float32)
+    write_archive(
+        tmp_path / "egs.0",
+        EgsBatch(feats, labels, weights, ivectors, [f"u-{i}" for i in range(n)]),
+        meta,
+    )
+    return EgsArchive(tmp_path / "egs.0")

@@ -3,34 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from egs_synth import LC, RC, D, F
 
-from paravg.egs import EgsArchive, all_frame_minibatches, frame_minibatches
-from paravg.egs.archive import ArchiveMeta, EgsBatch, write_archive
+from paravg.egs import all_frame_minibatches, frame_minibatches
 from paravg.egs.shuffle import buffer_shuffle_order, reservoir_sample
 from paravg.errors import ConfigError
-
-F, LC, RC, D = 8, 4, 3, 3
-
-
-@pytest.fixture
-def archive(tmp_path):
-    """Eg i, stored row r: feats = [i, r - LC (time rel. to chunk start), i*0.5]."""
-    n = 37
-    meta = ArchiveMeta(n, F, LC, RC, D, 2, "float32")
-    W = meta.window
-    feats = np.zeros((n, W, D), np.float32)
-    feats[:, :, 0] = np.arange(n)[:, None]
-    feats[:, :, 1] = np.arange(W)[None, :] - LC
-    feats[:, :, 2] = np.arange(n)[:, None] * 0.5
-    labels = (np.arange(n)[:, None] * 100 + np.arange(F)[None, :]).astype(np.int32)
-    weights = np.full((n, F), 0.25, np.float32) * (1 + np.arange(F))
-    ivectors = np.stack([np.arange(n), -np.arange(n)], 1).astype(np.float32)
-    write_archive(
-        tmp_path / "egs.0",
-        EgsBatch(feats, labels, weights, ivectors, [f"u-{i}" for i in range(n)]),
-        meta,
-    )
-    return EgsArchive(tmp_path / "egs.0")
 
 
 def kaldi_buffer_shuffle(n, buffer_size, slots):

@@ -2,16 +2,14 @@
 
 import numpy as np
 import pytest
-from egs_synth import default_lengths, make_data
+from egs_synth import default_lengths, make_data, plan_synth_egs, synth_egs_options
 
 from paravg.egs import EgsInfo
 from paravg.egs.plan import (
-    EgsOptions,
     choose_heldout,
     effective_subset_size,
     egs_per_archive_for,
     num_archives_for,
-    plan_egs,
     read_uttlist,
     split_by_speaker,
 )
@@ -60,29 +58,7 @@ def test_split_by_speaker_keeps_speakers_together():
 
 
 def plan(data, out, **opts):
-    options = EgsOptions(
-        **{
-            "frames_per_eg": 8,
-            "left_context": 3,
-            "right_context": 2,
-            "samples_per_iter": 50,
-            "num_utts_subset": 4,
-            "nj": 2,
-            **opts,
-        }
-    )
-    return plan_egs(
-        data.feats_scp,
-        data.utt2num_frames,
-        data.targets_scp,
-        data.utt2spk,
-        out / "info.json",
-        out / "lists",
-        options,
-        data.ivector_scp,
-        data.ivector_period,
-        data.dir / "utt2uniq",
-    )
+    return plan_synth_egs(data, out, synth_egs_options(**opts))
 
 
 def test_a_damaged_info_json_is_a_data_error(synth, tmp_path):

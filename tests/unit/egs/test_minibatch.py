@@ -11,8 +11,6 @@ from paravg.egs.shuffle import buffer_shuffle_order
 from paravg.errors import ConfigError
 from paravg.train_job import JobSpec
 
-from .test_egs_loader import archive  # noqa: F401 (fixture)
-
 
 def kaldi_merger(rules: list[tuple[int, list[tuple[int, int]]]], eg_size: int, n: int):
     """A literal transcription of ExampleMerger's loop (AcceptExample, then Finish) for n
@@ -104,7 +102,7 @@ def test_config_accepts_an_integer_or_a_rule_and_rejects_others_at_start_up():
         validate_config(_config("64:32"))
 
 
-def test_loader_merges_by_the_rule_on_the_stored_eg_size(archive):  # noqa: F811
+def test_loader_merges_by_the_rule_on_the_stored_eg_size(archive):
     # 37 egs, stored window 4 + 8 + 3 = 15 frames: the eg size the rule is chosen by
     rule = "15=10,4/100=2"
     batches = list(frame_minibatches(archive, 2, 1, 1, rule, buffer_size=8, seed=3))

@@ -19,6 +19,7 @@ from export_models import FEAT_DIM, IVECTOR_DIM, nnet3_bytes, random_model
 from paravg.export.kaldi_stream import KaldiReader
 from paravg.export.nnet3 import NgOptions, compute, nnet3_from_model, read_nnet3
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import tdnn_config
 
 
 def test_config_lines_are_kaldis_xconfig_network():
@@ -77,12 +78,7 @@ def test_read_back_computes_what_paravg_computes(binary, ivector_dim):
 # A network small enough to write out by hand: 1-dim input spliced at −1, +1; the LDA-like
 # 2×2 transform; one 2-dim TDNN layer spliced at −1, 0; 2 outputs. Parameters are short
 # binary fractions, so their text form is the same in C++'s `os << f` and anywhere else.
-TINY_CFG = {
-    "input_splice": [-1, 1],
-    "hidden": [{"dim": 2, "splice": [-1, 0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+TINY_CFG = tdnn_config((2, [-1, 0]), input_splice=[-1, 1])
 TINY = {
     "lda_weight": [[0.5, -1.0], [2.0, 0.25]],
     "lda_bias": [1.0, -0.5],

@@ -13,9 +13,15 @@ import hashlib
 
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, MODEL_CFG, NUM_TARGETS, nnet3_bytes
-from test_nnet3_lstm import _cfg as lstm_cfg
-from test_nnet3_tdnnf import CFG as TDNNF_CFG
+from export_models import (
+    FEAT_DIM,
+    IVECTOR_DIM,
+    MODEL_CFG,
+    NUM_TARGETS,
+    TDNNF_CFG,
+    lstm_cfg,
+    nnet3_bytes,
+)
 
 from paravg.export.nnet3 import NgOptions, nnet3_from_model
 from paravg.nnet.model_file import new_model

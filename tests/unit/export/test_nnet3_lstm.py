@@ -15,12 +15,20 @@ paravg's reader; the config lines from ``steps/libs/nnet3/xconfig/lstm.py``
 from __future__ import annotations
 
 import copy
-import wave
 
 import numpy as np
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS, nnet3_bytes
+from export_models import (
+    FEAT_DIM,
+    IVECTOR_DIM,
+    NUM_TARGETS,
+    assert_written_as_by_hand,
+    lstm_cfg,
+    nnet3_bytes,
+    one_component_file,
+    tone_audio,
+)
 from kaldi_bytes import f32, f64, fm, fv, i32, tok
 
 from paravg.corpus.phones import PHONES
@@ -46,31 +54,15 @@ from paravg.export.verify import (
 )
 from paravg.features import MfccOptions, compute_mfcc
 from paravg.nnet.model_file import model_to_file_dict, new_model
+from tests.unit.dummies import (
+    lstm_layer,
+    random_head,
+    random_lda,
+    standardising_lda,
+    tdnn_lstm_config,
+)
 
-
-def _cfg(output_delay=2, decay_time=20):
-    return {
-        "family": "tdnn_lstm",
-        "input_splice": [-1, 0, 1],
-        "max_change_hidden": 0.75,
-        "max_change_output": 1.5,
-        "self_repair_scale": 1e-5,
-        "tdnn_lstm": {
-            "output_delay": output_delay,
-            "layers": [
-                {"type": "tdnn", "dim": 32},
-                {"type": "tdnn", "dim": 32, "splice": [-1, 0, 1]},
-                {"type": "lstm", "cell_dim": 16, "recurrent_projection_dim": 4,
-                 "non_recurrent_projection_dim": 6, "delay": -3, "decay_time": decay_time},
-                {"type": "tdnn", "dim": 32, "splice": [-3, 0, 3]},
-                {"type": "lstm", "cell_dim": 12, "recurrent_projection_dim": 4,
-                 "non_recurrent_projection_dim": 8, "delay": -3, "decay_time": decay_time},
-            ],
-        },
-    }  # fmt: skip
-
-
-CFG = _cfg()
+CFG = lstm_cfg()
 
 
 def lstm_model(cfg=CFG, ivector_dim=IVECTOR_DIM, seed=0, stats_feats=None, sharp=False):
@@ -84,24 +76,12 @@ def lstm_model(cfg=CFG, ivector_dim=IVECTOR_DIM, seed=0, stats_feats=None, sharp
     to whole nats, and no two implementations agree)."""
     model = new_model(cfg, FEAT_DIM, ivector_dim, NUM_TARGETS)
     model.init_parameters(seed)
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = random_head(model, seed, weight_scale=2.0)
+    if stats_feats is None:
+        random_lda(model, gen)
+    else:
+        standardising_lda(model, stats_feats, cfg["input_splice"])
     with torch.no_grad():
-        model.output.weight.copy_(torch.randn(model.output.weight.shape, generator=gen) * 2)
-        model.output.bias.copy_(torch.randn(NUM_TARGETS, generator=gen))
-        priors = torch.rand(NUM_TARGETS, generator=gen) + 0.1
-        model.log_priors.copy_((priors / priors.sum()).log())
-        if stats_feats is None:
-            model.lda_weight.copy_(torch.randn(model.lda_weight.shape, generator=gen) * 0.1)
-            model.lda_bias.copy_(torch.randn(model.lda_dim, generator=gen))
-        else:
-            x = torch.from_numpy(np.asarray(stats_feats, np.float32))
-            mean, std = x.mean(0), x.std(0) + 1e-3
-            n = FEAT_DIM * len(cfg["input_splice"])
-            weight, bias = 3.0 * torch.eye(model.lda_dim), torch.zeros(model.lda_dim)
-            weight[:n, :n] = torch.diag((1 / std).repeat(len(cfg["input_splice"])))
-            bias[:n] = -(mean / std).repeat(len(cfg["input_splice"]))
-            model.lda_weight.copy_(weight)
-            model.lda_bias.copy_(bias)
         if sharp:
             model.output.weight.mul_(15.0)
             model.output.bias.zero_()
@@ -184,7 +164,7 @@ def test_config_lines_are_xconfigs_fast_lstmp_network():
 
 
 def test_no_output_delay_is_a_plain_output_node():
-    nnet = nnet3_from_model(lstm_model(_cfg(output_delay=0)))
+    nnet = nnet3_from_model(lstm_model(lstm_cfg(output_delay=0)))
     assert nnet.config_lines[-1] == (
         "output-node name=output input=output.log-softmax objective=linear"
     )
@@ -194,21 +174,13 @@ def test_no_output_delay_is_a_plain_output_node():
 # One fast-lstmp-layer small enough to write out by hand: 1-dim input, C = 2, R = P = 1,
 # delay -2, decay-time 8 (scale 1 - 2/8 = 0.75), clipping 32, zeroing 16 every 24 frames,
 # self-repair scale 1/16, nonlinearity max-change 0.5; statistics of 4 rows.
-TINY_CFG = {
-    "family": "tdnn_lstm",
-    "input_splice": [0],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "tdnn_lstm": {
-        "output_delay": 1,
-        "layers": [
-            {"type": "lstm", "cell_dim": 2, "recurrent_projection_dim": 1,
-             "non_recurrent_projection_dim": 1, "delay": -2, "decay_time": 8,
-             "clipping_threshold": 32, "zeroing_threshold": 16, "zeroing_interval": 24,
-             "self_repair_scale_nonlinearity": 0.0625, "nonlinearity_max_change": 0.5},
-        ],
-    },
-}  # fmt: skip
+TINY_CFG = tdnn_lstm_config(
+    lstm_layer(2, 1, -2, non_recurrent_projection_dim=1, decay_time=8,
+               clipping_threshold=32, zeroing_threshold=16, zeroing_interval=24,
+               self_repair_scale_nonlinearity=0.0625, nonlinearity_max_change=0.5),
+    output_delay=1,
+    input_splice=[0],
+)  # fmt: skip
 PEEPHOLES = [[0.5, -1.0], [0.25, 2.0], [-0.5, 1.0]]  # w_ic, w_fc, w_oc
 VALUE_AVG = [[0.5, 0.25], [0.75, 0.5], [-0.25, 0.125], [0.5, 0.5], [0.0, -0.5]]
 DERIV_AVG = [[0.25, 0.125], [0.1875, 0.25], [0.5, 0.75], [0.25, 0.0625], [1.0, 0.5]]
@@ -289,35 +261,20 @@ TINY_BINARY = {
 }  # fmt: skip
 
 
-def _component_bytes(data: bytes, name: str) -> bytes:
-    """What follows ``<ComponentName> name`` up to the next component or the end."""
-    start = data.index(b"<ComponentName> " + name.encode() + b" ") + len(name) + 17
-    end = data.find(b"<ComponentName> ", start)
-    return data[start : end if end >= 0 else data.index(b"</Nnet3>", start)]
-
-
 def test_the_components_are_kaldis_bytes_written_by_hand():
     nnet = nnet3_from_model(tiny_model())
-    assert nnet.config_lines == TINY_CONFIG
     assert [c.name for c in nnet.components] == [
         "lda", "lstm1.W_all", "lstm1.lstm_nonlin", "lstm1.cr_trunc", "lstm1.W_rp",
         "output.affine", "output.log-softmax",
     ]  # fmt: skip
-    text, binary = nnet3_bytes(nnet, False), nnet3_bytes(nnet, True)
-    assert text.startswith(b"<Nnet3> \n" + "".join(f"{x}\n" for x in TINY_CONFIG).encode() + b"\n")
-    for name, expected in TINY_TEXT.items():
-        assert _component_bytes(text, name) == expected.encode(), name
-    for name, expected in TINY_BINARY.items():
-        assert _component_bytes(binary, name) == expected, name
+    assert_written_as_by_hand(nnet, TINY_CONFIG, TINY_TEXT, TINY_BINARY)
 
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_the_reader_reads_kaldis_bytes_written_by_hand(binary):
     for name in TINY_TEXT:
         body = TINY_BINARY[name] if binary else TINY_TEXT[name].encode()
-        data = (b"\0B" if binary else b"") + tok("<Nnet3>") + b"\n\n" + tok("<NumComponents>")
-        data += (i32(1) if binary else b"1 \n") + tok("<ComponentName>", name) + body
-        comp = read_nnet3(KaldiReader(data + tok("</Nnet3>"))).components[0]
+        comp = read_nnet3(KaldiReader(one_component_file(name, body, binary))).components[0]
         p = comp.params
         if name == "lstm1.lstm_nonlin":
             np.testing.assert_array_equal(p["params"], PEEPHOLES)
@@ -401,7 +358,7 @@ def test_read_back_computes_what_paravg_computes(binary, ivector_dim, output_del
     ComputeSimpleNnetContext), paravg's L: on the same frames Kaldi computes k more
     output frames at the start, and the rest agree (the recurrences start at the same
     input frame, the first where their input is computable)."""
-    model = lstm_model(_cfg(output_delay=output_delay), ivector_dim, seed=3)
+    model = lstm_model(lstm_cfg(output_delay=output_delay), ivector_dim, seed=3)
     nnet = read_nnet3(KaldiReader(nnet3_bytes(nnet3_from_model(model), binary)))
     rng = np.random.default_rng(1)
     feats = (rng.standard_normal((60, FEAT_DIM)) * 2 + 1).astype(np.float32)
@@ -421,15 +378,14 @@ def test_read_back_computes_what_paravg_computes(binary, ivector_dim, output_del
 def test_kaldis_context_takes_the_output_delay_from_the_left(output_delay):
     """Kaldi's ComputeSimpleNnetContext on the exported network: (max(0, L - k), R + k);
     paravg's model_context says (L, R + k)."""
-    model = lstm_model(_cfg(output_delay=output_delay))
+    model = lstm_model(lstm_cfg(output_delay=output_delay))
     L, R = model.left_context, model.right_context
     assert (L, R - output_delay) == (5, 5)
     assert nnet_context(nnet3_from_model(model)) == (max(0, L - output_delay), R)
 
 
 def test_kaldis_context_of_the_feed_forward_families_is_paravgs():
-    from export_models import random_model
-    from test_nnet3_tdnnf import tdnnf_model
+    from export_models import random_model, tdnnf_model
 
     for model in (random_model(), tdnnf_model()):
         nnet = nnet3_from_model(model)
@@ -462,25 +418,6 @@ def test_the_recurrence_starts_at_zero_where_its_input_starts():
 @pytest.fixture(scope="module")
 def tm40():
     return monophone_transition_model(40)[1]
-
-
-SAMPLE_RATE = 16000
-
-
-def _audio(tmp_path):
-    """1.5 s of tones that change every 80 ms over noise (148 MFCC frames)."""
-    rng = np.random.default_rng(0)
-    n = int(1.5 * SAMPLE_RATE)
-    freqs = rng.uniform(200, 3000, size=n // 1280 + 1)[np.arange(n) // 1280]
-    signal = np.sin(2 * np.pi * np.cumsum(freqs) / SAMPLE_RATE) * 4000
-    samples = np.round(signal + rng.standard_normal(n) * 300).astype(np.int16)
-    path = tmp_path / "a.wav"
-    with wave.open(str(path), "w") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(SAMPLE_RATE)
-        f.writeframes(samples.astype("<i2").tobytes())
-    return str(path), samples
 
 
 class _Shape:
@@ -540,12 +477,12 @@ def test_vosk_decodes_like_paravgs_decoder(
     with output-delay k, Kaldi's left context is L - k and the recurrences start k frames
     later than there (:func:`kaldi_loglikes`). The comparison sees a peephole row order,
     the truncation's scale and the i-vectors."""
-    wav, samples = _audio(tmp_path)
+    wav, samples = tone_audio(tmp_path)
     mfcc = MfccOptions(dither=0.0)
     feats = compute_mfcc(samples.astype(np.float32), mfcc)
     system = IvectorSystem(*ivector_files) if with_ivectors else None
     ivector_dim = IVECTOR_DIM if with_ivectors else 0
-    cfg = _cfg(output_delay=output_delay)
+    cfg = lstm_cfg(output_delay=output_delay)
     model = lstm_model(cfg, ivector_dim, seed=5, stats_feats=feats, sharp=True)
     ivectors = None
     if with_ivectors:

@@ -13,12 +13,21 @@ WriteUpdatableCommon, ``nnet-descriptor.cc`` the descriptors' WriteConfig,
 from __future__ import annotations
 
 import struct
-import wave
 
 import numpy as np
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS, nnet3_bytes
+from export_models import (
+    FEAT_DIM,
+    IVECTOR_DIM,
+    NUM_TARGETS,
+    TDNNF_CFG,
+    assert_written_as_by_hand,
+    nnet3_bytes,
+    one_component_file,
+    tdnnf_model,
+    tone_audio,
+)
 from kaldi_bytes import f32, fm, fv, i32, tok
 
 from paravg.corpus.phones import PHONES
@@ -44,68 +53,13 @@ from paravg.export.verify import (
 )
 from paravg.features import MfccOptions, compute_mfcc
 from paravg.nnet.model_file import model_to_file_dict, new_model
+from tests.unit.dummies import tdnnf_config
 
-CFG = {
-    "family": "tdnnf",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "self_repair_scale": 1e-5,
-    "tdnnf": {
-        "tdnn1_dim": 64,
-        "dim": 64,
-        "bottleneck_dim": 16,
-        "time_strides": [1, 1, 0, 3],
-        "bypass_scale": 0.66,
-        "l2_regularize": 0.01,
-        "output_l2_regularize": 0.002,
-        "linear_dim": 16,
-        "prefinal_big_dim": 64,
-        "prefinal_small_dim": 16,
-    },
-}
+CFG = TDNNF_CFG
 
 
 def _cfg(**tdnnf):
     return {**CFG, "tdnnf": {**CFG["tdnnf"], **tdnnf}}
-
-
-def tdnnf_model(cfg=CFG, ivector_dim=IVECTOR_DIM, seed=0, stats_feats=None, stats_ivectors=None):
-    """A random TDNN-F in eval mode: Kaldi's initialisation, a random output layer,
-    priors and LDA-like transform, and batch-norm statistics from training-mode forwards
-    (on ``stats_feats`` where given: the network's input then has the scale it has in
-    use)."""
-    model = new_model(cfg, FEAT_DIM, ivector_dim, NUM_TARGETS)
-    model.init_parameters(seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        model.output.weight.copy_(torch.randn(model.output.weight.shape, generator=gen))
-        model.output.bias.copy_(torch.randn(NUM_TARGETS, generator=gen))
-        priors = torch.rand(NUM_TARGETS, generator=gen) + 0.1
-        model.log_priors.copy_((priors / priors.sum()).log())
-        if stats_feats is None:
-            model.lda_weight.copy_(torch.randn(model.lda_weight.shape, generator=gen) * 0.1)
-            model.lda_bias.copy_(torch.randn(model.lda_dim, generator=gen))
-        else:  # standardise the features; the i-vector part 3 x
-            x = torch.from_numpy(np.asarray(stats_feats, np.float32))
-            mean, std = x.mean(0), x.std(0) + 1e-3
-            n = FEAT_DIM * len(cfg["input_splice"])
-            weight, bias = 3.0 * torch.eye(model.lda_dim), torch.zeros(model.lda_dim)
-            weight[:n, :n] = torch.diag((1 / std).repeat(len(cfg["input_splice"])))
-            bias[:n] = -(mean / std).repeat(len(cfg["input_splice"]))
-            model.lda_weight.copy_(weight)
-            model.lda_bias.copy_(bias)
-    model.train()
-    with torch.no_grad():
-        if stats_feats is None:
-            for _ in range(3):
-                x = torch.randn(4, 40, FEAT_DIM, generator=gen) * 2 + 1
-                iv = torch.randn(4, ivector_dim, generator=gen) if ivector_dim else None
-                model(x, iv)
-        else:
-            iv = None if stats_ivectors is None else torch.from_numpy(stats_ivectors)[None]
-            model(torch.from_numpy(np.asarray(stats_feats, np.float32))[None], iv)
-    return model.eval()
 
 
 # ---------------------------------------------------------------------- the network
@@ -163,24 +117,9 @@ def test_without_bypass_the_layer_output_is_its_batchnorm():
 # dim 2, bottleneck 1, stride 1, bypass 0.5; l2 0.25; a 1-dim linear-component; prefinal
 # 2 / 1; 2 outputs. Parameters and statistics are short binary fractions, so their text
 # is the same in C++'s `os << f` and in paravg's writer.
-TINY_CFG = {
-    "family": "tdnnf",
-    "input_splice": [0],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "tdnnf": {
-        "tdnn1_dim": 2,
-        "dim": 2,
-        "bottleneck_dim": 1,
-        "time_strides": [1],
-        "bypass_scale": 0.5,
-        "l2_regularize": 0.25,
-        "output_l2_regularize": 0.125,
-        "linear_dim": 1,
-        "prefinal_big_dim": 2,
-        "prefinal_small_dim": 1,
-    },
-}
+TINY_CFG = tdnnf_config(
+    2, 1, [1], linear_dim=1, prefinal=(2, 1), bypass_scale=0.5, l2=(0.25, 0.125), input_splice=[0]
+)
 TDNN_LINEAR = [[0.5, -1.0, 2.0, 0.25]]  # 1 x (2 dims x offsets -1, 0)
 TDNN_AFFINE = [[1.0, -0.5], [0.125, 4.0]]  # 2 x (1 dim x offsets 0, 1)
 TDNN_AFFINE_BIAS = [0.75, -2.0]
@@ -317,24 +256,10 @@ TINY_BINARY = {
 }  # fmt: skip
 
 
-def _component_bytes(data: bytes, name: str) -> bytes:
-    """What follows ``<ComponentName> name`` up to the next component or the end."""
-    start = data.index(b"<ComponentName> " + name.encode() + b" ") + len(name) + 17
-    end = data.find(b"<ComponentName> ", start)
-    return data[start : end if end >= 0 else data.index(b"</Nnet3>", start)]
-
-
 def test_the_components_are_kaldis_bytes_written_by_hand():
     """paravg's writer against Kaldi's formats worked out by hand (not through paravg's
     reader): field order, the integer vector, the empty bias, the double count."""
-    nnet = nnet3_from_model(tiny_model())
-    assert nnet.config_lines == TINY_CONFIG
-    text, binary = nnet3_bytes(nnet, False), nnet3_bytes(nnet, True)
-    assert text.startswith(b"<Nnet3> \n" + "".join(f"{x}\n" for x in TINY_CONFIG).encode() + b"\n")
-    for name, expected in TINY_TEXT.items():
-        assert _component_bytes(text, name) == expected.encode(), name
-    for name, expected in TINY_BINARY.items():
-        assert _component_bytes(binary, name) == expected, name
+    assert_written_as_by_hand(nnet3_from_model(tiny_model()), TINY_CONFIG, TINY_TEXT, TINY_BINARY)
 
 
 @pytest.mark.parametrize("binary", [False, True])
@@ -342,9 +267,7 @@ def test_the_reader_reads_kaldis_bytes_written_by_hand(binary):
     """paravg's reader on the hand-written components, each in a one-component file."""
     for name in TINY_TEXT:
         body = TINY_BINARY[name] if binary else TINY_TEXT[name].encode()
-        data = (b"\0B" if binary else b"") + tok("<Nnet3>") + b"\n\n" + tok("<NumComponents>")
-        data += (i32(1) if binary else b"1 \n") + tok("<ComponentName>", name) + body
-        nnet = read_nnet3(KaldiReader(data + tok("</Nnet3>")))
+        nnet = read_nnet3(KaldiReader(one_component_file(name, body, binary)))
         params = nnet.components[0].params
         if name == "tdnnf2.linear":
             np.testing.assert_array_equal(params["linear"], TDNN_LINEAR)
@@ -470,26 +393,6 @@ def tm40():
     return monophone_transition_model(40)[1]
 
 
-SAMPLE_RATE = 16000
-
-
-def _audio(tmp_path):
-    """1.5 s of tones that change every 80 ms over noise (148 MFCC frames), as a wav
-    file and samples."""
-    rng = np.random.default_rng(0)
-    n = int(1.5 * SAMPLE_RATE)
-    freqs = rng.uniform(200, 3000, size=n // 1280 + 1)[np.arange(n) // 1280]
-    signal = np.sin(2 * np.pi * np.cumsum(freqs) / SAMPLE_RATE) * 4000
-    samples = np.round(signal + rng.standard_normal(n) * 300).astype(np.int16)
-    path = tmp_path / "a.wav"
-    with wave.open(str(path), "w") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(SAMPLE_RATE)
-        f.writeframes(samples.astype("<i2").tobytes())
-    return str(path), samples
-
-
 def _reference(model, feats, ivectors, tm, graph):
     """paravg's network (+ i-vectors per frame) decoded by Kaldi's FasterDecoder on the
     export's graph at acoustic scale 1, graph scale 0.9 (vosk's)."""
@@ -508,7 +411,7 @@ def test_vosk_decodes_like_paravgs_decoder(tmp_path, ivector_files, tm40, binary
     FasterDecoder on paravg's own network (dither 0 on both sides; with i-vectors, each
     frame given the one vosk's looped computation uses there). The same comparison sees
     a bypass scale or one batch-norm offset that differ from paravg's, and the i-vectors."""
-    wav, samples = _audio(tmp_path)
+    wav, samples = tone_audio(tmp_path)
     mfcc = MfccOptions(dither=0.0)
     feats = compute_mfcc(samples.astype(np.float32), mfcc)
     ivectors = None

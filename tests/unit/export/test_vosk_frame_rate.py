@@ -9,9 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from export_models import FEAT_DIM, IVECTOR_DIM, NUM_TARGETS
-from test_nnet3_tdnnf import CFG as TDNNF_CFG
-from test_nnet3_tdnnf import _audio, tdnnf_model
+from export_models import (
+    FEAT_DIM,
+    IVECTOR_DIM,
+    NUM_TARGETS,
+    TDNNF_CFG,
+    tdnnf_model,
+    tone_audio,
+)
 
 from paravg.corpus.phones import PHONES
 from paravg.export.layout import IvectorSystem, export_model
@@ -28,20 +33,12 @@ from paravg.export.verify import (
 )
 from paravg.features import MfccOptions, compute_mfcc
 from paravg.nnet.model_file import model_to_file_dict, new_model
+from tests.unit.dummies import random_head, standardising_lda, tdnn_config
 
 F = 3
 #: A TDNN that stacks 3 frames at its input (Tian et al.'s frame stacking) and has the
 #: stride-3 splice of Kaldi's recipes on top.
-TDNN_CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [
-        {"dim": 64, "splice": [0]},
-        {"dim": 64, "splice": [-1, 0, 1]},
-        {"dim": 64, "splice": [-3, 0, 3]},
-    ],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+TDNN_CFG = tdnn_config((64, [0]), (64, [-1, 0, 1]), (64, [-3, 0, 3]), input_splice=[-1, 0, 1])
 
 
 @pytest.fixture(scope="module")
@@ -54,20 +51,10 @@ def tdnn_model(cfg, ivector_dim, feats, seed=0):
     3 ×), a random output layer and priors: acoustics that change from frame to frame."""
     model = new_model(cfg, FEAT_DIM, ivector_dim, NUM_TARGETS)
     model.init_parameters(seed)
-    gen = torch.Generator().manual_seed(seed + 1)
+    random_head(model, seed)
+    standardising_lda(model, feats, cfg["input_splice"])
+    x = torch.from_numpy(np.asarray(feats, np.float32))
     with torch.no_grad():
-        model.output.weight.copy_(torch.randn(model.output.weight.shape, generator=gen))
-        model.output.bias.copy_(torch.randn(NUM_TARGETS, generator=gen))
-        priors = torch.rand(NUM_TARGETS, generator=gen) + 0.1
-        model.log_priors.copy_((priors / priors.sum()).log())
-        x = torch.from_numpy(np.asarray(feats, np.float32))
-        mean, std = x.mean(0), x.std(0) + 1e-3
-        n = FEAT_DIM * len(cfg["input_splice"])
-        weight, bias = 3.0 * torch.eye(model.lda_dim), torch.zeros(model.lda_dim)
-        weight[:n, :n] = torch.diag((1 / std).repeat(len(cfg["input_splice"])))
-        bias[:n] = -(mean / std).repeat(len(cfg["input_splice"]))
-        model.lda_weight.copy_(weight)
-        model.lda_bias.copy_(bias)
         # the ReLU layers' outputs share a large positive mean: take it out of the output
         # layer, so that the pdf changes with the acoustics
         seen = []
@@ -97,7 +84,7 @@ def _ivector_parts(ivector_files):
 def test_vosk_decodes_a_factor_3_export_like_paravgs_network(
     tmp_path, ivector_files, tm40, family, with_ivectors
 ):
-    wav, samples = _audio(tmp_path)
+    wav, samples = tone_audio(tmp_path)
     mfcc = MfccOptions(dither=0.0)
     feats = compute_mfcc(samples.astype(np.float32), mfcc)
     ivector_dim = IVECTOR_DIM if with_ivectors else 0

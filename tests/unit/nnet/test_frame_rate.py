@@ -16,37 +16,11 @@ from paravg.nnet.model_file import build_model, model_header, model_to_file_dict
 from paravg.nnet.objective import eg_outputs, evaluate_minibatches
 from paravg.nnet.tdnn import computation_plan
 from paravg.priors import posterior_sum
+from tests.unit.dummies import FEAT, IVEC, TARGETS, tdnn_config, tdnnf_config
 
-FEAT, IVEC, TARGETS, F = 5, 3, 7, 8
-TDNN = {
-    "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [
-        {"dim": 12, "splice": [0]},
-        {"dim": 12, "splice": [-1, 0, 1]},
-        {"dim": 12, "splice": [-1, 0, 1]},
-        {"dim": 12, "splice": [-3, 0, 3]},
-    ],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
-TDNNF = {
-    "family": "tdnnf",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "tdnnf": {
-        "tdnn1_dim": 12,
-        "dim": 12,
-        "bottleneck_dim": 4,
-        "time_strides": [1, 0, 3, 3],
-        "bypass_scale": 0.66,
-        "l2_regularize": 0.01,
-        "output_l2_regularize": 0.002,
-        "linear_dim": 4,
-        "prefinal_big_dim": 10,
-        "prefinal_small_dim": 6,
-    },
-}
+F = 8
+TDNN = tdnn_config((12, [0]), (12, [-1, 0, 1]), (12, [-1, 0, 1]), (12, [-3, 0, 3]))
+TDNNF = tdnnf_config(time_strides=[1, 0, 3, 3])
 FAMILIES = {"tdnn": TDNN, "tdnnf": TDNNF}
 
 

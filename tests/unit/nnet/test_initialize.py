@@ -5,13 +5,9 @@ import pytest
 from paravg.egs import EgsInfo
 from paravg.errors import ConfigError
 from paravg.nnet.initialize import init_model
+from tests.unit.dummies import tdnn_config
 
-CFG = {
-    "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [{"dim": 8, "splice": [0]}, {"dim": 8, "splice": [-3, 0, 3]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), (8, [-3, 0, 3]))
 
 
 def test_a_model_wider_than_the_egs_context_is_a_config_error(tmp_path):

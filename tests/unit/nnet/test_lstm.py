@@ -25,71 +25,51 @@ from paravg.nnet.lstm import (
 from paravg.nnet.model_file import build_model, model_to_file_dict, new_model
 from paravg.nnet.ng_affine import NaturalGradientAffine, make_affine_factory
 from paravg.optim.ngsgd import OnlineNaturalGradient
-from paravg.plan import JobSpec
-from paravg.train_job import train_one_job
+from tests.unit.dummies import (
+    FEAT,
+    IVEC,
+    TARGETS,
+    job_spec,
+    lstm_layer,
+    seeded,
+    tdnn_layer,
+    tdnn_lstm_config,
+    trained_twice,
+    with_output,
+)
 
-FEAT, IVEC, TARGETS = 5, 3, 7
-LSTM = {"type": "lstm", "cell_dim": 8, "recurrent_projection_dim": 2}
-CFG = {
-    "family": "tdnn_lstm",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "self_repair_scale": 1e-5,
-    "tdnn_lstm": {
-        "output_delay": 2,
-        "layers": [
-            {"type": "tdnn", "dim": 12},
-            {"type": "tdnn", "dim": 12, "splice": [-1, 0, 1]},
-            {**LSTM, "non_recurrent_projection_dim": 3, "delay": -3, "decay_time": 20},
-            {"type": "tdnn", "dim": 12, "splice": [-1, 0, 1]},
-            {**LSTM, "delay": -3},
-        ],
-    },
-}
-WSJ_1A = {  # egs/wsj/s5/local/nnet3/tuning/run_tdnn_lstm_1a.sh
-    "family": "tdnn_lstm",
-    "input_splice": [-2, -1, 0, 1, 2],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "tdnn_lstm": {
-        "output_delay": 5,
-        "layers": [
-            {"type": "tdnn", "dim": 520},
-            {"type": "tdnn", "dim": 520, "splice": [-1, 0, 1]},
-            *[
-                layer
-                for _ in range(3)
-                for layer in (
-                    {
-                        "type": "lstm",
-                        "cell_dim": 520,
-                        "recurrent_projection_dim": 130,
-                        "non_recurrent_projection_dim": 130,
-                        "decay_time": 20,
-                        "delay": -3,
-                    },
-                    {"type": "tdnn", "dim": 520, "splice": [-3, 0, 3]},
-                    {"type": "tdnn", "dim": 520, "splice": [-3, 0, 3]},
-                )
-            ][:-2],
-        ],
-    },
-}
+CFG = tdnn_lstm_config(
+    tdnn_layer(),
+    tdnn_layer(splice=[-1, 0, 1]),
+    lstm_layer(non_recurrent_projection_dim=3, decay_time=20),
+    tdnn_layer(splice=[-1, 0, 1]),
+    lstm_layer(),
+    self_repair_scale=1e-5,
+)
+WSJ_1A = tdnn_lstm_config(  # egs/wsj/s5/local/nnet3/tuning/run_tdnn_lstm_1a.sh
+    tdnn_layer(520),
+    tdnn_layer(520, [-1, 0, 1]),
+    *[
+        layer
+        for _ in range(3)
+        for layer in (
+            lstm_layer(520, 130, non_recurrent_projection_dim=130, decay_time=20),
+            tdnn_layer(520, [-3, 0, 3]),
+            tdnn_layer(520, [-3, 0, 3]),
+        )
+    ][:-2],
+    output_delay=5,
+    input_splice=[-2, -1, 0, 1, 2],
+)
 
 
 def model(cfg=CFG, seed=0, ng=True) -> TdnnLstmModel:
-    m = new_model(cfg, FEAT, IVEC, TARGETS, make_affine_factory({"enabled": ng}))
-    m.init_parameters(seed)
-    return m
+    return seeded(cfg, seed, factory=make_affine_factory({"enabled": ng}))
 
 
 def scored(seed=0, cfg=CFG) -> TdnnLstmModel:
     """A model whose (zero-initialised) output layer has weights, in eval mode."""
-    m = model(cfg, seed=seed)
-    with torch.no_grad():
-        m.output.weight.normal_(0, 1, generator=torch.Generator().manual_seed(seed))
-    return m.eval()
+    return with_output(model(cfg, seed=seed), seed).eval()
 
 
 # ---------------------------------------------------------------------------- the network
@@ -607,18 +587,7 @@ def write_egs(prefix, n, seed=0):
     return EgsArchive(prefix)
 
 
-def spec(**kw):
-    base = dict(
-        iteration=3,
-        job=1,
-        learning_rate=0.02,
-        minibatch_size=16,
-        max_param_change=2.0,
-        frame=0,
-        shuffle_buffer_size=100,
-        l2_regularize_factor=0.5,
-    )
-    return JobSpec(**{**base, **kw})
+spec = job_spec
 
 
 def objective(m, archive) -> float:
@@ -635,14 +604,8 @@ def objective(m, archive) -> float:
 def test_a_training_job_reproduces_its_bits_and_lowers_the_objective(tmp_path, ng):
     archive = write_egs(tmp_path / "egs", 160)
     before = objective(model(seed=4, ng=ng), archive)
-    runs = []
-    for _ in range(2):
-        m = model(seed=4, ng=ng)
-        stats = train_one_job(m, archive, spec(ngsgd={"enabled": ng}), torch.device("cpu"))
-        runs.append((m, stats))
-    (a, sa), (b, _) = runs
-    sd_a, sd_b = a.state_dict(), b.state_dict()
-    assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+    a, sa = trained_twice(lambda: model(seed=4, ng=ng), archive, spec(ngsgd={"enabled": ng}))
+    sd_a = a.state_dict()
     assert sa["num_minibatches"] == 10 and np.isfinite(sa["objf"])
     start = model(seed=4, ng=ng).state_dict()
     for key in ("layers.2.lstm_nonlin.params", "layers.2.W_all.weight", "layers.4.W_rp.bias"):

@@ -5,6 +5,7 @@ import torch
 
 from paravg.nnet.relu import RectifiedLinear
 from paravg.nnet.tdnn import TdnnModel
+from tests.unit.dummies import tdnn_config
 
 
 class Draws:
@@ -81,13 +82,7 @@ def test_scale_zero_is_a_plain_relu_and_out_of_range_is_an_error():
 
 
 def test_model_seeds_its_relus_per_job_and_repair_is_reproducible():
-    cfg = {
-        "input_splice": [0],
-        "hidden": [{"dim": 8, "splice": [-1, 0, 1]}, {"dim": 8, "splice": [0]}],
-        "max_change_hidden": 0.75,
-        "max_change_output": 1.5,
-        "self_repair_scale": 0.01,
-    }
+    cfg = tdnn_config((8, [-1, 0, 1]), (8, [0]), input_splice=[0], self_repair_scale=0.01)
 
     def grads(seed):
         model = TdnnModel(cfg, 4, 0, 5)

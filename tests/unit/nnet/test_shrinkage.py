@@ -11,8 +11,13 @@ from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.shrinkage import scale_parameters, shrinkage_value
 from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.tensors import mean
-from tests.unit.nnet.test_tdnn import CFG as TDNN_CFG
-from tests.unit.test_chunk_training import FEAT, IVEC, TARGETS, model
+from tests.unit.dummies import FEAT, IVEC, TARGETS, TINY_LSTM, seeded
+from tests.unit.dummies import TINY_TDNN as TDNN_CFG
+
+
+def model(seed=0):
+    """The tiny TDNN-LSTM with natural-gradient affines."""
+    return seeded(TINY_LSTM, seed, factory=make_affine_factory({"enabled": True}))
 
 
 def with_stats(m, deriv_means: list[float], count: float = 10.0):

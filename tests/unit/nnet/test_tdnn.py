@@ -8,17 +8,7 @@ from paravg.io import save_torch_atomic
 from paravg.nnet.context import model_context
 from paravg.nnet.model_file import build_model, load_model_file, model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel, normalize_rms, splice
-
-CFG = {
-    "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [
-        {"dim": 16, "splice": [0]},
-        {"dim": 16, "splice": [-1, 0, 1]},
-        {"dim": 16, "splice": [-3, 0, 3]},
-    ],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+from tests.unit.dummies import TINY_TDNN as CFG
 
 
 def test_context_adds_up_over_layers():

@@ -16,28 +16,12 @@ import torch
 from paravg.nnet.context import model_context
 from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.tdnn import TdnnModel, normalize_rms, splice
+from tests.unit.dummies import tdnn_config
 
-DEFAULT_CFG = {  # config/config.yaml's model
-    "input_splice": [-2, -1, 0, 1, 2],
-    "hidden": [
-        {"dim": 256, "splice": [0]},
-        {"dim": 256, "splice": [-1, 0, 1]},
-        {"dim": 256, "splice": [-1, 0, 1]},
-        {"dim": 256, "splice": [-3, 0, 3]},
-    ],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
-ODD_CFG = {  # asymmetric, uneven and repeated gaps: index-tensor selections
-    "input_splice": [-1, 0, 2],
-    "hidden": [
-        {"dim": 12, "splice": [-2, 0]},
-        {"dim": 12, "splice": [-6, -3, 0]},
-        {"dim": 12, "splice": [0, 1, 4]},
-    ],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+# config/config.yaml's model
+DEFAULT_CFG = tdnn_config((256, [0]), (256, [-1, 0, 1]), (256, [-1, 0, 1]), (256, [-3, 0, 3]))
+# asymmetric, uneven and repeated gaps: index-tensor selections
+ODD_CFG = tdnn_config((12, [-2, 0]), (12, [-6, -3, 0]), (12, [0, 1, 4]), input_splice=[-1, 0, 2])
 
 
 def kaldi_cindexes(cfg: dict, num_egs: int) -> dict[str, set[tuple[int, int]]]:

@@ -13,47 +13,22 @@ from paravg.nnet import orthonormal
 from paravg.nnet.batchnorm import BatchNorm
 from paravg.nnet.context import model_context, model_megabytes
 from paravg.nnet.dropout import GeneralDropout
-from paravg.nnet.model_file import build_model, model_to_file_dict, new_model
+from paravg.nnet.model_file import build_model, model_to_file_dict
 from paravg.nnet.ng_affine import make_affine_factory
 from paravg.nnet.orthonormal import constrain_components, constrain_orthonormal
 from paravg.nnet.tdnnf import TdnnfModel
-from paravg.plan import JobSpec
 from paravg.train_job import add_l2_regularization, train_one_job
-
-FEAT, IVEC, TARGETS = 5, 3, 7
-CFG = {
-    "family": "tdnnf",
-    "input_splice": [-1, 0, 1],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-    "self_repair_scale": 1e-5,
-    "tdnnf": {
-        "tdnn1_dim": 12,
-        "dim": 12,
-        "bottleneck_dim": 4,
-        "time_strides": [1, 0, 3],
-        "bypass_scale": 0.66,
-        "l2_regularize": 0.01,
-        "output_l2_regularize": 0.002,
-        "linear_dim": 4,
-        "prefinal_big_dim": 10,
-        "prefinal_small_dim": 6,
-    },
-}
+from tests.unit.dummies import FEAT, IVEC, TARGETS, job_spec, seeded, trained_twice, with_output
+from tests.unit.dummies import TINY_TDNNF as CFG
 
 
 def model(cfg=CFG, seed=0, factory=None) -> TdnnfModel:
-    m = new_model(cfg, FEAT, IVEC, TARGETS, factory or make_affine_factory({"enabled": True}))
-    m.init_parameters(seed)
-    return m
+    return seeded(cfg, seed, factory=factory or make_affine_factory({"enabled": True}))
 
 
 def scored(seed=0) -> TdnnfModel:
     """A model whose (zero-initialised) output layer has weights, in eval mode."""
-    m = model(seed=seed)
-    with torch.no_grad():
-        m.output.weight.normal_(0, 1, generator=torch.Generator().manual_seed(seed))
-    return m.eval()
+    return with_output(model(seed=seed), seed).eval()
 
 
 def test_kaldis_component_names_and_order():
@@ -213,29 +188,13 @@ def write_egs(prefix, n, window, seed=0):
 
 
 def spec(**kw):
-    base = dict(
-        iteration=3,
-        job=1,
-        learning_rate=0.01,
-        minibatch_size=16,
-        max_param_change=2.0,
-        frame=0,
-        shuffle_buffer_size=100,
-        dropout_proportion=0.3,
-        l2_regularize_factor=0.5,
-    )
-    return JobSpec(**{**base, **kw})
+    return job_spec(**{"learning_rate": 0.01, "dropout_proportion": 0.3, **kw})
 
 
 def test_a_training_job_reproduces_its_bits_and_uses_every_mechanism(tmp_path):
     archive = write_egs(tmp_path / "egs", 96, 11)
-    runs = []
-    for _ in range(2):
-        m = model(seed=4)
-        stats = train_one_job(m, archive, spec(), torch.device("cpu"))
-        runs.append((m.state_dict(), stats))
-    (a, sa), (b, _) = runs
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    trained, sa = trained_twice(lambda: model(seed=4), archive, spec())
+    a = trained.state_dict()
     assert sa["num_minibatches"] == 6 and np.isfinite(sa["objf"])
     start = model(seed=4).state_dict()
     assert not torch.equal(a["layers.1.linear.weight"], start["layers.1.linear.weight"])

@@ -6,24 +6,15 @@ import math
 import pytest
 import torch
 
-from paravg.io import save_torch_atomic
-from paravg.nnet.model_file import model_to_file_dict
-from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.average import NoAcceptableJobError, average_jobs, select_jobs
 from paravg.sync.tensors import mean
+from tests.unit.dummies import seeded, tdnn_config, write_jobs
 
-CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [{"dim": 8, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 
 
 def model(seed):
-    m = TdnnModel(CFG, 4, 0, 5)
-    m.init_parameters(seed)
-    return m
+    return seeded(CFG, seed, feat=4, ivec=0, targets=5)
 
 
 def test_selection_threshold_and_iteration_zero():
@@ -51,19 +42,13 @@ def test_identical_models_average_to_themselves_and_order_is_irrelevant():
     assert torch.allclose(a["hidden.0.weight"], by_hand, atol=1e-6)
 
 
-def write_jobs(tmp_path, objfs):
-    paths, stats = [], []
-    for j, o in enumerate(objfs):
-        p, s = tmp_path / f"job{j}.pt", tmp_path / f"job{j}.json"
-        save_torch_atomic(p, model_to_file_dict(model(j)))
-        s.write_text(json.dumps({"objf": o}))
-        paths.append(p)
-        stats.append(s)
-    return paths, stats
+def jobs_of(tmp_path, objfs):
+    """Job j: the model of seed j, objective ``objfs[j]``."""
+    return write_jobs(tmp_path, [model(j) for j in range(len(objfs))], objfs)
 
 
 def test_average_jobs_rejects_outliers(tmp_path):
-    paths, stats = write_jobs(tmp_path, [-1.0, -1.2, -3.0])
+    paths, stats = jobs_of(tmp_path, [-1.0, -1.2, -3.0])
     synced, summary = average_jobs(paths, stats, iteration=5)
     assert summary["accepted"] == [0, 1] and summary["rejected"] == [2]
     expected = (model(0).hidden[0].weight + model(1).hidden[0].weight) / 2
@@ -71,14 +56,14 @@ def test_average_jobs_rejects_outliers(tmp_path):
 
 
 def test_iteration_zero_takes_best_job(tmp_path):
-    paths, stats = write_jobs(tmp_path, [-1.5, -1.0, -1.2])
+    paths, stats = jobs_of(tmp_path, [-1.5, -1.0, -1.2])
     synced, summary = average_jobs(paths, stats, iteration=0)
     assert summary["accepted"] == [1]
     assert torch.equal(synced["state_dict"]["hidden.0.weight"], model(1).hidden[0].weight)
 
 
 def test_diverged_and_truncated_jobs_are_excluded(tmp_path):
-    paths, stats = write_jobs(tmp_path, [-1.0, float("nan"), -1.1])
+    paths, stats = jobs_of(tmp_path, [-1.0, float("nan"), -1.1])
     data = paths[2].read_bytes()
     paths[2].write_bytes(data[:100])
     _synced, summary = average_jobs(paths, stats, iteration=3)
@@ -88,7 +73,7 @@ def test_diverged_and_truncated_jobs_are_excluded(tmp_path):
 
 
 def test_all_diverged_names_iteration_and_jobs(tmp_path):
-    paths, stats = write_jobs(tmp_path, [float("nan"), float("-inf")])
+    paths, stats = jobs_of(tmp_path, [float("nan"), float("-inf")])
     with pytest.raises(NoAcceptableJobError, match=r"iteration 7.*job 0.*job 1"):
         average_jobs(paths, stats, iteration=7)
 
@@ -103,7 +88,7 @@ def test_models_are_read_one_at_a_time_and_give_the_bits_of_the_list_mean(tmp_pa
 
     import paravg.nnet.model_file as tdnn
 
-    paths, stats = write_jobs(tmp_path, [-1.0, -1.1, -5.0, -1.2, -0.9])
+    paths, stats = jobs_of(tmp_path, [-1.0, -1.1, -5.0, -1.2, -0.9])
     real_load, alive, reads = tdnn.load_model_file, [], []
 
     def load(path):
@@ -136,7 +121,7 @@ def test_the_node_refuses_inputs_of_another_plan_and_records_the_plan_it_checked
     from paravg.errors import TrainingError
     from paravg.sync.nodes import run_node
 
-    paths, stats = write_jobs(tmp_path, [-1.0, -1.1])
+    paths, stats = jobs_of(tmp_path, [-1.0, -1.1])
     for s, fp in zip(stats, ["abc", "abc"], strict=True):
         s.write_text(json.dumps({"objf": -1.0, "plan": {"fingerprint": fp}}))
     outputs = {"model": str(tmp_path / "2.pt"), "summary": str(tmp_path / "2.json")}

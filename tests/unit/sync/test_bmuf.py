@@ -8,17 +8,12 @@ import torch
 
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import load_model_file, model_to_file_dict
-from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf import bmuf_node, bmuf_start, bmuf_update
 from paravg.sync.bmuf_params import BmufParams, default_block_momentum, job_learning_rate_scale
+from tests.unit.dummies import seeded, tdnn_config, write_jobs
 
-CFG = {
-    "input_splice": [-1, 0, 1],
-    "hidden": [{"dim": 8, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 
 
 def bmuf_sync(paths, stats, g_in, d_in, s_in, it, threshold, cfg, model_out, g_out, d_out, summary):
@@ -32,21 +27,12 @@ def bmuf_sync(paths, stats, g_in, d_in, s_in, it, threshold, cfg, model_out, g_o
 
 
 def model(seed):
-    m = TdnnModel(CFG, 4, 0, 5)
-    m.init_parameters(seed)
-    return m
+    return seeded(CFG, seed, feat=4, ivec=0, targets=5)
 
 
 def write_iteration(d, seeds, objfs):
     d.mkdir(parents=True, exist_ok=True)
-    paths, stats = [], []
-    for j, (s, o) in enumerate(zip(seeds, objfs, strict=True)):
-        p, q = d / f"job{j}.pt", d / f"job{j}.json"
-        save_torch_atomic(p, model_to_file_dict(model(s)))
-        q.write_text(json.dumps({"objf": o}))
-        paths.append(p)
-        stats.append(q)
-    return paths, stats
+    return write_jobs(d, [model(s) for s in seeds], objfs)
 
 
 def sd(x):

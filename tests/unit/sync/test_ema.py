@@ -7,13 +7,9 @@ from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import load_model_file, model_to_file_dict
 from paravg.nnet.tdnn import TdnnModel
 from paravg.sync.ema import ema_update, update_ema_file
+from tests.unit.dummies import tdnn_config
 
-CFG = {
-    "input_splice": [0],
-    "hidden": [{"dim": 6, "splice": [0]}],
-    "max_change_hidden": 0.75,
-    "max_change_output": 1.5,
-}
+CFG = tdnn_config((6, [0]), input_splice=[0])
 
 
 def test_k_identical_updates_closed_form():

@@ -19,13 +19,12 @@ import yaml
 from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.io import save_torch_atomic
 from paravg.nnet.model_file import load_model_file, model_to_file_dict
-from paravg.nnet.tdnn import TdnnModel
 from paravg.plan import experiment_plans
+from tests.unit.dummies import seeded, tdnn_config
 
 SCRIPTS = REPO_CONFIG.parents[1] / "scripts"
 INFO = {"num_archives": 12, "frames_per_eg": 8, "num_frames": 123456}
-CFG = {"input_splice": [-1, 0, 1], "hidden": [{"dim": 8, "splice": [0]}],
-       "max_change_hidden": 0.75, "max_change_output": 1.5}  # fmt: skip
+CFG = tdnn_config((8, [0]), input_splice=[-1, 0, 1])
 # threshold 2: job 2 (1.5 below the best) is averaged only if both sides read the config's
 # threshold (Kaldi's default 1.0 would drop it); job 3 (2.5 below) is rejected
 OBJFS = [-1.0, -1.3, -2.5, -3.5]
@@ -62,8 +61,7 @@ def write_job_outputs(p, index, seed):
     """What the jobs of iteration index − 1 leave: models, and stats with their plan's
     fingerprint (which the next jobs check) and objective."""
     for j in range(p.num_jobs(index - 1)):
-        m = TdnnModel(CFG, 4, 0, 5)
-        m.init_parameters(seed * 10 + j)
+        m = seeded(CFG, seed * 10 + j, feat=4, ivec=0, targets=5)
         save_torch_atomic(p.layout.job_model(p.name, index, j), model_to_file_dict(m, {}))
         stats = {"objf": OBJFS[j], "plan": {"fingerprint": p.fingerprint(index)}}
         Path(p.layout.job_stats(p.name, index, j)).write_text(json.dumps(stats))
@@ -112,8 +110,7 @@ def test_every_jobs_start_is_the_nodes_model(tmp_path, method):
     state the node of index 1 wrote): every job's start is the node's ``<t>.pt``."""
     p = plan_of(tmp_path, method)
     assert p.sync.node == method and p.num_jobs(0) == p.num_jobs(1) == 4
-    m0 = TdnnModel(CFG, 4, 0, 5)
-    m0.init_parameters(0)
+    m0 = seeded(CFG, 0, feat=4, ivec=0, targets=5)
     save_torch_atomic(p.layout.init_model(p.name), model_to_file_dict(m0, {}))
     for t in (1, 2):
         write_job_outputs(p, t, seed=t)
