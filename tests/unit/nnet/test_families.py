@@ -156,3 +156,22 @@ def test_job_params_of_chunk_training_are_train_rnn_py_s_defaults_or_the_config_
     }
     given = lstm.job_params({"num_chunk_per_minibatch": "64,32", "deriv_truncate_margin": 10})
     assert given["minibatch_size"] == "64,32" and given["deriv_truncate_margin"] == 10
+
+
+def test_a_dropout_schedule_is_refused_for_a_family_without_dropout():
+    """tdnn and tdnn_lstm have no dropout components: the schedule is refused when the
+    config is read (not by the first job whose proportion is above 0)."""
+    from tests.unit.test_chunk_config import CHUNK_EGS, LSTM, config
+
+    schedule = {"dropout_schedule": "0,0@0.20,0.5@0.50,0"}
+    lstm = {**LSTM, "trainer": {**LSTM["trainer"], **schedule}}
+    for name, overrides in (
+        ("tdnn", {"experiments": {"x": {"trainer": schedule}}}),
+        ("tdnn_lstm", {"egs": CHUNK_EGS, "experiments": {"x": lstm}}),
+    ):
+        with pytest.raises(
+            ConfigError, match=rf"family {name} has no dropout: use model.family tdnnf"
+        ):
+            config(overrides)
+    tdnnf = {"model": {"family": "tdnnf"}, "trainer": schedule}
+    assert config({"experiments": {"x": tdnnf}})["experiments"]["x"]["trainer"] == schedule
