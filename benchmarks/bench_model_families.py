@@ -176,7 +176,8 @@ def job_spec(cfg: dict, chunk: dict | None):
     """The JobSpec of a benchmark job: iteration 1 (no halving), job 0; ``chunk`` (the
     trainer's ``num_chunk_per_minibatch`` / ``deriv_truncate_margin``): a chunk job with
     paravg's plan's momentum."""
-    from paravg.plan import RNN_MOMENTUM, JobSpec
+    from paravg.nnet.families import RNN_TRAINER_DEFAULTS, family_of
+    from paravg.plan import JobSpec
 
     common = dict(
         iteration=1,
@@ -185,7 +186,7 @@ def job_spec(cfg: dict, chunk: dict | None):
         max_param_change=2.0,
         frame=3,
         shuffle_buffer_size=5000,
-        dropout_proportion=0.2 if cfg.get("family") == "tdnnf" else 0.0,
+        dropout_proportion=0.2 if family_of(cfg).dropout else 0.0,
         l2_regularize_factor=0.5,
     )
     if chunk is None:
@@ -194,7 +195,7 @@ def job_spec(cfg: dict, chunk: dict | None):
         minibatch_size=chunk["num_chunk_per_minibatch"],
         chunk_training=True,
         deriv_truncate_margin=chunk["deriv_truncate_margin"],
-        momentum=RNN_MOMENTUM,
+        momentum=RNN_TRAINER_DEFAULTS["momentum"],
         **common,
     )
 

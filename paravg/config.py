@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from paravg.errors import ConfigError
+from paravg.nnet.families import families_with, family_of, known_family, trainer_keys_of_others
 from paravg.optim.options import NgsgdOptions
 from paravg.schema import SCHEMA_PATH, parsed_schema
 
@@ -200,8 +201,9 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
     out: dict[str, Any] = {}
     for section in EXPERIMENT_SECTIONS:
         merged = deep_merge(config[section], overrides.get(section, {}))
-        if section == "model" and merged.get("family") == "tdnnf":
-            merged.setdefault("tdnnf", {})  # its keys get their defaults
+        family = known_family(merged) if section == "model" else None  # else: the schema says
+        if family is not None and family.section_defaults:
+            merged.setdefault(family.section, {})  # its keys get their defaults
         sub = dict(schema["$defs"][section])
         sub["$defs"] = schema["$defs"]
         _validate(merged, sub, f"experiments.{name}.{section}")
@@ -219,44 +221,37 @@ def experiment_config(config: dict, name: str, schema: dict | None = None) -> di
     return out
 
 
-RECURRENT_FAMILIES = ("tdnn_lstm",)
-CHUNK_TRAINER_KEYS = (
-    "num_chunk_per_minibatch",
-    "deriv_truncate_margin",
-    "shrink_value",
-    "shrink_saturation_threshold",
-)
-
-
 def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:
-    """Chunk egs (``egs.chunk_width``, Kaldi's ``train_rnn.py``) and the recurrent family
-    go together: the egs are shared by every experiment, a ``tdnn_lstm`` experiment needs
-    them and the frame-eg families (tdnn, tdnnf) train on frame egs only (a TDNN on
-    chunk egs, which Kaldi allows, is not implemented). The chunk trainer keys belong to
-    the recurrent family. None of these keys has a schema default, so a TDNN's resolved
-    config, rule params and model files are what they were without them."""
+    """Chunk egs (``egs.chunk_width``, Kaldi's ``train_rnn.py``) and the chunk-eg families
+    (:data:`paravg.nnet.families.FAMILIES`, ``egs: chunk``) go together: the egs are shared
+    by every experiment, a ``tdnn_lstm`` experiment needs them and the frame-eg families
+    (tdnn, tdnnf) train on frame egs only (a TDNN on chunk egs, which Kaldi allows, is not
+    implemented). The chunk trainer keys belong to the chunk-eg families. None of these
+    keys has a schema default, so a TDNN's resolved config, rule params and model files
+    are what they were without them."""
     from paravg.egs.chunking import ChunkOptions
     from paravg.egs.minibatch import MinibatchRule
 
     chunks = ChunkOptions.from_egs_config(egs)
-    family = exp["model"].get("family", "tdnn")
-    recurrent = family in RECURRENT_FAMILIES
+    family = family_of(exp["model"])
+    recurrent = family.chunk_egs
     where = f"experiments.{name}"
-    if recurrent and "tdnn_lstm" not in exp["model"]:
+    if family.section and not family.section_defaults and family.section not in exp["model"]:
         raise ConfigError(
-            f"{where}.model: family tdnn_lstm needs model.tdnn_lstm.layers (a list of "
-            "{type: tdnn, dim: D[, splice: [...]]} and {type: lstm, cell_dim: C, ...})"
+            f"{where}.model: family {family.name} needs model.{family.section}{family.section_hint}"
         )
     if recurrent and chunks is None:
         raise ConfigError(
-            f"{where}.model.family is {family}, a recurrent family trained on chunk egs "
+            f"{where}.model.family is {family.name}, a recurrent family trained on chunk egs "
             "(Kaldi's train_rnn.py): set egs.chunk_width (e.g. '40,30,20')"
         )
+    chunk_families = ", ".join(families_with(egs="chunk"))
     if not recurrent and chunks is not None:
         raise ConfigError(
-            f"{where}.model.family is {family}, which trains on frame egs, but "
+            f"{where}.model.family is {family.name}, which trains on frame egs, but "
             f"egs.chunk_width is set ({egs['chunk_width']!r}): chunk egs train the "
-            "recurrent family (tdnn_lstm) only; remove egs.chunk_width or the experiment"
+            f"recurrent family ({chunk_families}) only; remove egs.chunk_width or the "
+            "experiment"
         )
     if chunks is not None and exp["model"].get("frame_subsampling_factor", 1) != 1:
         raise ConfigError(
@@ -264,11 +259,11 @@ def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:
             "(Kaldi rounds the chunk widths up to multiples of it and scores every f-th "
             "frame of a chunk); remove it or use a frame-eg family"
         )
-    extra = sorted(k for k in CHUNK_TRAINER_KEYS if k in exp["trainer"])
-    if extra and not recurrent:
+    extra = sorted(k for k in trainer_keys_of_others(family) if k in exp["trainer"])
+    if extra:
         raise ConfigError(
-            f"{where}.trainer: {extra} are options of chunk training (family tdnn_lstm); "
-            f"the family is {family}"
+            f"{where}.trainer: {extra} are options of chunk training (family "
+            f"{chunk_families}); the family is {family.name}"
         )
     if "num_chunk_per_minibatch" in exp["trainer"]:
         MinibatchRule.parse(
@@ -283,23 +278,19 @@ def _check_experiment(name: str, exp: dict) -> None:
 
     MinibatchRule.parse(trainer["minibatch_size"], f"experiments.{name}.trainer.minibatch_size")
     model = exp["model"]
+    family = family_of(model)
     if trainer.get("dropout_schedule"):
         from paravg.nnet.dropout_schedule import parse_dropout_schedule
 
-        if model.get("family", "tdnn") == "tdnn":
+        if not family.dropout:
             raise ConfigError(
                 f"experiments.{name}.trainer.dropout_schedule is set but the model family "
-                "tdnn has no dropout: use model.family tdnnf or remove the schedule"
+                f"{family.name} has no dropout: use model.family "
+                f"{' or '.join(families_with(dropout=True))} or remove the schedule"
             )
         parse_dropout_schedule(trainer["dropout_schedule"])
-    if model.get("family") == "tdnnf":
-        f = model["tdnnf"]
-        if f["time_strides"] and f["bypass_scale"] and f["tdnn1_dim"] != f["dim"]:
-            raise ConfigError(
-                f"experiments.{name}.model.tdnnf: tdnn1_dim ({f['tdnn1_dim']}) must equal dim "
-                f"({f['dim']}): the first tdnnf layer's bypass adds tdnn1's output (or set "
-                "bypass_scale: 0)"
-            )
+    if family.check is not None:
+        family.check(model, f"experiments.{name}")
     # --- end fidelity ---
     # the code-side validator of the affine layers' optimiser (paravg.optim.options)
     NgsgdOptions.from_config(trainer["ngsgd"], f"experiments.{name}.trainer.ngsgd")

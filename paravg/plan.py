@@ -34,20 +34,17 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from paravg.config import RECURRENT_FAMILIES
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
 from paravg.nnet.context import frame_subsampling_factor
 from paravg.nnet.dropout_schedule import dropout_proportion
+from paravg.nnet.families import family_of
 from paravg.schedule import Schedule, output_frames_per_eg
 from paravg.sync.registry import SyncMethod, get_method
 
 #: Kaldi accumulates the LDA statistics (and priors) over at most this many archives.
 MAX_LDA_ARCHIVES = 10
-#: train_rnn.py's defaults: --trainer.rnn.num-chunk-per-minibatch, --trainer.deriv-
-#: truncate-margin, --trainer.optimization.momentum (train_dnn.py's momentum is 0).
-RNN_CHUNKS_PER_MINIBATCH, RNN_DERIV_TRUNCATE_MARGIN, RNN_MOMENTUM = "100", 8, 0.5
 #: trainer keys a job takes as they are when the config sets them (no schema default):
 #: --trainer.optimization.momentum, shrink-value, shrink-saturation-threshold,
 #: proportional-shrink
@@ -212,7 +209,8 @@ class ExperimentPlan:
         self.restart_at: int | None = None
         self.frame_subsampling_factor = frame_subsampling_factor(experiment["model"])
         frames = output_frames_per_eg(egs.frames_per_eg, self.frame_subsampling_factor)
-        self.chunk_training = experiment["model"].get("family") in RECURRENT_FAMILIES
+        self.family = family_of(experiment["model"])  # paravg.nnet.families
+        self.chunk_training = self.family.chunk_egs
         if self.chunk_training:  # train_rnn.py: an archive is processed once per epoch,
             frames = 1  # no frames_per_eg factor, no frame index (whole chunks)
         try:
@@ -285,19 +283,14 @@ class ExperimentPlan:
             params["dropout_proportion"] = dropout_proportion(
                 t["dropout_schedule"], self.schedule.data_fraction(iteration)
             )
-        if self.chunk_training:  # train_rnn.py: chunks per minibatch, truncation, momentum
-            params["minibatch_size"] = t.get("num_chunk_per_minibatch", RNN_CHUNKS_PER_MINIBATCH)
-            params["chunk_training"] = True
-            params["deriv_truncate_margin"] = t.get(
-                "deriv_truncate_margin", RNN_DERIV_TRUNCATE_MARGIN
-            )
-            params["momentum"] = RNN_MOMENTUM
+        # train_rnn.py (chunk egs): chunks per minibatch, truncation, momentum
+        params.update(self.family.job_params(t))
         # keys without a schema default: set only where the config sets them, so a job
         # of a config without them has the params (and fingerprint) it had before
         for key in OPTIONAL_TRAINER_KEYS:
             if key in t:
                 params[key] = t[key]
-        if self.experiment["model"].get("family", "tdnn") != "tdnn":
+        if self.family.l2_regularize:
             # the families with l2-regularize (the TDNN has none): train_dnn.py passes
             # --l2-regularize-factor=1/num_jobs so that the average keeps the l2 of one job
             params["l2_regularize_factor"] = 1.0 / self.num_jobs(iteration)

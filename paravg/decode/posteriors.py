@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from paravg.config import RECURRENT_FAMILIES
+from paravg.nnet.families import get_family
 
 
 def padded_index(start: int, stop: int, num_frames: int) -> np.ndarray:
@@ -75,7 +75,7 @@ def utterance_log_posteriors(
         return model(x[None], None, stride=f)[0]
     if period <= 0:
         raise ValueError("an i-vector period > 0 is needed with i-vectors")
-    if getattr(model, "family", "tdnn") in RECURRENT_FAMILIES:  # one window, looped
+    if get_family(model.family).chunk_egs:  # one window, looped
         x = torch.from_numpy(feats32[padded_index(-left, num_frames + right, num_frames)])
         times = np.arange(-left, num_frames + right)
         rows = np.clip(np.floor_divide(times, period), 0, len(ivectors) - 1)

@@ -60,8 +60,6 @@ statistics of :class:`LstmNonlinearity`: :mod:`paravg.nnet.shrinkage`.
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -70,13 +68,13 @@ from torch import nn
 from paravg.errors import ConfigError
 from paravg.nnet.acoustic import LayerStackModel
 from paravg.nnet.affine import Affine, plain_affine_factory
-from paravg.nnet.ng_affine import NaturalGradientAffine
+from paravg.nnet.family_configs import check_layers
+from paravg.nnet.ng_affine import uses_natural_gradient
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
-from paravg.nnet.rows import Selector, append, selector, take
+from paravg.nnet.rows import Times, append, by_runs, grad_runs, rows_of, take
 from paravg.nnet.tdnn import normalize_rms
 from paravg.optim.ngsgd import OnlineNaturalGradient
 
-Times = tuple[int, ...]
 AffineFactory = Callable[..., Affine]
 
 # LstmNonlinearityComponent::InitFromConfig defaults (nnet-combined-component.cc)
@@ -423,40 +421,6 @@ class BackpropTruncation(nn.Module):
 # ============================================================================ layers
 
 
-@functools.lru_cache(maxsize=8192)
-def rows_of(have: Times, want: Times) -> Selector:
-    """Where the times ``want`` sit among the rows ``have`` of a level."""
-    where = {t: i for i, t in enumerate(have)}
-    return selector([where[t] for t in want])
-
-
-def grad_runs(times: Times, lo: int | None, hi: int | None) -> list[tuple[Times, bool]]:
-    """``times`` (sorted) cut into runs before, inside and after [lo, hi], each with
-    whether derivatives are wanted there (all of them, in one run, without bounds)."""
-    if lo is None and hi is None:
-        return [(times, True)]
-    lo = -math.inf if lo is None else lo
-    hi = math.inf if hi is None else hi
-    runs: list[tuple[Times, bool]] = []
-    for t in times:
-        inside = lo <= t <= hi
-        if runs and runs[-1][1] == inside:
-            runs[-1] = (runs[-1][0] + (t,), inside)
-        else:
-            runs.append(((t,), inside))
-    return runs
-
-
-def by_runs(runs, compute) -> torch.Tensor:
-    """``compute(times)`` for each run (without autograd outside the derivative window),
-    concatenated along the time axis."""
-    parts = []
-    for times, grad in runs:
-        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-            parts.append(compute(times))
-    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-
-
 class ReluRenormLayer(nn.Module):
     """``relu-renorm-layer``: y(t) = renorm(ReLU(W [x(t + o)]_{o ∈ splice} + b))."""
 
@@ -610,60 +574,6 @@ class FastLstmpLayer(nn.Module):
 
 
 # ============================================================================ the model
-
-LAYER_KEYS = {
-    "tdnn": {"type", "name", "dim", "splice"},
-    "lstm": {
-        "type",
-        "name",
-        "cell_dim",
-        "recurrent_projection_dim",
-        "non_recurrent_projection_dim",
-        "delay",
-        "decay_time",
-        "clipping_threshold",
-        "zeroing_threshold",
-        "zeroing_interval",
-        "max_change",
-        "nonlinearity_max_change",
-        "self_repair_scale_nonlinearity",
-        "l2_regularize",
-    },
-}
-
-
-def check_layers(cfg: dict) -> list[dict]:
-    """``model.tdnn_lstm.layers``, checked: each a ``tdnn`` or ``lstm`` entry with known
-    keys (see :class:`TdnnLstmModel`)."""
-    layers = cfg.get("layers")
-    if not layers:
-        raise ConfigError("model.tdnn_lstm.layers: expected a non-empty list of layers")
-    for k, layer in enumerate(layers):
-        kind = layer.get("type")
-        if kind not in LAYER_KEYS:
-            raise ConfigError(
-                f"model.tdnn_lstm.layers[{k}].type = {kind!r}; expected 'tdnn' or 'lstm'"
-            )
-        unknown = sorted(set(layer) - LAYER_KEYS[kind])
-        if unknown:
-            raise ConfigError(
-                f"model.tdnn_lstm.layers[{k}]: unknown key(s) {unknown} for a {kind} layer; "
-                f"known: {sorted(LAYER_KEYS[kind])}"
-            )
-        need = "dim" if kind == "tdnn" else "cell_dim"
-        if need not in layer:
-            raise ConfigError(f"model.tdnn_lstm.layers[{k}]: a {kind} layer needs {need}")
-    delay = cfg.get("output_delay", 0)
-    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
-        raise ConfigError(f"model.tdnn_lstm.output_delay = {delay!r}; expected an integer >= 0")
-    return list(layers)
-
-
-def uses_natural_gradient(factory: AffineFactory) -> bool:
-    """Whether the model builder's affine factory makes natural-gradient components (the
-    LSTM nonlinearity then preconditions its step too)."""
-    probe = factory(2, 2, 0.0)
-    return isinstance(probe, NaturalGradientAffine) and probe.ngsgd.enabled
 
 
 class TdnnLstmModel(LayerStackModel):

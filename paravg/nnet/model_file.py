@@ -4,7 +4,7 @@ family.
 A file is a dict: the header (:func:`model_header`: ``format``, the ``model`` config,
 ``feat_dim``, ``ivector_dim``, ``num_targets``), the ``state_dict`` and ``meta``. The model config's
 ``family`` (``tdnn`` when absent: every file written before TDNN-F) names the class that
-rebuilds it (:data:`FAMILIES`).
+rebuilds it (:data:`paravg.nnet.families.FAMILIES`).
 """
 
 from __future__ import annotations
@@ -14,29 +14,21 @@ from pathlib import Path
 
 import torch
 
-from paravg.errors import DataError
+from paravg.errors import ConfigError, DataError
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.affine import plain_affine_factory
+from paravg.nnet.families import family_of
 
 MODEL_FORMAT = "paravg.tdnn.v1"
 
 
-def model_family(model_cfg: dict) -> str:
-    """The family a model config describes (``model.family``; ``tdnn`` by default)."""
-    return model_cfg.get("family", "tdnn")
-
-
 def model_class(model_cfg: dict) -> type[AcousticModel]:
-    """The class of a model config's family."""
-    from paravg.nnet.lstm import TdnnLstmModel
-    from paravg.nnet.tdnn import TdnnModel
-    from paravg.nnet.tdnnf import TdnnfModel
-
-    families = {"tdnn": TdnnModel, "tdnnf": TdnnfModel, "tdnn_lstm": TdnnLstmModel}
-    family = model_family(model_cfg)
-    if family not in families:
-        raise DataError(f"model family {family!r} is not one of {sorted(families)}")
-    return families[family]
+    """The class of a model config's family (:data:`paravg.nnet.families.FAMILIES`)."""
+    try:
+        family = family_of(model_cfg)
+    except ConfigError as exc:  # a file naming a family this code does not know
+        raise DataError(str(exc)) from None
+    return family.model_class()
 
 
 def new_model(

@@ -165,3 +165,11 @@ def make_affine_factory(
     if not opts.enabled:
         return plain_affine_factory
     return functools.partial(NaturalGradientAffine, ngsgd=opts)
+
+
+def uses_natural_gradient(factory: Callable[..., Affine]) -> bool:
+    """Whether a model builder's affine factory makes natural-gradient components (a
+    component with its own preconditioner, such as the LSTM nonlinearity, then
+    preconditions its step too)."""
+    probe = factory(2, 2, 0.0)
+    return isinstance(probe, NaturalGradientAffine) and probe.ngsgd.enabled

@@ -13,7 +13,7 @@ Initialisation (``nnet-simple-component.cc``): hidden W ~ N(0, 1/in_dim), b ~ N(
 output W = 0, b = 0. Max-change: 0.75 hidden, 1.5 output.
 
 A forward pass takes a window of T input frames and produces T − left − right output
-frames (the model context, :func:`paravg.nnet.context.model_context`).
+frames (the model context, :func:`paravg.nnet.family_configs.tdnn_context`).
 
 Only the time steps the output needs are computed, as Kaldi's compiler does
 (``ComputeNnetComputation`` in ``src/nnet3/nnet-compile.cc``, the dependencies from
@@ -48,7 +48,7 @@ from torch import nn
 
 from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.affine import Affine, plain_affine_factory
-from paravg.nnet.context import model_context
+from paravg.nnet.family_configs import tdnn_context
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
 from paravg.nnet.rows import Selector, append, selector
 
@@ -112,7 +112,7 @@ def computation_plan(
     """The plan of a window of ``num_frames`` input frames, its output frames 0, stride,
     2·stride, … wanted (every one at stride 1): ⌈(T − left − right) / stride⌉ outputs."""
     hidden = [{"splice": list(offsets)} for offsets in splices]
-    left, right = model_context({"input_splice": list(input_splice), "hidden": hidden})
+    left, right = tdnn_context({"input_splice": list(input_splice), "hidden": hidden})
     num_out = num_frames - left - right
     if num_out <= 0:
         raise ValueError(

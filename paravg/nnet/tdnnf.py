@@ -45,7 +45,6 @@ tdnnf2's linear part at two thirds, tdnn1 at every frame).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import torch
@@ -56,16 +55,7 @@ from paravg.nnet.affine import Affine, plain_affine_factory
 from paravg.nnet.batchnorm import BatchNorm
 from paravg.nnet.dropout import GeneralDropout
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
-from paravg.nnet.rows import Selector, append, selector, take
-
-Times = tuple[int, ...]
-
-
-@functools.lru_cache(maxsize=4096)
-def rows_of(have: Times, want: Times) -> Selector:
-    """Where the times ``want`` sit among the rows ``have`` of a level."""
-    where = {t: i for i, t in enumerate(have)}
-    return selector([where[t] for t in want])
+from paravg.nnet.rows import Times, append, rows_of, take
 
 
 def shifted(times: Times, offsets: Sequence[int]) -> Times:
