@@ -194,6 +194,9 @@ class ExperimentPlan:
         synced_start_mb: float = float("inf"),
         block_edges: int | None = None,
         synced_start_jobs: int | None = None,
+        *,
+        fingerprint_dir: str | None = None,
+        restart_at: int | None = None,
     ) -> None:
         self.name = name
         self.experiment = experiment
@@ -209,7 +212,10 @@ class ExperimentPlan:
         self.synced_start_jobs = synced_start_jobs
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
-        self.restart_at: int | None = None
+        self.restart_at = restart_at
+        # where the chain is memoised across processes (paravg.fingerprint_memo); None:
+        # nowhere. The DAG passes .snakemake/paravg-plan of the workflow.
+        self.fingerprint_dir = fingerprint_dir
         self.frame_subsampling_factor = frame_subsampling_factor(experiment["model"])
         frames = output_frames_per_eg(egs.frames_per_eg, self.frame_subsampling_factor)
         self.chunk_training = experiment["model"].get("family") in RECURRENT_FAMILIES
@@ -228,11 +234,6 @@ class ExperimentPlan:
                 f"value of {1 - shrink * max(self.learning_rates):.3f} at the largest per-job "
                 "learning rate; it must stay above 0.5 (train_dnn.py / train_rnn.py)"
             )
-
-    def restart_from_synced(self, iteration: int | None) -> None:
-        """The jobs of ``iteration`` start from the synced model ``<iteration>.pt`` instead
-        of the job models (gone: :func:`paravg.resume.restart_iteration`); None: none do."""
-        self.restart_at = iteration
 
     # ------------------------------------------------------------ schedule
     @property
@@ -522,10 +523,6 @@ class ExperimentPlan:
         """The sync settings that change the start models (not EMA: never a start)."""
         return {k: v for k, v in self.sync_cfg.items() if k != "ema"}
 
-    #: Where the chain is memoised across processes (:mod:`paravg.fingerprint_memo`);
-    #: None: nowhere. The DAG sets it (``.snakemake/paravg-plan`` of the workflow).
-    fingerprint_dir: str | None = None
-
     def _chain_link(self, iteration: int, before: str) -> str:
         """f_{iteration+1} = H(f_iteration, the params of every job of ``iteration``, the
         sync settings), from ``before`` = f_iteration: O(N) job params."""
@@ -590,15 +587,24 @@ class ExperimentPlan:
 
 
 def experiment_plans(
-    config: dict, egs_info: dict, experiments: dict[str, dict] | None = None
+    config: dict,
+    egs_info: dict,
+    experiments: dict[str, dict] | None = None,
+    *,
+    fingerprint_dir: str | None = None,
+    restart_at: dict[str, int | None] | None = None,
 ) -> dict[str, ExperimentPlan]:
     """Every experiment's plan from a validated config and the egs ``info.json``
-    (``experiments``: the resolved experiment configs, when the caller has them)."""
+    (``experiments``: the resolved experiment configs, when the caller has them), each
+    complete when built: ``fingerprint_dir`` memoises the fingerprint chains
+    (:mod:`paravg.fingerprint_memo`), ``restart_at`` is experiment -> the iteration whose
+    jobs start from the synced model (:func:`paravg.resume.restart_iterations`)."""
     from paravg.config import resolved_experiments
 
     layout = Layout(config["results"])
     egs = EgsGeometry.from_info(egs_info)
     experiments = experiments or resolved_experiments(config)
+    restart_at = restart_at or {}
     return {
         name: ExperimentPlan(
             name,
@@ -611,6 +617,8 @@ def experiment_plans(
             config["run"]["synced_start_mb"],
             config["run"]["block_edges"],
             config["run"]["synced_start_jobs"],
+            fingerprint_dir=fingerprint_dir,
+            restart_at=restart_at.get(name),
         )
         for name in config["experiments"]
     }

@@ -291,7 +291,8 @@ def _mix_targets_below(target_jobs: list[dict]) -> dict[str, int]:
 
 
 def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[dict] = ()) -> dict:
-    """The frontiers of every experiment of a run, and each plan's restart iteration.
+    """The frontiers of every experiment of a run (each plan's restart iteration:
+    :func:`restart_iterations` of them).
 
     A job run by name (``target_jobs``: the wildcards of ``--target-jobs``, what a cluster
     executor runs on the node) must be producible even if its own outputs appeared (a
@@ -302,7 +303,7 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
     (nothing of theirs is in such a job's DAG): O(N) work whatever the run's length, as
     Kaldi's ``nnet3-train`` reads only its own inputs. A rewound run whose first jobs'
     inputs (temporary job models) are gone starts those jobs from the synced model, the
-    same bits (:func:`restart_iteration`).
+    same bits (:func:`restart_iterations`).
     """
     target_jobs = list(target_jobs)
     below = _indices_below_targets(plans, target_jobs) if target_jobs else None
@@ -320,9 +321,14 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
                 frontiers[exp] = Frontiers.at(p.num_iters, p.sync.mix_node)
     for exp, mix in _mix_targets_below(target_jobs).items():
         frontiers[exp] = replace(frontiers[exp], mix=mix)
-    for exp, p in plans.items():
-        p.restart_from_synced(restart_iteration(p, frontiers[exp]))
     return frontiers
+
+
+def restart_iterations(plans: dict, frontiers: dict) -> dict[str, int | None]:
+    """Experiment -> the iteration whose jobs start from the synced model
+    (:func:`restart_iteration` at its frontiers; None: none), what the plans are then built
+    with (:func:`paravg.plan.experiment_plans`' ``restart_at``)."""
+    return {exp: restart_iteration(p, frontiers[exp]) for exp, p in plans.items()}
 
 
 def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:

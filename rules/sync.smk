@@ -15,14 +15,14 @@ for node in NODE_KINDS.values():
         name:
             node.name
         input:
-            unpack(from_dag("node_inputs")),
+            unpack(from_dag("train.node_inputs")),
         output:
-            **PARAVG.node_outputs(node.name),
+            **PARAVG.train.node_outputs(node.name),
         wildcard_constraints:
             exp=for_experiments(node=node.name),
             t=PARAVG.index_after_frontier("node"),
         params:
-            node=from_dag("node_params"),
+            node=from_dag("train.node_params"),
         log:
             LAYOUT.log(node.name, "{exp}/{t}"),
         conda:
@@ -42,7 +42,7 @@ rule mix_node:
     # job (t − 1, j) waits for no neighbour's job (Cui et al.'s overlap; the registry's
     # mix_inputs)
     input:
-        unpack(from_dag("mix_inputs")),
+        unpack(from_dag("train.mix_inputs")),
     output:
         model=job_output(LAYOUT.job_start("{exp}", "{t}", "{j}")),
         record=LAYOUT.job_start_record("{exp}", "{t}", "{j}"),
@@ -50,7 +50,7 @@ rule mix_node:
         exp=for_experiments(mix_node=True),
         t=PARAVG.index_after_frontier("mix"),
     params:
-        node=from_dag("mix_params"),
+        node=from_dag("train.mix_params"),
     log:
         LAYOUT.log("mix_node", "{exp}/{t}/job{j}"),
     conda:
@@ -65,14 +65,14 @@ rule mix_node:
 
 rule ema:
     input:
-        unpack(from_dag("ema_inputs")),
+        unpack(from_dag("train.ema_inputs")),
     output:
         LAYOUT.ema_model("{exp}", "{t}"),
     wildcard_constraints:
         exp=PARAVG.experiments_pattern(PARAVG.experiments_with_ema()),
         t=PARAVG.index_after_frontier("ema"),
     params:
-        decay=from_dag("ema_decay"),
+        decay=from_dag("train.ema_decay"),
     log:
         LAYOUT.log("ema", "{exp}/{t}"),
     conda:
@@ -87,7 +87,7 @@ rule ema:
 
 rule evaluate_ema:
     input:
-        unpack(from_dag("eval_ema_inputs")),
+        unpack(from_dag("train.eval_ema_inputs")),
     output:
         LAYOUT.eval_ema_result("{exp}", "{set}"),
     wildcard_constraints:

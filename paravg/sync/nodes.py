@@ -5,7 +5,8 @@ model once per iteration, off the critical path: ``average`` (Kaldi's ``nnet3-av
 into ``<t>.pt``), ``bmuf`` (``<t>.pt`` and the block state the jobs of t + 1 read) or
 ``consensus`` (the mean of the decentralized learners, for diagnostics and the final
 model). :data:`NODE_KINDS` is the table ``rules/sync.smk`` makes one rule per entry from
-(``scripts/sync_node.py``), :meth:`paravg.dag.Dag.node_outputs` gives each its files, and
+(``scripts/sync_node.py``), :meth:`paravg.dag.training.TrainDag.node_outputs` gives each
+its files, and
 :func:`run_node` is what the rule runs: the inputs' plan checked
 (:func:`paravg.provenance.check_input_fingerprints`), then the kind's function, imported
 only then (torch stays out of the snakemake process that reads this table).

@@ -24,12 +24,13 @@ from paravg.resume import (
 INFO = {"num_archives": 12, "frames_per_eg": 8, "num_frames": 1}
 
 
-def plan_in(tmp_path, overrides=None):
+def plan_in(tmp_path, overrides=None, **built_with):
+    """The plan of experiment ``default`` (``built_with``: experiment_plans' keywords)."""
     cfg = yaml.safe_load(REPO_CONFIG.read_text())
     cfg = validate_config(
         deep_merge(cfg, {"results": str(tmp_path / "results"), **(overrides or {})})
     )
-    return experiment_plans(cfg, INFO)["default"]
+    return experiment_plans(cfg, INFO, **built_with)["default"]
 
 
 def fabricate(p, done: int, diag_done: int | None = None):
@@ -121,7 +122,7 @@ def test_a_deleted_synced_model_whose_job_models_are_gone_rewinds_its_iteration(
     f = scan_frontiers(p)
     assert (f.train, f.node) == (2, 2)
     assert restart_iteration(p, f) == 2
-    p.restart_at = 2
+    p = plan_in(tmp_path, restart_at={"default": 2})
     inputs = p.start_inputs(2, 0)
     assert inputs["synced"] == [L.model(e, 2)]
     assert inputs["summary"] == [L.sync_summary(e, 2)]
@@ -172,7 +173,9 @@ def frontiers_of_run(tmp_path, target, overrides=None, scan=False, monkeypatch=N
         monkeypatch.setattr(resume, "_indices_below_targets", lambda plans, targets: None)
     frontiers = resume.resume_frontiers_of_run(plans, cfg["run"]["on_plan_change"], [target])
     monkeypatch.undo()
-    return frontiers, plans
+    return frontiers, experiment_plans(
+        cfg, INFO, restart_at=resume.restart_iterations(plans, frontiers)
+    )
 
 
 def test_a_cluster_job_plans_from_the_index_below_it_as_the_scan_did(tmp_path, monkeypatch):
