@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from paravg.config import RECURRENT_FAMILIES
+from paravg.contracts import JobRule, MixRule, NodeRule
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
@@ -308,32 +309,32 @@ class ExperimentPlan:
         """The :class:`JobSpec` of job ``job`` of ``iteration`` (:meth:`job_params`)."""
         return JobSpec(**self.job_params(iteration, job))
 
-    def job_rule_params(self, iteration: int, job: int) -> dict:
-        """The train job's rule params (what changes its result: a rerun trigger): its
-        :class:`JobSpec` as a dict (``job``), the files its start is formed from, the sync
-        settings it forms the start with, its fingerprint, and the fingerprint its inputs
-        and the egs must carry (checked before it trains)."""
-        return {
-            "job": self.job_params(iteration, job),
-            "files": self.start_inputs(iteration, job),
-            "fingerprint": self.fingerprint(iteration + 1),
-            "egs": self.egs.identity,
-            "egs_info": self.layout.egs_info(),
-            "inputs_fingerprint": self.start_inputs_fingerprint(iteration, job),
-            "sync": self.sync_params(max(iteration - 1, 0)),
-            "method": self.sync.name,
-        }
+    def job_rule(self, iteration: int, job: int) -> JobRule:
+        """The train job's rule contract (what changes its result: its params are a rerun
+        trigger): its :class:`JobSpec` as a dict (``job``), the files its start is formed
+        from, the sync settings it forms the start with, its fingerprint, and the
+        fingerprint its inputs and the egs must carry (checked before it trains)."""
+        return JobRule(
+            job=self.job_params(iteration, job),
+            files=self.start_inputs(iteration, job),
+            fingerprint=self.fingerprint(iteration + 1),
+            egs=self.egs.identity,
+            egs_info=self.layout.egs_info(),
+            inputs_fingerprint=self.start_inputs_fingerprint(iteration, job),
+            sync=self.sync_params(max(iteration - 1, 0)),
+            method=self.sync.name,
+        )
 
-    def node_rule_params(self, t: int) -> dict:
-        """The sync node of index ``t``'s rule params: the iteration whose jobs it reads,
+    def node_rule(self, t: int) -> NodeRule:
+        """The sync node of index ``t``'s rule contract: the iteration whose jobs it reads,
         their sync settings (the same the jobs of iteration t use), its input files and the
         fingerprint of index t (its inputs' statistics carry it; its summary records it)."""
-        return {
-            "iteration": t - 1,
-            "sync": self.sync_params(t - 1),
-            "files": self.node_inputs(t),
-            "fingerprint": self.fingerprint(t),
-        }
+        return NodeRule(
+            iteration=t - 1,
+            sync=self.sync_params(t - 1),
+            files=self.node_inputs(t),
+            fingerprint=self.fingerprint(t),
+        )
 
     def sync_params(self, iteration: int) -> dict:
         """The sync settings of the block over ``iteration``'s jobs, resolved (BMUF's block
@@ -399,24 +400,21 @@ class ExperimentPlan:
         )
         return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
 
-    def mix_rule_params(self, iteration: int, job: int) -> dict:
-        """The mix node's rule params: its input files, the sync settings the jobs of
+    def mix_rule(self, iteration: int, job: int) -> MixRule:
+        """The mix node's rule contract: its input files, the sync settings the jobs of
         ``iteration`` − 1 ran with, the fingerprint its start stands for (index
         ``iteration``) and the one the neighbours' statistics must carry."""
-        files = self.mix_inputs(iteration, job)
         refs = self.sync.mix_inputs(
             iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
         )
         stats = refs.get("stats")
-        return {
-            "iteration": iteration,
-            "files": files,
-            "sync": self.sync_params(iteration - 1),
-            "fingerprints": {
-                "own": self.fingerprint(iteration),
-                "inputs": self.fingerprint(stats[0].t if stats else 0),
-            },
-        }
+        return MixRule(
+            iteration=iteration,
+            files=self.mix_inputs(iteration, job),
+            sync=self.sync_params(iteration - 1),
+            fingerprint=self.fingerprint(iteration),
+            inputs_fingerprint=self.fingerprint(stats[0].t if stats else 0),
+        )
 
     def mix_outputs(self, index: int) -> list[str]:
         """The kept outputs of the mix nodes writing layout ``index`` (their records)."""

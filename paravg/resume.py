@@ -265,6 +265,14 @@ def resume_frontiers(plan, on_change: str = "stop", below: int | None = None) ->
     return check_plan(plan, scan_frontiers(plan), on_change)
 
 
+def _is_mix_node(rule: str | None) -> bool:
+    """The rule is a node kind on the per-job axis (paravg.sync.nodes.NODE_KINDS, whose
+    frontier is ``mix``: delay-by-one's mix node)."""
+    from paravg.sync.nodes import NODE_KINDS
+
+    return rule in NODE_KINDS and NODE_KINDS[rule].frontier == "mix"
+
+
 def _indices_below_targets(plans: dict, target_jobs: list[dict]) -> dict[str, int] | None:
     """Experiment -> the smallest index of its jobs named by ``--target-jobs``, minus one
     (minus two for a mix node, which runs while its learner's job of the index below
@@ -275,7 +283,7 @@ def _indices_below_targets(plans: dict, target_jobs: list[dict]) -> dict[str, in
     for w in target_jobs:
         if w.get("exp") not in plans or not str(w.get("t", "")).isdigit():
             return None
-        index = int(w["t"]) - (2 if w.get(RULE_KEY) == "mix_node" else 1)
+        index = int(w["t"]) - (2 if _is_mix_node(w.get(RULE_KEY)) else 1)
         below[w["exp"]] = min(below.get(w["exp"], index), index)
     return below
 
@@ -285,7 +293,7 @@ def _mix_targets_below(target_jobs: list[dict]) -> dict[str, int]:
     inputs' starts are finished there (their own mix nodes ran)."""
     below: dict[str, int] = {}
     for w in target_jobs:
-        if w.get(RULE_KEY) == "mix_node" and str(w.get("t", "")).isdigit():
+        if _is_mix_node(w.get(RULE_KEY)) and str(w.get("t", "")).isdigit():
             below[w["exp"]] = min(below.get(w["exp"], int(w["t"])), int(w["t"])) - 1
     return below
 
@@ -350,19 +358,23 @@ def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:
     return jobs
 
 
-#: The outputs of each kind of per-iteration rule, as Layout kinds (the sync nodes' from
-#: :data:`paravg.sync.nodes.NODE_KINDS`).
 def per_iteration_outputs(kind: str) -> tuple[str, ...]:
+    """The outputs of each kind of per-iteration rule, as Layout kinds: those of the node
+    kinds whose frontier is ``kind`` (:data:`paravg.sync.nodes.NODE_KINDS`: ``node``, and
+    ``mix`` for the per-job mix node), or of the train, EMA and diagnostics rules."""
     from paravg.sync.nodes import NODE_KINDS
 
-    if kind == "node":
-        return tuple(dict.fromkeys(k for node in NODE_KINDS.values() for k in node.layout_kinds))
-    return {
+    fixed = {
         "train": ("job_model", "job_stats", "job_start"),
-        "mix": ("job_start", "job_start_record"),
         "ema": ("ema_model",),
         "diag": ("diag",),
-    }[kind]
+    }
+    if kind in fixed:
+        return fixed[kind]
+    nodes = [node for node in NODE_KINDS.values() if node.frontier == kind]
+    if not nodes:
+        raise KeyError(kind)
+    return tuple(dict.fromkeys(k for node in nodes for k in node.layout_kinds))
 
 
 def frontier_regex(layout, frontiers: dict, kind: str) -> str:

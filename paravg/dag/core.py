@@ -26,7 +26,7 @@ from paravg.resume import (
     restart_iterations,
     resume_frontiers_of_run,
 )
-from paravg.sync.registry import methods_with
+from paravg.sync.registry import get_method, methods_with
 
 
 def egs_context(experiments: dict[str, dict]) -> tuple[int, int]:
@@ -137,6 +137,14 @@ class RunCore:
         """Experiments whose sync method has these registry properties (node="bmuf")."""
         methods = set(methods_with(**properties))
         return [e for e, cfg in self.experiments.items() if cfg["sync"]["method"] in methods]
+
+    def experiments_with_node(self, kind: str) -> list[str]:
+        """Experiments whose sync method runs the node kind ``kind`` (paravg.sync.nodes)."""
+        return [
+            e
+            for e, cfg in self.experiments.items()
+            if kind in get_method(cfg["sync"]["method"]).nodes
+        ]
 
     def experiments_with_ema(self) -> list[str]:
         return [e for e, cfg in self.experiments.items() if cfg["sync"]["ema"]["enabled"]]

@@ -67,18 +67,9 @@ class TrainDag:
             **dag_edges(p.start_inputs(it, j)),
         }
 
-    def mix_inputs(self, exp: str, t: int, j: int) -> dict:
-        """The mix node writing ``<t>/job<j>.start.pt`` (s_j^{t−1}, delay-by-one): the
-        neighbours' starts of t − 2 and the learner's own job of t − 3 (no job of t − 2:
-        it runs while its learner's job of t − 2 trains)."""
-        return dag_edges(self.plan(exp).mix_inputs(t - 1, j))
-
-    def mix_params(self, exp: str, t: int, j: int) -> dict:
-        return self.plan(exp).mix_rule_params(t - 1, j)
-
     def job_params(self, exp: str, t: int, j: int) -> dict:
-        """Train job ``<t>/job<j>``'s params (``ExperimentPlan.job_rule_params``)."""
-        return self.plan(exp).job_rule_params(t - 1, j)
+        """Train job ``<t>/job<j>``'s params (:class:`paravg.contracts.JobRule`)."""
+        return self.plan(exp).job_rule(t - 1, j).params()
 
     def job_straggler_factor(self, exp: str, t: int, j: int) -> str:
         """``simulate.straggler``'s slow-down of this job (timing only: a resource, never a
@@ -159,22 +150,38 @@ class TrainDag:
         ]
 
     # ------------------------------------------------------------ sync nodes, diagnostics, EMA
-    def node_inputs(self, exp: str, t: int) -> dict[str, list[str]]:
-        """The off-path sync node of index t reads what the jobs of iteration t form their
-        start from (the same inputs give the same bits): the jobs of iteration t − 1 (and,
-        for BMUF, the block state after t − 1 blocks)."""
-        return self.plan(exp).node_inputs(t)  # N stats edges: cheap here
-
-    def node_outputs(self, kind: str) -> dict[str, str]:
-        """Role -> file pattern of the sync node ``kind`` (its per-index outputs)."""
+    def node_inputs(self, kind: str, exp: str, t: int, j: int | None = None) -> dict:
+        """The sync node ``kind`` of index t (and job j on the per-job axis). Per index: it
+        reads what the jobs of iteration t form their start from (the same inputs give the
+        same bits): the jobs of iteration t − 1 (and, for BMUF, the block state after t − 1
+        blocks). Per job: delay-by-one's mix node writing ``<t>/job<j>.start.pt``
+        (s_j^{t−1}) reads the neighbours' starts of t − 2 and the learner's own job of
+        t − 3 (no job of t − 2: it runs while its learner's job of t − 2 trains)."""
         from paravg.sync.nodes import NODE_KINDS
 
-        return {
-            role: getattr(self.layout, k)("{exp}", "{t}") for role, k in NODE_KINDS[kind].outputs
-        }
+        p = self.plan(exp)
+        if NODE_KINDS[kind].per_job:  # N² statistics per iteration: no DAG edges
+            return dag_edges(p.mix_inputs(t - 1, j))
+        return p.node_inputs(t)  # N stats edges: cheap here
 
-    def node_params(self, exp: str, t: int) -> dict:
-        return self.plan(exp).node_rule_params(t)
+    def node_outputs(self, kind: str) -> dict[str, str]:
+        """Role -> file pattern of the sync node ``kind`` (its per-index or per-job
+        outputs)."""
+        from paravg.sync.nodes import NODE_KINDS
+
+        node = NODE_KINDS[kind]
+        wildcards = [f"{{{w}}}" for w in node.wildcards]
+        return {role: getattr(self.layout, k)(*wildcards) for role, k in node.outputs}
+
+    def node_params(self, kind: str, exp: str, t: int, j: int | None = None) -> dict:
+        """The sync node's params: its rule contract (:mod:`paravg.contracts`), a
+        :class:`~paravg.contracts.NodeRule` per index, a
+        :class:`~paravg.contracts.MixRule` per job."""
+        from paravg.sync.nodes import NODE_KINDS
+
+        p = self.plan(exp)
+        rule = p.mix_rule(t - 1, j) if NODE_KINDS[kind].per_job else p.node_rule(t)
+        return rule.params()
 
     def diag_inputs(self, exp: str, t: int) -> dict:
         p = self.plan(exp)

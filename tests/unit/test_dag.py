@@ -138,10 +138,10 @@ def test_bmuf_job_and_node_get_the_same_resolved_block_momentum(tmp_path):
     )
     p = dag.plan("default")
     for t in range(2, p.num_iters + 1):
-        node = dag.train.node_params("default", t)
+        node = dag.train.node_params("bmuf", "default", t)
         n = p.num_jobs(t - 2)  # the jobs of iteration t − 2 wrote index t − 1
         job = dag.train.job_params("default", t, 0)["sync"]
-        assert job == dag.train.node_params("default", t - 1)["sync"]
+        assert job == dag.train.node_params("bmuf", "default", t - 1)["sync"]
         assert job["bmuf"]["block_momentum"] == pytest.approx(1 - 1 / n)
         assert node["iteration"] == t - 1 and len(node["files"]["models"]) == p.num_jobs(t - 1)
 
@@ -152,7 +152,33 @@ def test_node_outputs_and_rules_come_from_the_registry(tmp_path):
         outputs = dag.train.node_outputs(name)
         assert list(outputs) == [role for role, _ in kind.outputs]
         assert all("{exp}" in p and "{t}" in p for p in outputs.values())
+        assert all(("{j}" in p) == kind.per_job for p in outputs.values())
     assert dag.train.node_outputs("bmuf")["delta"] == dag.layout.bmuf_delta("{exp}", "{t}")
+    start = dag.layout.job_start("{exp}", "{t}", "{j}")
+    assert dag.train.node_outputs("mix_node")["model"] == start
+
+
+def test_the_mix_node_is_a_node_kind_of_delay_by_one_only(tmp_path):
+    """delay-by-one's mix node is the per-job entry of the node table: its experiments,
+    inputs (no statistics as DAG edges: N² per iteration) and params (its MixRule, whose
+    fingerprints the node checks and records) come from the same calls as every node's."""
+    from paravg.contracts import MixRule
+
+    dag, _ = dag_of(
+        tmp_path,
+        {"experiments": {"avg": {}, "dbo": {"sync": {"method": "delay-by-one"}}},
+         "trainer": {"num_jobs_initial": 3, "num_jobs_final": 3}},
+    )  # fmt: skip
+    assert dag.experiments_with_node("mix_node") == ["dbo"]
+    assert dag.experiments_with_node("average") == ["avg"]
+    assert dag.experiments_with_node("consensus") == ["dbo"]
+    p, t, j = dag.plan("dbo"), 5, 1
+    inputs = dag.train.node_inputs("mix_node", "dbo", t, j)
+    assert "stats" not in inputs and inputs["models"] == p.mix_inputs(t - 1, j)["models"]
+    params = dag.train.node_params("mix_node", "dbo", t, j)
+    assert MixRule.from_params(params) == p.mix_rule(t - 1, j)
+    assert params["fingerprints"] == {"own": p.fingerprint(t - 1), "inputs": p.fingerprint(t - 3)}
+    assert set(params) == {"iteration", "files", "sync", "fingerprints"}
 
 
 def test_blocks_wait_for_the_block_before_them(tmp_path):
@@ -199,9 +225,15 @@ def test_each_block_deletes_the_job_files_no_later_job_reads(tmp_path, method):
         first = p.block_end(b) + 1
         needed = {f for ps in dag.train.job_inputs("default", first, 0).values() for f in ps}
         if method == "delay-by-one":
-            needed |= {f for ps in dag.train.mix_inputs("default", first, 0).values() for f in ps}
             needed |= {
-                f for ps in dag.train.mix_inputs("default", first + 1, 0).values() for f in ps
+                f
+                for ps in dag.train.node_inputs("mix_node", "default", first, 0).values()
+                for f in ps
+            }
+            needed |= {
+                f
+                for ps in dag.train.node_inputs("mix_node", "default", first + 1, 0).values()
+                for f in ps
             }
         gone = {f for c in range(b + 1) for f in dag.train.block_params("default", c)["delete"]}
         assert needed and not needed & gone, b
