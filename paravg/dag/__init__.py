@@ -16,16 +16,19 @@ built from
 A :class:`Dag` is the run (:class:`~paravg.dag.core.RunCore`: config, layout, experiments,
 plans, frontiers) and one object per stage, each in its own module:
 
-=================  ============================  =======================================
-``dag.data``       :class:`~.data.DataDag`        ``rules/data.smk``
-``dag.egs``        :class:`~.egs.EgsDag`          ``rules/egs.smk``
-``dag.ivector``    :class:`~.ivectors.IvectorDag` ``rules/ivector.smk``
-``dag.train``      :class:`~.training.TrainDag`   ``rules/train.smk``, ``sync.smk``,
-                                                  ``final.smk`` (combine, evaluate)
-``dag.recognition`` :class:`~.recognition.Recognition` ``graph.smk``, ``decode.smk``,
-                                                  ``export.smk``
-``dag.results``    :class:`~.results.ResultsDag`  the table, digests, report, ``all``
-=================  ============================  =======================================
+* ``dag.data`` (:class:`~paravg.dag.data.DataDag`): ``rules/data.smk``;
+* ``dag.egs`` (:class:`~paravg.dag.egs.EgsDag`): ``rules/egs.smk``;
+* ``dag.ivector`` (:class:`~paravg.dag.ivectors.IvectorDag`): ``rules/ivector.smk``;
+* ``dag.train`` (:class:`~paravg.dag.training.TrainDag`): ``rules/train.smk``,
+  ``rules/sync.smk`` and the combination and evaluation of ``rules/final.smk``;
+* ``dag.recognition`` (:class:`~paravg.dag.recognition.Recognition`): ``rules/graph.smk``,
+  ``rules/decode.smk``, ``rules/export.smk``;
+* ``dag.results`` (:class:`~paravg.dag.results.ResultsDag`): the results table, digests,
+  report and the ``all`` target.
+
+A stage takes the run and the stages it reads (data, egs and i-vectors read only the run;
+training reads the egs; recognition training and i-vectors; results all of them), so no
+module of this package imports the package itself.
 
 Snakemake stays outside: ``rules/common.smk`` gives the Dag two callables for its
 checkpoints (the egs ``info.json`` once the ``egs`` checkpoint ran, and "wait until block b
