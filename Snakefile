@@ -60,7 +60,7 @@ include: "rules/export.smk"
 
 # a finished export that lost a file stops the run here (Dag.final_targets), as one line
 with user_error_ends_the_run():
-    FINAL_TARGETS = PARAVG.final_targets()
+    FINAL_TARGETS = PARAVG.results.final_targets()
 
 
 rule all:

@@ -82,8 +82,9 @@ def fabricate(
         L = Layout(cfg["results"])
         if fresh:
             widen_egs(L, archives)
-        plan = experiment_plans(cfg, json.loads(Path(L.egs_info()).read_text()))["default"]
-        plan.fingerprint_dir = ".snakemake/paravg-plan"  # its memo, as the main run leaves it
+        info = json.loads(Path(L.egs_info()).read_text())
+        # its memo, as the main run leaves it
+        plan = experiment_plans(cfg, info, fingerprint_dir=".snakemake/paravg-plan")["default"]
         e = "default"
         if done == 0:
             return plan

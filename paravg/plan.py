@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from paravg.contracts import JobRule, MixRule, NodeRule
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
@@ -191,6 +192,9 @@ class ExperimentPlan:
         synced_start_mb: float = float("inf"),
         block_edges: int | None = None,
         synced_start_jobs: int | None = None,
+        *,
+        fingerprint_dir: str | None = None,
+        restart_at: int | None = None,
     ) -> None:
         self.name = name
         self.experiment = experiment
@@ -206,7 +210,10 @@ class ExperimentPlan:
         self.synced_start_jobs = synced_start_jobs
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
-        self.restart_at: int | None = None
+        self.restart_at = restart_at
+        # where the chain is memoised across processes (paravg.fingerprint_memo); None:
+        # nowhere. The DAG passes .snakemake/paravg-plan of the workflow.
+        self.fingerprint_dir = fingerprint_dir
         self.frame_subsampling_factor = frame_subsampling_factor(experiment["model"])
         frames = output_frames_per_eg(egs.frames_per_eg, self.frame_subsampling_factor)
         self.family = family_of(experiment["model"])  # paravg.nnet.families
@@ -226,11 +233,6 @@ class ExperimentPlan:
                 f"value of {1 - shrink * max(self.learning_rates):.3f} at the largest per-job "
                 "learning rate; it must stay above 0.5 (train_dnn.py / train_rnn.py)"
             )
-
-    def restart_from_synced(self, iteration: int | None) -> None:
-        """The jobs of ``iteration`` start from the synced model ``<iteration>.pt`` instead
-        of the job models (gone: :func:`paravg.resume.restart_iteration`); None: none do."""
-        self.restart_at = iteration
 
     # ------------------------------------------------------------ schedule
     @property
@@ -300,32 +302,32 @@ class ExperimentPlan:
         """The :class:`JobSpec` of job ``job`` of ``iteration`` (:meth:`job_params`)."""
         return JobSpec(**self.job_params(iteration, job))
 
-    def job_rule_params(self, iteration: int, job: int) -> dict:
-        """The train job's rule params (what changes its result: a rerun trigger): its
-        :class:`JobSpec` as a dict (``job``), the files its start is formed from, the sync
-        settings it forms the start with, its fingerprint, and the fingerprint its inputs
-        and the egs must carry (checked before it trains)."""
-        return {
-            "job": self.job_params(iteration, job),
-            "files": self.start_inputs(iteration, job),
-            "fingerprint": self.fingerprint(iteration + 1),
-            "egs": self.egs.identity,
-            "egs_info": self.layout.egs_info(),
-            "inputs_fingerprint": self.start_inputs_fingerprint(iteration, job),
-            "sync": self.sync_params(max(iteration - 1, 0)),
-            "method": self.sync.name,
-        }
+    def job_rule(self, iteration: int, job: int) -> JobRule:
+        """The train job's rule contract (what changes its result: its params are a rerun
+        trigger): its :class:`JobSpec` as a dict (``job``), the files its start is formed
+        from, the sync settings it forms the start with, its fingerprint, and the
+        fingerprint its inputs and the egs must carry (checked before it trains)."""
+        return JobRule(
+            job=self.job_params(iteration, job),
+            files=self.start_inputs(iteration, job),
+            fingerprint=self.fingerprint(iteration + 1),
+            egs=self.egs.identity,
+            egs_info=self.layout.egs_info(),
+            inputs_fingerprint=self.start_inputs_fingerprint(iteration, job),
+            sync=self.sync_params(max(iteration - 1, 0)),
+            method=self.sync.name,
+        )
 
-    def node_rule_params(self, t: int) -> dict:
-        """The sync node of index ``t``'s rule params: the iteration whose jobs it reads,
+    def node_rule(self, t: int) -> NodeRule:
+        """The sync node of index ``t``'s rule contract: the iteration whose jobs it reads,
         their sync settings (the same the jobs of iteration t use), its input files and the
         fingerprint of index t (its inputs' statistics carry it; its summary records it)."""
-        return {
-            "iteration": t - 1,
-            "sync": self.sync_params(t - 1),
-            "files": self.node_inputs(t),
-            "fingerprint": self.fingerprint(t),
-        }
+        return NodeRule(
+            iteration=t - 1,
+            sync=self.sync_params(t - 1),
+            files=self.node_inputs(t),
+            fingerprint=self.fingerprint(t),
+        )
 
     def sync_params(self, iteration: int) -> dict:
         """The sync settings of the block over ``iteration``'s jobs, resolved (BMUF's block
@@ -391,24 +393,21 @@ class ExperimentPlan:
         )
         return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
 
-    def mix_rule_params(self, iteration: int, job: int) -> dict:
-        """The mix node's rule params: its input files, the sync settings the jobs of
+    def mix_rule(self, iteration: int, job: int) -> MixRule:
+        """The mix node's rule contract: its input files, the sync settings the jobs of
         ``iteration`` − 1 ran with, the fingerprint its start stands for (index
         ``iteration``) and the one the neighbours' statistics must carry."""
-        files = self.mix_inputs(iteration, job)
         refs = self.sync.mix_inputs(
             iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
         )
         stats = refs.get("stats")
-        return {
-            "iteration": iteration,
-            "files": files,
-            "sync": self.sync_params(iteration - 1),
-            "fingerprints": {
-                "own": self.fingerprint(iteration),
-                "inputs": self.fingerprint(stats[0].t if stats else 0),
-            },
-        }
+        return MixRule(
+            iteration=iteration,
+            files=self.mix_inputs(iteration, job),
+            sync=self.sync_params(iteration - 1),
+            fingerprint=self.fingerprint(iteration),
+            inputs_fingerprint=self.fingerprint(stats[0].t if stats else 0),
+        )
 
     def mix_outputs(self, index: int) -> list[str]:
         """The kept outputs of the mix nodes writing layout ``index`` (their records)."""
@@ -515,10 +514,6 @@ class ExperimentPlan:
         """The sync settings that change the start models (not EMA: never a start)."""
         return {k: v for k, v in self.sync_cfg.items() if k != "ema"}
 
-    #: Where the chain is memoised across processes (:mod:`paravg.fingerprint_memo`);
-    #: None: nowhere. The DAG sets it (``.snakemake/paravg-plan`` of the workflow).
-    fingerprint_dir: str | None = None
-
     def _chain_link(self, iteration: int, before: str) -> str:
         """f_{iteration+1} = H(f_iteration, the params of every job of ``iteration``, the
         sync settings), from ``before`` = f_iteration: O(N) job params."""
@@ -583,15 +578,24 @@ class ExperimentPlan:
 
 
 def experiment_plans(
-    config: dict, egs_info: dict, experiments: dict[str, dict] | None = None
+    config: dict,
+    egs_info: dict,
+    experiments: dict[str, dict] | None = None,
+    *,
+    fingerprint_dir: str | None = None,
+    restart_at: dict[str, int | None] | None = None,
 ) -> dict[str, ExperimentPlan]:
     """Every experiment's plan from a validated config and the egs ``info.json``
-    (``experiments``: the resolved experiment configs, when the caller has them)."""
+    (``experiments``: the resolved experiment configs, when the caller has them), each
+    complete when built: ``fingerprint_dir`` memoises the fingerprint chains
+    (:mod:`paravg.fingerprint_memo`), ``restart_at`` is experiment -> the iteration whose
+    jobs start from the synced model (:func:`paravg.resume.restart_iterations`)."""
     from paravg.config import resolved_experiments
 
     layout = Layout(config["results"])
     egs = EgsGeometry.from_info(egs_info)
     experiments = experiments or resolved_experiments(config)
+    restart_at = restart_at or {}
     return {
         name: ExperimentPlan(
             name,
@@ -604,6 +608,8 @@ def experiment_plans(
             config["run"]["synced_start_mb"],
             config["run"]["block_edges"],
             config["run"]["synced_start_jobs"],
+            fingerprint_dir=fingerprint_dir,
+            restart_at=restart_at.get(name),
         )
         for name in config["experiments"]
     }

@@ -265,6 +265,14 @@ def resume_frontiers(plan, on_change: str = "stop", below: int | None = None) ->
     return check_plan(plan, scan_frontiers(plan), on_change)
 
 
+def _is_mix_node(rule: str | None) -> bool:
+    """The rule is a node kind on the per-job axis (paravg.sync.nodes.NODE_KINDS, whose
+    frontier is ``mix``: delay-by-one's mix node)."""
+    from paravg.sync.nodes import NODE_KINDS
+
+    return rule in NODE_KINDS and NODE_KINDS[rule].frontier == "mix"
+
+
 def _indices_below_targets(plans: dict, target_jobs: list[dict]) -> dict[str, int] | None:
     """Experiment -> the smallest index of its jobs named by ``--target-jobs``, minus one
     (minus two for a mix node, which runs while its learner's job of the index below
@@ -275,7 +283,7 @@ def _indices_below_targets(plans: dict, target_jobs: list[dict]) -> dict[str, in
     for w in target_jobs:
         if w.get("exp") not in plans or not str(w.get("t", "")).isdigit():
             return None
-        index = int(w["t"]) - (2 if w.get(RULE_KEY) == "mix_node" else 1)
+        index = int(w["t"]) - (2 if _is_mix_node(w.get(RULE_KEY)) else 1)
         below[w["exp"]] = min(below.get(w["exp"], index), index)
     return below
 
@@ -285,13 +293,14 @@ def _mix_targets_below(target_jobs: list[dict]) -> dict[str, int]:
     inputs' starts are finished there (their own mix nodes ran)."""
     below: dict[str, int] = {}
     for w in target_jobs:
-        if w.get(RULE_KEY) == "mix_node" and str(w.get("t", "")).isdigit():
+        if _is_mix_node(w.get(RULE_KEY)) and str(w.get("t", "")).isdigit():
             below[w["exp"]] = min(below.get(w["exp"], int(w["t"])), int(w["t"])) - 1
     return below
 
 
 def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[dict] = ()) -> dict:
-    """The frontiers of every experiment of a run, and each plan's restart iteration.
+    """The frontiers of every experiment of a run (each plan's restart iteration:
+    :func:`restart_iterations` of them).
 
     A job run by name (``target_jobs``: the wildcards of ``--target-jobs``, what a cluster
     executor runs on the node) must be producible even if its own outputs appeared (a
@@ -302,7 +311,7 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
     (nothing of theirs is in such a job's DAG): O(N) work whatever the run's length, as
     Kaldi's ``nnet3-train`` reads only its own inputs. A rewound run whose first jobs'
     inputs (temporary job models) are gone starts those jobs from the synced model, the
-    same bits (:func:`restart_iteration`).
+    same bits (:func:`restart_iterations`).
     """
     target_jobs = list(target_jobs)
     below = _indices_below_targets(plans, target_jobs) if target_jobs else None
@@ -320,9 +329,14 @@ def resume_frontiers_of_run(plans: dict, on_change: str, target_jobs: Iterable[d
                 frontiers[exp] = Frontiers.at(p.num_iters, p.sync.mix_node)
     for exp, mix in _mix_targets_below(target_jobs).items():
         frontiers[exp] = replace(frontiers[exp], mix=mix)
-    for exp, p in plans.items():
-        p.restart_from_synced(restart_iteration(p, frontiers[exp]))
     return frontiers
+
+
+def restart_iterations(plans: dict, frontiers: dict) -> dict[str, int | None]:
+    """Experiment -> the iteration whose jobs start from the synced model
+    (:func:`restart_iteration` at its frontiers; None: none), what the plans are then built
+    with (:func:`paravg.plan.experiment_plans`' ``restart_at``)."""
+    return {exp: restart_iteration(p, frontiers[exp]) for exp, p in plans.items()}
 
 
 def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:
@@ -344,19 +358,23 @@ def target_jobs_from_argv(argv: Sequence[str]) -> list[dict[str, str]]:
     return jobs
 
 
-#: The outputs of each kind of per-iteration rule, as Layout kinds (the sync nodes' from
-#: :data:`paravg.sync.nodes.NODE_KINDS`).
 def per_iteration_outputs(kind: str) -> tuple[str, ...]:
+    """The outputs of each kind of per-iteration rule, as Layout kinds: those of the node
+    kinds whose frontier is ``kind`` (:data:`paravg.sync.nodes.NODE_KINDS`: ``node``, and
+    ``mix`` for the per-job mix node), or of the train, EMA and diagnostics rules."""
     from paravg.sync.nodes import NODE_KINDS
 
-    if kind == "node":
-        return tuple(dict.fromkeys(k for node in NODE_KINDS.values() for k in node.layout_kinds))
-    return {
+    fixed = {
         "train": ("job_model", "job_stats", "job_start"),
-        "mix": ("job_start", "job_start_record"),
         "ema": ("ema_model",),
         "diag": ("diag",),
-    }[kind]
+    }
+    if kind in fixed:
+        return fixed[kind]
+    nodes = [node for node in NODE_KINDS.values() if node.frontier == kind]
+    if not nodes:
+        raise KeyError(kind)
+    return tuple(dict.fromkeys(k for node in nodes for k in node.layout_kinds))
 
 
 def frontier_regex(layout, frontiers: dict, kind: str) -> str:

@@ -51,12 +51,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from paravg.contracts import JobRule
 from paravg.egs import EgsArchive, chunk_minibatches, frame_minibatches
 from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.nnet.acoustic import AcousticModel
@@ -333,31 +334,34 @@ def check_egs_identity(info_path: str | Path, expected: str) -> None:
 
 
 def run_planned_job(
-    inputs: dict[str, list[str]],
-    plan: dict,
-    spec: JobSpec,
+    rule: JobRule,
     model_out: str | Path,
     stats_out: str | Path,
     start_out: str | Path | None,
     device: torch.device,
+    straggler_factor: float = 1.0,
 ) -> dict:
     """One train job of the DAG: check the inputs' plan, form the start model as the sync
     method says (:mod:`paravg.sync.start`), keep it if the method reads it later, train.
 
-    ``plan`` is :meth:`paravg.plan.ExperimentPlan.job_rule_params`: the job's ``job``
-    (``spec`` is built from it), ``fingerprint`` (recorded in its statistics), the
-    ``inputs_fingerprint`` its inputs must carry, the ``egs`` identity the ``egs_info``
-    file must have, the ``sync`` settings and ``method``.
+    ``rule`` is the job's :class:`paravg.contracts.JobRule` (its rule params, read back):
+    the job's ``job`` (its :class:`JobSpec`), the ``files`` its start is formed from, the
+    ``fingerprint`` recorded in its statistics, the ``inputs_fingerprint`` its inputs must
+    carry, the ``egs`` identity the ``egs_info`` file must have, the ``sync`` settings and
+    ``method``. ``straggler_factor``: ``simulate.straggler``'s slow-down (timing only: a
+    resource of the rule, never planned).
     """
     from paravg.sync.start import form_start_model
 
+    inputs = rule.files
+    spec = replace(JobSpec(**rule.job), straggler_factor=straggler_factor)
     archive_prefix = spec.archive
-    check_egs_identity(plan["egs_info"], plan["egs"])
+    check_egs_identity(rule.egs_info, rule.egs)
     if "initial" not in inputs:  # the jobs' statistics, or the node's summary of them
         stats = [*inputs.get("stats", []), *inputs.get("previous", [])]
-        check_input_fingerprints(stats, plan["inputs_fingerprint"])
-        check_input_fingerprints(inputs.get("summary", []), plan["inputs_fingerprint"], True)
-    start, how = form_start_model(plan["method"], inputs, spec.iteration, plan["sync"])
+        check_input_fingerprints(stats, rule.inputs_fingerprint)
+        check_input_fingerprints(inputs.get("summary", []), rule.inputs_fingerprint, True)
+    start, how = form_start_model(rule.method, inputs, spec.iteration, rule.sync)
     log.info("job %d of iteration %d starts from %s", spec.job, spec.iteration, how)
     written = {} if start_out is None else {start_out: save_torch_atomic(start_out, start)}
     # the rule running it (rules/train.smk): train_job_keep_start when it keeps its start
@@ -365,9 +369,9 @@ def run_planned_job(
     record |= {
         "start": how,
         "plan": {
-            "fingerprint": plan["fingerprint"],
-            "params": plan["job"],
-            "sync": plan["sync"],
+            "fingerprint": rule.fingerprint,
+            "params": rule.job,
+            "sync": rule.sync,
         },
     }
     return run_train_job(

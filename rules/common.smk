@@ -2,11 +2,15 @@
 # rule is answered by one torch-free object, paravg.dag.Dag (unit-tested without
 # Snakemake); this file builds it and adapts it to the rules:
 #
-#   PARAVG                   the Dag of this run: config, layout, plans, resume frontiers
+#   PARAVG                   the Dag of this run: config, layout, plans, resume frontiers,
+#                            and one object per stage (PARAVG.data, .egs, .ivector, .train,
+#                            .recognition, .results: paravg/dag/)
 #                            (not "DAG": the Snakefile runs in snakemake.workflow's
 #                            namespace, where DAG is Snakemake's own class)
 #   LAYOUT                   PARAVG.layout, the file contract (paravg.layout)
-#   from_dag("method")       an input/param function of a rule's wildcards
+#   RECOGNITION              PARAVG.recognition (graph, decode, export)
+#   from_dag("stage.method") an input/param function of a rule's wildcards
+#                            ("layout.text": a path of the file contract)
 #   checkpoint hooks         the egs info.json and "block b is trained" (Snakemake's
 #                            checkpoints: the only DAG answers that need Snakemake objects)
 #   temp / report / ancient  the output flags
@@ -76,10 +80,14 @@ _INT_WILDCARDS = {"t", "j", "it", "a", "b"}
 
 
 def from_dag(method, *args):
-    """A rule's input/param function: ``method`` of PARAVG (or of RECOGNITION, for
-    ``recognition.<name>``) called with the rule's wildcards that it takes (integers
-    where they are indices; ``set`` as ``set_``) after ``args``."""
-    owner, name = (RECOGNITION, method.split(".", 1)[1]) if "." in method else (PARAVG, method)
+    """A rule's input/param function: ``method`` of PARAVG, a dotted path through its
+    stages or its layout (``"train.job_inputs"``, ``"recognition.score_inputs"``,
+    ``"layout.text"``: paravg.dag), called with the rule's wildcards that it takes
+    (integers where they are indices; ``set`` as ``set_``) after ``args``."""
+    *owners, name = method.split(".")
+    owner = PARAVG
+    for attribute in owners:
+        owner = getattr(owner, attribute)
     function = getattr(owner, name)
     takes = set(inspect.signature(function).parameters)
 

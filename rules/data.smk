@@ -7,7 +7,7 @@
 # Used while data.sets does not name data.train_set. Also writes wav/, targets.{ark,scp}, text, phone_ctm.
 rule demo_corpus:
     output:
-        **PARAVG.demo_wav_scps(),
+        **PARAVG.data.demo_wav_scps(),
         done=LAYOUT.demo_file("done"),
     params:
         minutes=config["demo"]["minutes"],
@@ -41,7 +41,7 @@ rule demo_corpus:
 # error). segments, text and reco2file_and_channel are copied when the source has them.
 rule prepare_data:
     input:
-        source=from_dag("source_inputs"),
+        source=from_dag("data.source_inputs"),
     output:
         wav_scp=LAYOUT.data_file("{set}", "wav.scp"),
         utt2spk=LAYOUT.data_file("{set}", "utt2spk"),
@@ -52,8 +52,8 @@ rule prepare_data:
         origin=LAYOUT.data_file("{set}", "origin"),
         report=LAYOUT.data_file("{set}", "report.json"),
     params:
-        data_dir=from_dag("data_dir"),  # where the prepared set is written
-        src=from_dag("source_dir"),
+        data_dir=from_dag("layout.data_dir"),  # where the prepared set is written
+        src=from_dag("data.source_dir"),
         sample_rate=config["data"]["sample_rate"],
         max_missing_fraction=config["data"]["max_missing_targets_fraction"],
         num_targets=config["data"]["num_targets"],
@@ -79,7 +79,7 @@ rule prepare_data:
 # own work (and this rule).
 rule check_data_sets:
     input:
-        unpack(from_dag("prepared_reports")),
+        unpack(from_dag("data.prepared_reports")),
     output:
         LAYOUT.data_sets_checked(),
     log:

@@ -4,14 +4,14 @@
 
 rule decode_split:
     input:
-        unpack(from_dag("decode_inputs")),
+        unpack(from_dag("recognition.decode_inputs")),
     output:
         **RECOGNITION.split_outputs("{j}"),
     params:
         nj=config["decode"]["nj"],
         graph_dirs=RECOGNITION.graph_dirs(),
         options=RECOGNITION.search_options(),
-        text=from_dag("text"),  # may be absent: WER skipped
+        text=from_dag("layout.text"),  # may be absent: WER skipped
     log:
         LAYOUT.log("decode", "{exp}/{set}/split{j}"),
     benchmark:
@@ -30,7 +30,7 @@ rule decode_split:
 
 rule score:
     input:
-        unpack(from_dag("score_inputs")),
+        unpack(from_dag("recognition.score_inputs")),
     output:
         scores=LAYOUT.decode_scores("{exp}", "{set}"),
         wer_details=LAYOUT.decode_details("{exp}", "{set}", "wer"),
@@ -38,13 +38,13 @@ rule score:
         hyps=LAYOUT.decode_hyps("{exp}", "{set}"),
         ctm=LAYOUT.decode_ctm("{exp}", "{set}"),
     params:
-        decode_dir=from_dag("decode_dir"),  # wer_details/, per_details/
+        decode_dir=from_dag("layout.decode_dir"),  # wer_details/, per_details/
         graph_dirs=RECOGNITION.graph_dirs(),
         grids=RECOGNITION.grids(),
         frame_shift=0.01,  # s per feature frame; x f at a low frame rate (paravg.decode.score)
-        text=from_dag("text"),
-        targets=from_dag("targets_scp"),
-        data_dir=from_dag("data_dir"),  # segments: the CTM in recording time
+        text=from_dag("layout.text"),
+        targets=from_dag("layout.targets_scp"),
+        data_dir=from_dag("layout.data_dir"),  # segments: the CTM in recording time
     log:
         LAYOUT.log("score", "{exp}/{set}"),
     conda:

@@ -9,7 +9,7 @@
 
 checkpoint egs:
     input:
-        **PARAVG.egs_source_files(),
+        **PARAVG.egs.source_files(),
         # Kaldi expands the held-out set over all copies of a source utterance
         # (prepare_data always writes it: the identity when the source has none)
         utt2uniq=LAYOUT.data_file(PARAVG.train_set, "utt2uniq"),
@@ -21,7 +21,7 @@ checkpoint egs:
     params:
         lists_dir=layout_param("egs_lists_dir"),
         egs=config["egs"],
-        context=PARAVG.egs_context(),
+        context=PARAVG.egs.context(),
         num_targets=config["data"]["num_targets"],
     log:
         LAYOUT.log("egs", "plan"),
@@ -39,11 +39,11 @@ checkpoint egs:
 
 rule egs_split:
     input:
-        **PARAVG.egs_source_files(without="utt2num_frames"),
+        **PARAVG.egs.source_files(without="utt2num_frames"),
         info=LAYOUT.egs_info(),
         uttlist=LAYOUT.egs_list("job.{j}"),
     output:
-        **{k: temp(v) for k, v in PARAVG.egs_split_files("{j}").items()},
+        **{k: temp(v) for k, v in PARAVG.egs.split_files("{j}").items()},
     log:
         LAYOUT.log("egs_split", "{j}"),
     benchmark:
@@ -63,11 +63,11 @@ rule egs_split:
 rule egs_archive:
     input:
         info=LAYOUT.egs_info(),
-        jobs=PARAVG.egs_split_jobs_files(),
+        jobs=PARAVG.egs.split_jobs_files(),
     output:
-        **PARAVG.egs_fields(LAYOUT.egs_prefix("{a}")),
+        **PARAVG.egs.fields(LAYOUT.egs_prefix("{a}")),
     params:
-        job_prefixes=PARAVG.egs_split_prefixes(),
+        job_prefixes=PARAVG.egs.split_prefixes(),
     log:
         LAYOUT.log("egs_archive", "{a}"),
     benchmark:
@@ -86,16 +86,16 @@ rule egs_archive:
 
 rule egs_subsets:
     input:
-        **PARAVG.egs_source_files(without="utt2num_frames"),
+        **PARAVG.egs.source_files(without="utt2num_frames"),
         info=LAYOUT.egs_info(),
         valid=LAYOUT.egs_list("valid"),
         train_subset=LAYOUT.egs_list("train_subset"),
     output:
-        valid_diag=PARAVG.egs_subset_files("valid_diag"),
-        train_diag=PARAVG.egs_subset_files("train_diag"),
-        combine=PARAVG.egs_subset_files("combine"),
+        valid_diag=PARAVG.egs.subset_files("valid_diag"),
+        train_diag=PARAVG.egs.subset_files("train_diag"),
+        combine=PARAVG.egs.subset_files("combine"),
     params:
-        prefixes=PARAVG.egs_subset_prefixes(),
+        prefixes=PARAVG.egs.subset_prefixes(),
     log:
         LAYOUT.log("egs_subsets", "all"),
     conda:
@@ -114,5 +114,5 @@ rule egs_all:
     # A named target for everything the egs stage makes (used by tests and to prepare
     # data once for several later runs): `snakemake egs_all`.
     input:
-        from_dag("egs_all_files"),
+        from_dag("egs.all_files"),
     default_target: False

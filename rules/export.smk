@@ -5,15 +5,15 @@
 
 rule export_kaldi:
     input:
-        unpack(from_dag("export_inputs")),
+        unpack(from_dag("recognition.export_inputs")),
     output:
         kaldi=directory(LAYOUT.kaldi_dir("{exp}")),
     params:
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
-        ivector_options=PARAVG.online_ivector_options(),
+        ivector_options=PARAVG.ivector.online_options(),
         graph_dir=LAYOUT.graph_dir("words"),
-        decoder=PARAVG.export_decoder_options(),
+        decoder=RECOGNITION.export_decoder_options(),
         acoustic_scale=RECOGNITION.settings["acoustic_scale"],
     log:
         LAYOUT.log("export_kaldi", "{exp}"),

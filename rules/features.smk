@@ -20,7 +20,7 @@ rule compute_features:
     wildcard_constraints:
         nj=r"\d+",
     params:
-        data_dir=from_dag("data_dir"),  # the prepared data dir (wav.scp, segments)
+        data_dir=from_dag("layout.data_dir"),  # the prepared data dir (wav.scp, segments)
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
     log:
@@ -69,7 +69,7 @@ rule merge_features:
         utt2num_frames=LAYOUT.utt2num_frames("{set}"),
         report=LAYOUT.feats_file("{set}", "report.json"),
     params:
-        data_dir=from_dag("data_dir"),
+        data_dir=from_dag("layout.data_dir"),
         targets_length_tolerance=config["egs"]["targets_length_tolerance"],
     log:
         LAYOUT.log("merge_features", "{set}"),

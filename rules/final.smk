@@ -3,7 +3,7 @@
 
 rule combine:
     input:
-        unpack(from_dag("combine_inputs")),
+        unpack(from_dag("train.combine_inputs")),
     output:
         model=LAYOUT.combined_model("{exp}"),
         summary=LAYOUT.combine_summary("{exp}"),
@@ -28,12 +28,12 @@ rule combine:
 rule priors:
     input:
         model=LAYOUT.combined_model("{exp}"),
-        egs=from_dag("lda_egs"),
+        egs=from_dag("train.lda_egs"),
     output:
         model=LAYOUT.final_model("{exp}"),
         summary=LAYOUT.final_summary("{exp}"),
     params:
-        archives=from_dag("lda_archives"),
+        archives=from_dag("train.lda_archives"),
         prior_subset_size=config["combine"]["prior_subset_size"],
         srand=from_dag("srand"),
     log:
@@ -50,7 +50,7 @@ rule priors:
 
 rule evaluate:
     input:
-        unpack(from_dag("eval_inputs")),
+        unpack(from_dag("train.eval_inputs")),
     output:
         LAYOUT.eval_result("{exp}", "{set}"),
     params:
@@ -83,7 +83,7 @@ rule results_config:
     params:
         experiments=list(PARAVG.experiments),
         eval_sets=PARAVG.eval_sets,
-        decode=PARAVG.results_params(),
+        decode=PARAVG.results.results_params(),
     log:
         LAYOUT.log("results_config", "all"),
     conda:
@@ -98,9 +98,9 @@ rule results_config:
 
 rule results_table:
     input:
-        from_dag("results_inputs"),
+        from_dag("results.results_inputs"),
         config=LAYOUT.results_config(),
-        decode=PARAVG.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
+        decode=RECOGNITION.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         md=LAYOUT.results_table("md"),
         tsv=LAYOUT.results_table("tsv"),
@@ -109,7 +109,7 @@ rule results_table:
         eval_sets=PARAVG.eval_sets,
         exp_root=layout_param("exp_root"),
         # the options each set's scores must have been decoded with (paravg.report)
-        decode=PARAVG.results_params(),
+        decode=PARAVG.results.results_params(),
     log:
         LAYOUT.log("results_table", "all"),
     conda:
@@ -131,7 +131,7 @@ rule digests:
         json=LAYOUT.digests("json"),
         md=LAYOUT.digests("md"),
     params:
-        stages=PARAVG.digest_stages(),
+        stages=PARAVG.results.digest_stages(),
     log:
         LAYOUT.log("digests", "all"),
     conda:

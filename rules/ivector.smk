@@ -4,13 +4,13 @@
 # (fan-in) that writes model it+1. Jobs are numbered 1..nj; model files follow Kaldi's
 # numbering (<name>.<it>: the model at the start of iteration it).
 
-if PARAVG.ivectors:
+if PARAVG.ivector.enabled:
 
     IV = config["ivector"]
 
     rule ivector_pca:
         input:
-            feats=PARAVG.ivector_train_data()["feats"],
+            feats=PARAVG.ivector.train_data()["feats"],
             cmvn=LAYOUT.feats_file(config["data"]["train_set"], "cmvn.scp"),
         output:
             pca=LAYOUT.ivector_pca(),
@@ -33,7 +33,7 @@ if PARAVG.ivectors:
 
     rule ubm_init:
         input:
-            unpack(from_dag("ivector_train_data")),
+            unpack(from_dag("ivector.train_data")),
             pca=rules.ivector_pca.output.pca,
         output:
             ubm=LAYOUT.ubm(0),
@@ -61,13 +61,13 @@ if PARAVG.ivectors:
 
     rule ubm_gselect:
         input:
-            unpack(from_dag("ivector_train_data")),
+            unpack(from_dag("ivector.train_data")),
             pca=rules.ivector_pca.output.pca,
             ubm=rules.ubm_init.output.ubm,
         output:
             gselect=temp(LAYOUT.ubm_gselect("{j}")),
         params:
-            job=from_dag("ivector_job_index"),
+            job=from_dag("ivector.job_index"),
             nj=IV["nj"],
             num_gselect=IV["num_gselect"],
             subsample=IV["subsample"],
@@ -85,14 +85,14 @@ if PARAVG.ivectors:
 
     rule ubm_acc:
         input:
-            unpack(from_dag("ivector_train_data")),
+            unpack(from_dag("ivector.train_data")),
             pca=rules.ivector_pca.output.pca,
             ubm=LAYOUT.ubm("{it}"),
             gselect=LAYOUT.ubm_gselect("{j}"),
         output:
             acc=temp(LAYOUT.ubm_acc("{it}", "{j}")),
         params:
-            job=from_dag("ivector_job_index"),
+            job=from_dag("ivector.job_index"),
             nj=IV["nj"],
             subsample=IV["subsample"],
         log:
@@ -111,7 +111,7 @@ if PARAVG.ivectors:
 
     rule ubm_est:
         input:
-            unpack(from_dag("ubm_est_inputs")),
+            unpack(from_dag("ivector.ubm_est_inputs")),
         output:
             ubm=LAYOUT.ubm("{it}"),
             info=LAYOUT.ubm("{it}", "json"),
@@ -119,7 +119,7 @@ if PARAVG.ivectors:
             it=r"[1-9]\d*",
         params:
             # Gaussians are removed on the last pass only, so gselect indices stay valid.
-            remove_low_count=from_dag("ubm_removes_low_count"),
+            remove_low_count=from_dag("ivector.ubm_removes_low_count"),
         log:
             LAYOUT.log("ubm_est", "{it}"),
         conda:
@@ -134,7 +134,7 @@ if PARAVG.ivectors:
 
     rule extractor_init:
         input:
-            ubm=PARAVG.final_ubm(),
+            ubm=PARAVG.ivector.final_ubm(),
         output:
             extractor=LAYOUT.extractor(0),
         params:
@@ -154,13 +154,13 @@ if PARAVG.ivectors:
 
     rule extractor_post:
         input:
-            unpack(from_dag("ivector_train_data")),
+            unpack(from_dag("ivector.train_data")),
             pca=rules.ivector_pca.output.pca,
-            ubm=PARAVG.final_ubm(),
+            ubm=PARAVG.ivector.final_ubm(),
         output:
             post=temp(LAYOUT.extractor_post("{j}")),
         params:
-            job=from_dag("ivector_job_index"),
+            job=from_dag("ivector.job_index"),
             nj=IV["nj"],
             subsample=IV["subsample"],
             num_gselect=IV["num_gselect_post"],
@@ -180,14 +180,14 @@ if PARAVG.ivectors:
 
     rule extractor_acc:
         input:
-            unpack(from_dag("ivector_train_data")),
+            unpack(from_dag("ivector.train_data")),
             pca=rules.ivector_pca.output.pca,
             extractor=LAYOUT.extractor("{it}"),
             post=LAYOUT.extractor_post("{j}"),
         output:
             acc=temp(LAYOUT.extractor_acc("{it}", "{j}")),
         params:
-            job=from_dag("ivector_job_index"),
+            job=from_dag("ivector.job_index"),
             nj=IV["nj"],
             subsample=IV["subsample"],
         log:
@@ -207,7 +207,7 @@ if PARAVG.ivectors:
 
     rule extractor_est:
         input:
-            unpack(from_dag("extractor_est_inputs")),
+            unpack(from_dag("ivector.extractor_est_inputs")),
         output:
             extractor=LAYOUT.extractor("{it}"),
             info=LAYOUT.extractor("{it}", "json"),
@@ -229,18 +229,18 @@ if PARAVG.ivectors:
 
     rule extract_ivectors:
         input:
-            unpack(from_dag("ivector_set_inputs")),
+            unpack(from_dag("ivector.set_inputs")),
             pca=rules.ivector_pca.output.pca,
-            ubm=PARAVG.final_ubm(),
-            extractor=PARAVG.final_extractor(),
+            ubm=PARAVG.ivector.final_ubm(),
+            extractor=PARAVG.ivector.final_extractor(),
         output:
             ark=LAYOUT.ivector_split("{set}", "{j}", "ark"),
             scp=temp(LAYOUT.ivector_split("{set}", "{j}", "scp")),
         params:
-            job=from_dag("ivector_job_index"),
+            job=from_dag("ivector.job_index"),
             nj=IV["nj"],
-            utts_per_spk_max=from_dag("ivector_utts_per_spk_max"),
-            online=PARAVG.online_ivector_options(),
+            utts_per_spk_max=from_dag("ivector.utts_per_spk_max"),
+            online=PARAVG.ivector.online_options(),
         log:
             LAYOUT.log("extract_ivectors", "{set}.{j}"),
         benchmark:
@@ -257,7 +257,7 @@ if PARAVG.ivectors:
 
     rule merge_ivectors:
         input:
-            scps=from_dag("ivector_pieces"),
+            scps=from_dag("ivector.pieces"),
         output:
             scp=LAYOUT.ivector_scp("{set}"),
             period=LAYOUT.ivector_period("{set}"),

@@ -10,7 +10,7 @@ report: "../report/workflow.rst"
 
 rule experiment_figures:
     input:
-        unpack(from_dag("report_figure_inputs")),
+        unpack(from_dag("results.report_figure_inputs")),
     output:
         objective=report_figure("objective", "training curves", "log-prob and frame accuracy"),
         job_objectives=report_figure("job_objectives", "training curves", "job objectives, rejected jobs"),
@@ -18,8 +18,8 @@ rule experiment_figures:
         parameter_change=report_figure("parameter_change", "diagnostics", "parameter change per layer"),
         max_change=report_figure("max_change", "diagnostics", "max-change activation rate"),
     params:
-        exp_dir=from_dag("exp_dir"),
-        schedule=from_dag("schedule_params"),
+        exp_dir=from_dag("layout.exp_dir"),
+        schedule=from_dag("train.schedule_params"),
     log:
         LAYOUT.log("experiment_figures", "{exp}"),
     conda:
@@ -36,7 +36,7 @@ rule experiment_config:
     input:
         # the schedule needs the egs; through the checkpoint (a plain path to its output
         # would make `all` look out of date after every finished run)
-        info=from_dag("egs_info_file"),
+        info=from_dag("egs.info_file"),
     output:
         yaml=LAYOUT.report_config("{exp}", "yaml"),
         html=report(
@@ -47,7 +47,7 @@ rule experiment_config:
             labels={"figure": "effective configuration"},
         ),
     params:
-        **{k: from_dag("experiment_config_param", k) for k in ("resolved", "overrides", "schedule")},
+        **{k: from_dag("results.experiment_config_param", k) for k in ("resolved", "overrides", "schedule")},
     log:
         LAYOUT.log("experiment_config", "{exp}"),
     conda:
@@ -62,9 +62,9 @@ rule experiment_config:
 
 rule report_comparison:
     input:
-        from_dag("report_comparison_inputs"),
+        from_dag("results.report_comparison_inputs"),
         config=LAYOUT.results_config(),  # the eval sets: rules/final.smk, results_config
-        decode=PARAVG.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
+        decode=RECOGNITION.decode_scores(),  # WER/PER (rules/decode.smk) when decode.enabled
     output:
         figure=report(
             LAYOUT.report_file("comparison.png"),
@@ -80,7 +80,7 @@ rule report_comparison:
         ),
         md=LAYOUT.report_file("results_by_set.md"),
     params:
-        exp_dirs=PARAVG.exp_dirs(),
+        exp_dirs=PARAVG.results.exp_dirs(),
         eval_sets=PARAVG.eval_sets,
     log:
         LAYOUT.log("report_comparison", "all"),

@@ -8,23 +8,30 @@ from paravg.sync.nodes import NODE_KINDS
 
 
 for node in NODE_KINDS.values():
-    # One rule per kind of sync node (paravg.sync.nodes.NODE_KINDS), for the
-    # experiments whose method names it: its files per index are the kind's outputs.
+    # One rule per kind of sync node (paravg.sync.nodes.NODE_KINDS), for the experiments
+    # whose method has it: its files per index (per (index, job) on the per-job axis:
+    # delay-by-one's mix_node, which writes learner j's start <t>/job<j>.start.pt from the
+    # neighbours' starts of t − 2 and its own job of t − 3, so that it runs while the
+    # learner's job of t − 2 trains and job (t − 1, j) waits for no neighbour's job: Cui et
+    # al.'s overlap) are the kind's outputs, its params the kind's rule contract.
 
     rule:
         name:
             node.name
         input:
-            unpack(from_dag("node_inputs")),
+            unpack(from_dag("train.node_inputs", node.name)),
         output:
-            **PARAVG.node_outputs(node.name),
+            **{
+                role: job_output(path) if role in node.temporary else path
+                for role, path in PARAVG.train.node_outputs(node.name).items()
+            },
         wildcard_constraints:
-            exp=for_experiments(node=node.name),
-            t=PARAVG.index_after_frontier("node"),
+            exp=PARAVG.experiments_pattern(PARAVG.experiments_with_node(node.name)),
+            t=PARAVG.index_after_frontier(node.frontier),
         params:
-            node=from_dag("node_params"),
+            node=from_dag("train.node_params", node.name),
         log:
-            LAYOUT.log(node.name, "{exp}/{t}"),
+            LAYOUT.log(node.name, node.log_pattern),
         conda:
             "../envs/paravg.yaml"
         threads: 1
@@ -35,44 +42,16 @@ for node in NODE_KINDS.values():
             "../scripts/sync_node.py"
 
 
-rule mix_node:
-    # delay-by-one's start s_j^{t−1} of learner j, one node per (t, j), written to
-    # <t>/job<j>.start.pt from the neighbours' starts of t − 2 (their mix nodes) and the
-    # learner's own job of t − 3: it runs while the learner's job of t − 2 trains, and
-    # job (t − 1, j) waits for no neighbour's job (Cui et al.'s overlap; the registry's
-    # mix_inputs)
-    input:
-        unpack(from_dag("mix_inputs")),
-    output:
-        model=job_output(LAYOUT.job_start("{exp}", "{t}", "{j}")),
-        record=LAYOUT.job_start_record("{exp}", "{t}", "{j}"),
-    wildcard_constraints:
-        exp=for_experiments(mix_node=True),
-        t=PARAVG.index_after_frontier("mix"),
-    params:
-        node=from_dag("mix_params"),
-    log:
-        LAYOUT.log("mix_node", "{exp}/{t}/job{j}"),
-    conda:
-        "../envs/paravg.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,  # the 3 neighbours' starts and the own job's two models
-        runtime=15,
-    script:
-        "../scripts/mix_node.py"
-
-
 rule ema:
     input:
-        unpack(from_dag("ema_inputs")),
+        unpack(from_dag("train.ema_inputs")),
     output:
         LAYOUT.ema_model("{exp}", "{t}"),
     wildcard_constraints:
         exp=PARAVG.experiments_pattern(PARAVG.experiments_with_ema()),
         t=PARAVG.index_after_frontier("ema"),
     params:
-        decay=from_dag("ema_decay"),
+        decay=from_dag("train.ema_decay"),
     log:
         LAYOUT.log("ema", "{exp}/{t}"),
     conda:
@@ -87,7 +66,7 @@ rule ema:
 
 rule evaluate_ema:
     input:
-        unpack(from_dag("eval_ema_inputs")),
+        unpack(from_dag("train.eval_ema_inputs")),
     output:
         LAYOUT.eval_ema_result("{exp}", "{set}"),
     wildcard_constraints:

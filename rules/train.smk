@@ -9,12 +9,12 @@
 rule init_model:
     input:
         info=LAYOUT.egs_info(),
-        egs=from_dag("lda_egs"),
+        egs=from_dag("train.lda_egs"),
     output:
         model=LAYOUT.init_model("{exp}"),
         stats=LAYOUT.init_stats("{exp}"),
     params:
-        init=from_dag("init_params"),
+        init=from_dag("train.init_params"),
         model=from_dag("model_config"),
         use_ivector=from_dag("uses_ivectors"),
         srand=from_dag("srand"),
@@ -35,12 +35,12 @@ rule init_model:
 
 rule train_job:
     input:
-        unpack(from_dag("job_inputs")),
+        unpack(from_dag("train.job_inputs")),
     output:
         model=job_output(LAYOUT.job_model("{exp}", "{t}", "{j}")),
         stats=LAYOUT.job_stats("{exp}", "{t}", "{j}"),
     params:
-        plan=from_dag("job_params"),
+        plan=from_dag("train.job_params"),
     wildcard_constraints:
         exp=for_experiments(writes_start=False),
         t=PARAVG.index_after_frontier("train"),
@@ -59,7 +59,7 @@ rule train_job:
         gpu=from_dag("train_gpus"),
         # where and how fast it runs: no result depends on them, so never params
         train_device=from_dag("job_device"),
-        straggler_factor=from_dag("job_straggler_factor"),
+        straggler_factor=from_dag("train.job_straggler_factor"),
     script:
         "../scripts/train_job.py"
 
@@ -79,11 +79,11 @@ checkpoint train_block:
     # Block b of iterations is trained: the PARAVG is expanded past it only now (a chain of
     # checkpoints), so it holds about run.block_jobs training jobs at a time.
     input:
-        from_dag("block_inputs"),
+        from_dag("train.block_inputs"),
     output:
         LAYOUT.block_done("{exp}", "{b}"),
     params:
-        block=from_dag("block_params"),
+        block=from_dag("train.block_params"),
     log:
         LAYOUT.log("train_block", "{exp}/{b}"),
     conda:
@@ -102,7 +102,7 @@ localrules:
 
 rule diagnostics:
     input:
-        unpack(from_dag("diag_inputs")),
+        unpack(from_dag("train.diag_inputs")),
     output:
         LAYOUT.diag("{exp}", "{t}"),
     params:

@@ -1,5 +1,5 @@
 """Rule train_block: mark block b of iterations trained (the DAG grows past it), and delete
-the temporary job files no later job reads (paravg.dag.Dag.spent_job_files)."""
+the temporary job files no later job reads (paravg.dag.training.TrainDag.spent_job_files)."""
 
 import contextlib
 import logging

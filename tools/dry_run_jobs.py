@@ -1,5 +1,5 @@
 """Every job a dry run would run, as sorted JSON lines: rule, wildcards, inputs, outputs, log,
-params and resources (the contract the middle of the workflow — ``paravg/dag.py``, the
+params and resources (the contract the middle of the workflow — ``paravg/dag/``, the
 layout, the plan — gives to the rules).
 
 A refactor of that middle must not change it: dump the job lists of a few scenarios before

@@ -74,15 +74,16 @@ def mixed_start(
     return out, record
 
 
-def mix_node(files: dict, iteration: int, sync: dict, outputs: dict, fingerprints: dict) -> None:
-    """The mix node of (``iteration``, j): s_j^iteration from the files the registry's
-    ``mix_inputs`` names, written atomically to ``outputs["model"]``, then its record
-    (how it was formed, its sha256, the plan's fingerprint) to ``outputs["record"]``.
-    The neighbours' statistics must carry ``fingerprints["inputs"]`` (the current plan)."""
+def mix_node(files: dict, sync: dict, iteration: int, outputs: dict, plan: dict) -> None:
+    """The mix node of (``iteration``, j) (the ``mix_node`` kind of
+    :data:`paravg.sync.nodes.NODE_KINDS`, run by :func:`~paravg.sync.nodes.run_node`,
+    which has checked the neighbours' statistics): s_j^iteration from the files the
+    registry's ``mix_inputs`` names, written atomically to ``outputs["model"]``, then its
+    record (how it was formed, its sha256, the plan's ``fingerprint`` and ``sync``) to
+    ``outputs["record"]``."""
     from paravg.io import save_torch_atomic, write_json_atomic
-    from paravg.provenance import check_input_fingerprints, record_of
+    from paravg.provenance import record_of
 
-    check_input_fingerprints(files.get("stats", []), fingerprints["inputs"])
     start, record = start_model(files, iteration, sync)
     digest = save_torch_atomic(outputs["model"], start)
     write_json_atomic(
@@ -90,7 +91,7 @@ def mix_node(files: dict, iteration: int, sync: dict, outputs: dict, fingerprint
         {
             "start": record,
             **record_of("mix_node", {outputs["model"]: digest}),
-            "plan": {"fingerprint": fingerprints["own"], "sync": sync},
+            "plan": {"fingerprint": plan["fingerprint"], "sync": sync},
         },
     )
 

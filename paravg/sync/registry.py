@@ -161,6 +161,13 @@ class SyncMethod:
         return NODE_KINDS[self.node]
 
     @property
+    def nodes(self) -> tuple[str, ...]:
+        """Every node kind the method runs: its per-index ``node``, and the per-job kinds
+        (:data:`paravg.sync.nodes.NODE_KINDS` with ``per_job``) when it has a mix node."""
+        per_job = tuple(k.name for k in NODE_KINDS.values() if k.per_job)
+        return (self.node, *(per_job if self.mix_node else ()))
+
+    @property
     def node_outputs(self) -> tuple[str, ...]:
         """Layout kinds the node writes per index (the summary JSON last)."""
         return self.node_kind.layout_kinds

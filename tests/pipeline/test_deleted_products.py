@@ -3,7 +3,7 @@ command (the probe's W2): final.pt, the word graph, a decode's lattices or its w
 directory, an evaluation. Before, Snakemake said "Nothing to be done" and exited 0 with
 the file missing: it rebuilds a missing file only where a requested target needs it, and
 these were only inputs of the results table, which was up to date. ``all`` now requests
-them itself (paravg.dag.Dag.product_targets). An iteration model is not a product: a
+them itself (paravg.dag.results.ResultsDag.product_targets). An iteration model is not a product: a
 finished run whose 8.pt is deleted has nothing to do (docs/reproducibility.md)."""
 
 from __future__ import annotations

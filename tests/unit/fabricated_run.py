@@ -15,12 +15,13 @@ from paravg.plan import experiment_plans
 INFO = {"num_archives": 12, "frames_per_eg": 8, "num_frames": 1}
 
 
-def plan_in(tmp_path, overrides=None):
+def plan_in(tmp_path, overrides=None, **built_with):
+    """The plan of experiment ``default`` (``built_with``: experiment_plans' keywords)."""
     cfg = yaml.safe_load(REPO_CONFIG.read_text())
     cfg = validate_config(
         deep_merge(cfg, {"results": str(tmp_path / "results"), **(overrides or {})})
     )
-    return experiment_plans(cfg, INFO)["default"]
+    return experiment_plans(cfg, INFO, **built_with)["default"]
 
 
 def fabricate(p, done: int, diag_done: int | None = None):

@@ -163,9 +163,7 @@ def test_tdnn_and_tdnnf_resolved_configs_params_and_fingerprints_are_unchanged(t
     new_plans, old_plans = experiment_plans(new, INFO), experiment_plans(old, INFO)
     for name in ("a", "f"):
         p, q = new_plans[name], old_plans[name]
-        assert [p.job_rule_params(t, 0) for t in range(4)] == [
-            q.job_rule_params(t, 0) for t in range(4)
-        ]
+        assert [p.job_rule(t, 0) for t in range(4)] == [q.job_rule(t, 0) for t in range(4)]
         assert [p.fingerprint(t) for t in range(4)] == [q.fingerprint(t) for t in range(4)]
 
 

@@ -60,16 +60,16 @@ def test_a_fresh_run_plans_after_the_egs_checkpoint(tmp_path):
     dag, cp = dag_of(tmp_path, checkpoints=Checkpoints(egs_done=False))
     assert dag.frontiers["default"].train == 0 and dag.frontiers["default"].diag == -1
     with pytest.raises(CheckpointPendingError):
-        dag.job_inputs("default", 1, 0)
+        dag.train.job_inputs("default", 1, 0)
     cp.egs_done = True
     L = dag.layout
-    assert dag.job_inputs("default", 1, 0) == {
-        "egs": dag.egs_archive_mark(0),
+    assert dag.train.job_inputs("default", 1, 0) == {
+        "egs": dag.egs.archive_mark(0),
         "initial": [L.init_model("default")],
     }
     # iteration 1 (index 2): every job of iteration 0, its stats JSONs not DAG edges
-    assert dag.job_inputs("default", 2, 0) == {
-        "egs": dag.egs_archive_mark(dag.plan("default").job_archive(1, 0)),
+    assert dag.train.job_inputs("default", 2, 0) == {
+        "egs": dag.egs.archive_mark(dag.plan("default").job_archive(1, 0)),
         "models": [L.job_model("default", 1, 0)],
     }
 
@@ -100,7 +100,7 @@ def test_egs_made_with_other_options_are_not_planned_from(tmp_path):
     assert dag._plans is None
     cp.egs_done = False
     with pytest.raises(CheckpointPendingError):
-        dag.job_inputs("default", 1, 0)
+        dag.train.job_inputs("default", 1, 0)
     dag, _ = dag_of(tmp_path, {"egs": {"samples_per_iter": 1234}})
     assert dag.stale_egs == ["samples_per_iter"]
 
@@ -109,15 +109,15 @@ def test_job_params_are_the_plans_job_contract(tmp_path):
     dag, _ = dag_of(tmp_path, {"trainer": {"num_jobs_initial": 2, "num_jobs_final": 4}})
     p = dag.plan("default")
     for t, j in ((1, 0), (3, 1), (p.num_iters, p.num_jobs(p.num_iters - 1) - 1)):
-        params = dag.job_params("default", t, j)
+        params = dag.train.job_params("default", t, j)
         assert JobSpec(**params["job"]) == p.job(t - 1, j)
         assert params["fingerprint"] == p.fingerprint(t)
         assert params["files"] == p.start_inputs(t - 1, j)
         assert params["method"] == "average"
     # execution knobs are resources, never params (a rerun trigger)
-    assert "runtime" not in dag.job_params("default", 2, 0)
+    assert "runtime" not in dag.train.job_params("default", 2, 0)
     assert dag.job_device("default") == "auto"
-    assert dag.job_straggler_factor("default", 2, 0) == "1.0"
+    assert dag.train.job_straggler_factor("default", 2, 0) == "1.0"
 
 
 def test_train_jobs_reserve_a_gpu_where_they_will_train_on_one(tmp_path, monkeypatch):
@@ -138,10 +138,10 @@ def test_bmuf_job_and_node_get_the_same_resolved_block_momentum(tmp_path):
     )
     p = dag.plan("default")
     for t in range(2, p.num_iters + 1):
-        node = dag.node_params("default", t)
+        node = dag.train.node_params("bmuf", "default", t)
         n = p.num_jobs(t - 2)  # the jobs of iteration t − 2 wrote index t − 1
-        job = dag.job_params("default", t, 0)["sync"]
-        assert job == dag.node_params("default", t - 1)["sync"]
+        job = dag.train.job_params("default", t, 0)["sync"]
+        assert job == dag.train.node_params("bmuf", "default", t - 1)["sync"]
         assert job["bmuf"]["block_momentum"] == pytest.approx(1 - 1 / n)
         assert node["iteration"] == t - 1 and len(node["files"]["models"]) == p.num_jobs(t - 1)
 
@@ -149,10 +149,36 @@ def test_bmuf_job_and_node_get_the_same_resolved_block_momentum(tmp_path):
 def test_node_outputs_and_rules_come_from_the_registry(tmp_path):
     dag, _ = dag_of(tmp_path)
     for name, kind in NODE_KINDS.items():
-        outputs = dag.node_outputs(name)
+        outputs = dag.train.node_outputs(name)
         assert list(outputs) == [role for role, _ in kind.outputs]
         assert all("{exp}" in p and "{t}" in p for p in outputs.values())
-    assert dag.node_outputs("bmuf")["delta"] == dag.layout.bmuf_delta("{exp}", "{t}")
+        assert all(("{j}" in p) == kind.per_job for p in outputs.values())
+    assert dag.train.node_outputs("bmuf")["delta"] == dag.layout.bmuf_delta("{exp}", "{t}")
+    start = dag.layout.job_start("{exp}", "{t}", "{j}")
+    assert dag.train.node_outputs("mix_node")["model"] == start
+
+
+def test_the_mix_node_is_a_node_kind_of_delay_by_one_only(tmp_path):
+    """delay-by-one's mix node is the per-job entry of the node table: its experiments,
+    inputs (no statistics as DAG edges: N² per iteration) and params (its MixRule, whose
+    fingerprints the node checks and records) come from the same calls as every node's."""
+    from paravg.contracts import MixRule
+
+    dag, _ = dag_of(
+        tmp_path,
+        {"experiments": {"avg": {}, "dbo": {"sync": {"method": "delay-by-one"}}},
+         "trainer": {"num_jobs_initial": 3, "num_jobs_final": 3}},
+    )  # fmt: skip
+    assert dag.experiments_with_node("mix_node") == ["dbo"]
+    assert dag.experiments_with_node("average") == ["avg"]
+    assert dag.experiments_with_node("consensus") == ["dbo"]
+    p, t, j = dag.plan("dbo"), 5, 1
+    inputs = dag.train.node_inputs("mix_node", "dbo", t, j)
+    assert "stats" not in inputs and inputs["models"] == p.mix_inputs(t - 1, j)["models"]
+    params = dag.train.node_params("mix_node", "dbo", t, j)
+    assert MixRule.from_params(params) == p.mix_rule(t - 1, j)
+    assert params["fingerprints"] == {"own": p.fingerprint(t - 1), "inputs": p.fingerprint(t - 3)}
+    assert set(params) == {"iteration", "files", "sync", "fingerprints"}
 
 
 def test_blocks_wait_for_the_block_before_them(tmp_path):
@@ -161,17 +187,17 @@ def test_blocks_wait_for_the_block_before_them(tmp_path):
     dag, cp = dag_of(tmp_path, {"run": {"block_jobs": 12}})
     p = dag.plan("default")
     assert p.num_blocks > 2
-    files = dag.block_inputs("default", 0)
+    files = dag.train.block_inputs("default", 0)
     assert p.job_outputs(p.block_end(0))[0] in files and dag.layout.diag("default", 0) in files
     assert cp.asked == []
     with pytest.raises(CheckpointPendingError, match="block 0"):
-        dag.block_inputs("default", 1)
+        dag.train.block_inputs("default", 1)
     cp.trained = 1
-    assert dag.layout.diag("default", p.block_end(0) - 1) in dag.block_inputs("default", 1)
+    assert dag.layout.diag("default", p.block_end(0) - 1) in dag.train.block_inputs("default", 1)
     with pytest.raises(CheckpointPendingError, match=f"block {p.num_blocks - 1}"):
-        dag.combine_inputs("default")
+        dag.train.combine_inputs("default")
     cp.trained = p.num_blocks
-    assert dag.combine_inputs("default")["models"] == p.combine_models()
+    assert dag.train.combine_inputs("default")["models"] == p.combine_models()
 
 
 @pytest.mark.parametrize("method", ["average", "delay-by-one"])
@@ -185,7 +211,9 @@ def test_each_block_deletes_the_job_files_no_later_job_reads(tmp_path, method):
     dag, cp = dag_of(tmp_path, cfg)
     cp.trained = 10**6
     p, L = dag.plan("default"), dag.layout
-    deleted = [f for b in range(p.num_blocks) for f in dag.block_params("default", b)["delete"]]
+    deleted = [
+        f for b in range(p.num_blocks) for f in dag.train.block_params("default", b)["delete"]
+    ]
     assert len(deleted) == len(set(deleted))
     kinds = ["job_model"] + (["job_start"] if method == "delay-by-one" else [])
     spent = [
@@ -195,14 +223,22 @@ def test_each_block_deletes_the_job_files_no_later_job_reads(tmp_path, method):
     assert sorted(deleted) == sorted(spent)
     for b in range(p.num_blocks - 1):  # what the next block's jobs and mix nodes read
         first = p.block_end(b) + 1
-        needed = {f for ps in dag.job_inputs("default", first, 0).values() for f in ps}
+        needed = {f for ps in dag.train.job_inputs("default", first, 0).values() for f in ps}
         if method == "delay-by-one":
-            needed |= {f for ps in dag.mix_inputs("default", first, 0).values() for f in ps}
-            needed |= {f for ps in dag.mix_inputs("default", first + 1, 0).values() for f in ps}
-        gone = {f for c in range(b + 1) for f in dag.block_params("default", c)["delete"]}
+            needed |= {
+                f
+                for ps in dag.train.node_inputs("mix_node", "default", first, 0).values()
+                for f in ps
+            }
+            needed |= {
+                f
+                for ps in dag.train.node_inputs("mix_node", "default", first + 1, 0).values()
+                for f in ps
+            }
+        gone = {f for c in range(b + 1) for f in dag.train.block_params("default", c)["delete"]}
         assert needed and not needed & gone, b
     kept, _ = dag_of(tmp_path, {**cfg, "run": {"block_jobs": 12, "keep_job_models": True}})
-    assert kept.block_params("default", 0)["delete"] == []
+    assert kept.train.block_params("default", 0)["delete"] == []
 
 
 def test_frontiers_make_finished_indices_inputs_and_cap_for_a_target_job(tmp_path):
@@ -248,9 +284,9 @@ def test_a_damaged_export_stops_the_main_run_but_not_a_cluster_job(tmp_path, mon
     dag, _ = dag_of(tmp_path)
     assert dag.recognition.enabled
     with pytest.raises(RuntimeError, match="damaged"):
-        dag.final_targets()
+        dag.results.final_targets()
     retry = [{"exp": "default", "t": "4", "j": "0"}]
-    targets = dag_of(tmp_path, target_jobs=retry)[0].final_targets()
+    targets = dag_of(tmp_path, target_jobs=retry)[0].results.final_targets()
     assert dag.layout.kaldi_dir("default") in targets and len(checked) == 1
 
 
@@ -259,10 +295,16 @@ def test_recognition_settings(tmp_path):
     rec = dag.recognition
     assert set(rec.graph_dirs()) == ({"words", "phones"} if rec.per_enabled else {"words"})
     assert rec.grids()["words"] == {"lmwts": list(range(7, 18)), "wips": [0.0, 0.5, 1.0]}
-    assert set(dag.score_inputs("default", "test")) >= {"splits", "lattices_words", "tuned"}
-    assert "tuned" not in dag.score_inputs("default", "dev")  # the tuning set itself
-    assert dag.decode_inputs("default", "test")["graph_words"].endswith("words/HCLG.fst")
-    assert dag.online_ivector_options()["period"] == dag.config["ivector"]["period"]
+    assert set(dag.recognition.score_inputs("default", "test")) >= {
+        "splits",
+        "lattices_words",
+        "tuned",
+    }
+    assert "tuned" not in dag.recognition.score_inputs("default", "dev")  # the tuning set itself
+    assert dag.recognition.decode_inputs("default", "test")["graph_words"].endswith(
+        "words/HCLG.fst"
+    )
+    assert dag.ivector.online_options()["period"] == dag.config["ivector"]["period"]
 
 
 def test_experiments_are_resolved_once_and_keep_their_order(tmp_path):

@@ -12,10 +12,10 @@ RAMP = {"trainer": {"num_jobs_initial": 3, "num_jobs_final": 4}}
 
 
 def memoised(tmp_path, overrides=RAMP, cls=None):
-    p = plan_in(tmp_path, overrides)
+    memo = str(tmp_path / "memo")
+    p = plan_in(tmp_path, overrides, fingerprint_dir=memo)
     if cls is not None:
-        p = cls(p.name, p.experiment, p.egs, p.layout, p.combine)
-    p.fingerprint_dir = str(tmp_path / "memo")
+        p = cls(p.name, p.experiment, p.egs, p.layout, p.combine, fingerprint_dir=memo)
     return p
 
 

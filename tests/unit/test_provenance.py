@@ -11,7 +11,7 @@ from paravg.io import save_torch_atomic, write_json_atomic
 from paravg.layout import Layout
 from paravg.nnet.model_file import MODEL_FORMAT, load_model_file
 from paravg.provenance import MODEL_RECORDS, checksums, model_producer, record_of
-from paravg.sync.nodes import NODE_KINDS
+from paravg.sync.nodes import NODE_KINDS, kinds
 
 L = Layout("results")
 
@@ -66,13 +66,14 @@ def test_the_rule_a_record_names_is_the_producer(tmp_path):
 
 
 def test_every_sync_node_model_is_recorded_in_its_summary():
-    """MODEL_RECORDS (provenance's path fact) agrees with the node kinds' outputs."""
-    for node in NODE_KINDS.values():
+    """MODEL_RECORDS (provenance's path fact) agrees with the per-index node kinds'
+    outputs (a per-job node's start has its record beside it: the test below)."""
+    for node in kinds(per_job=False):
         for kind in node.model_kinds:
             assert MODEL_RECORDS[kind] == node.summary_kind, (node.name, kind)
 
 
-@pytest.mark.parametrize("kind", sorted(NODE_KINDS))
+@pytest.mark.parametrize("kind", sorted(k.name for k in kinds(per_job=False)))
 def test_every_sync_node_records_its_rule(tmp_path, kind):
     """run_node's files name the node kind's rule in its summary, and a reader of its
     model finds that rule there."""
@@ -103,14 +104,22 @@ def test_every_sync_node_records_its_rule(tmp_path, kind):
 def test_a_delay_by_one_start_names_its_mix_node_and_is_checked_against_its_record(tmp_path):
     """delay-by-one's <t>/job<j>.start.pt is written by its mix node, with the sha256 in
     <t>/job<j>.start.json: a changed file stops its reader, naming that rule."""
-    from paravg.sync.decentralized import mix_node
+    from paravg.sync.nodes import run_node
 
     lay = Layout(str(tmp_path / "results"))
     init = {"format": MODEL_FORMAT, "state_dict": {"w": torch.ones(8)}, "meta": {}}
     save_torch_atomic(lay.init_model("x"), init)
     outputs = {"model": lay.job_start("x", 2, 0), "record": lay.job_start_record("x", 2, 0)}
-    mix_node({"models": [lay.init_model("x")] * 3}, 1, {"objf_threshold": 1.0}, outputs,
-             {"own": "f1", "inputs": None})  # fmt: skip
+    # the mix node of the node table, as its rule runs it (params: its MixRule's)
+    params = {
+        "iteration": 1,
+        "files": {"models": [lay.init_model("x")] * 3},
+        "sync": {"objf_threshold": 1.0},
+        "fingerprints": {"own": "f1", "inputs": None},
+    }
+    run_node("mix_node", params, outputs)  # fmt: skip
+    record = json.loads(Path(outputs["record"]).read_text())
+    assert record["plan"] == {"fingerprint": "f1", "sync": {"objf_threshold": 1.0}}
     producer = model_producer(outputs["model"])
     assert (producer.rule, producer.record) == ("mix_node", outputs["record"])
     assert json.loads(Path(outputs["record"]).read_text())["rule"] == "mix_node"

@@ -86,7 +86,7 @@ def test_a_deleted_synced_model_whose_job_models_are_gone_rewinds_its_iteration(
     f = scan_frontiers(p)
     assert (f.train, f.node) == (2, 2)
     assert restart_iteration(p, f) == 2
-    p.restart_at = 2
+    p = plan_in(tmp_path, restart_at={"default": 2})
     inputs = p.start_inputs(2, 0)
     assert inputs["synced"] == [L.model(e, 2)]
     assert inputs["summary"] == [L.sync_summary(e, 2)]
@@ -137,7 +137,9 @@ def frontiers_of_run(tmp_path, target, overrides=None, scan=False, monkeypatch=N
         monkeypatch.setattr(resume, "_indices_below_targets", lambda plans, targets: None)
     frontiers = resume.resume_frontiers_of_run(plans, cfg["run"]["on_plan_change"], [target])
     monkeypatch.undo()
-    return frontiers, plans
+    return frontiers, experiment_plans(
+        cfg, INFO, restart_at=resume.restart_iterations(plans, frontiers)
+    )
 
 
 def test_a_cluster_job_plans_from_the_index_below_it_as_the_scan_did(tmp_path, monkeypatch):
@@ -161,9 +163,9 @@ def test_a_cluster_job_plans_from_the_index_below_it_as_the_scan_did(tmp_path, m
         assert new["default"].restart_at == old["default"].restart_at, (rule, t)
         if rule == "train_job":
             got, want = new["default"], old["default"]
-            assert got.job_rule_params(t - 1, 0) == want.job_rule_params(t - 1, 0), t
+            assert got.job_rule(t - 1, 0) == want.job_rule(t - 1, 0), t
         if rule == "average":
-            assert new["default"].node_rule_params(t) == old["default"].node_rule_params(t)
+            assert new["default"].node_rule(t) == old["default"].node_rule(t)
         # the other experiment is not in this job's DAG: nothing of it is produced
         n = new["other"].num_iters
         assert now["other"] == Frontiers(train=n, node=n, ema=n, diag=n)
@@ -221,7 +223,7 @@ def test_a_cluster_job_checks_the_plan_and_rewinds_as_the_main_snakemake(tmp_pat
     )
     assert now["default"].train == before["default"].train == 2
     assert new["default"].restart_at == old["default"].restart_at == 2
-    assert new["default"].job_rule_params(2, 1) == old["default"].job_rule_params(2, 1)
+    assert new["default"].job_rule(2, 1) == old["default"].job_rule(2, 1)
 
 
 def test_a_cluster_job_whose_index_below_is_unfinished_scans(tmp_path, monkeypatch):

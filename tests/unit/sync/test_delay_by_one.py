@@ -114,8 +114,8 @@ def form_start(method, t, j, per_iter, srand, layout, sync_cfg):
             "model": layout.job_start("e", t + 1, j),
             "record": layout.job_start_record("e", t + 1, j),
         }
-        fingerprints = {"own": None, "inputs": None}  # the fake stats carry no plan
-        mix_node(paths(m.mix_inputs(t, j, per_iter, srand)), t, sync_cfg, outputs, fingerprints)
+        plan = {"fingerprint": None}  # the fake stats carry no plan
+        mix_node(paths(m.mix_inputs(t, j, per_iter, srand)), sync_cfg, t, outputs, plan)
     return form_start_model(method, paths(m.start_inputs(t, j, per_iter, srand)), t, sync_cfg)
 
 

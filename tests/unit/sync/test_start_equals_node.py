@@ -6,7 +6,7 @@ rules: ``scripts/train_job.py`` (``run_planned_job`` forms the start from
 ``ExperimentPlan.start_inputs`` and keeps it in ``<t+1>/job<j>.start.pt``; the job itself
 only sleeps, ``simulate.train_seconds``) and ``scripts/sync_node.py`` as rule ``average`` /
 ``bmuf`` (``<t>.pt`` from ``ExperimentPlan.node_inputs``). The params are the plan's
-``job_rule_params`` and ``node_rule_params``, what ``paravg.dag.Dag`` gives the rules."""
+``job_rule`` and ``node_rule`` (their params: what ``paravg.dag.Dag`` gives the rules)."""
 
 import json
 import runpy
@@ -74,7 +74,7 @@ def run_script(name, **snakemake):
 def job_start(p, t, j):
     """Job j of iteration t through ``scripts/train_job.py``: the start model it formed."""
     L, e = p.layout, p.name
-    plan = p.job_rule_params(t, j)
+    plan = p.job_rule(t, j).params()
     start = L.job_start(e, t + 1, j)
     run_script(
         "train_job.py",
@@ -92,7 +92,7 @@ def job_start(p, t, j):
 def node(p, t):
     """The sync node of index t through its rule script: ``<t>.pt`` and its summary."""
     L, e = p.layout, p.name
-    params = Snake(node=p.node_rule_params(t))
+    params = Snake(node=p.node_rule(t).params())
     out = Snake({role: getattr(L, kind)(e, t) for role, kind in p.sync.node_kind.outputs})
     run_script("sync_node.py", rule=p.sync.node, params=params, output=out, log=[None])
     summary = json.loads(Path(L.sync_summary(e, t)).read_text())
