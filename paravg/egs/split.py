@@ -75,9 +75,11 @@ def write_split_job(
     targets_scp: str | os.PathLike,
     out_prefix: str | os.PathLike,
     ivector_scp: str | os.PathLike | None = None,
-    buffer_bytes: int = BUFFER_BYTES,
+    buffer_bytes: int | None = None,
 ) -> int:
-    """Write the egs of split job ``job`` into their archives' pieces; return the count."""
+    """Write the egs of split job ``job`` into their archives' pieces; return the count
+    (``buffer_bytes``: the buffer's features, default :data:`BUFFER_BYTES`)."""
+    buffer_bytes = buffer_bytes or BUFFER_BYTES
     info = EgsInfo.load(info_path)
     if bool(ivector_scp) != bool(info.ivector_dim):
         raise ValueError(
