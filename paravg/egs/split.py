@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 DISTRIBUTE_STREAM = 202  # second seed word: keeps this stream apart from other srand+k draws
 DRAW_BLOCK = 1 << 20  # archive draws per block when counting the pieces (8 MB of int64)
-BUFFER_BYTES = 1 << 25  # features of the egs buffered before they go to their pieces (32 MB)
+BUFFER_BYTES = 1 << 23  # features of the egs buffered before they go to their pieces (8 MB)
 
 
 def archive_draws(srand: int, job: int) -> np.random.Generator:
