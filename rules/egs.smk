@@ -1,7 +1,8 @@
 # egs stage rules: Kaldi's steps/nnet3/get_egs.sh as a PARAVG (package: paravg.egs).
 #   checkpoint egs (plan: held-out utterances, split jobs, number of archives -> info.json)
-#   -> egs_split, one per split job j (fan-out): chunk its utterances, pick each eg's archive
-#   -> egs_archive, one per archive a (fan-in): gather from every job, full shuffle
+#   -> egs_split, one per split job j (fan-out): chunk its utterances, write each eg into
+#      the piece of the archive drawn for it (paravg/egs/pieces.py)
+#   -> egs_archive, one per archive a (fan-in): read its piece of every job, full shuffle
 #   -> egs_subsets: valid_diag, train_diag, combine (from the held-out / train-subset lists)
 # The number of archives is data-dependent, so `egs` is a checkpoint; everything after it
 # has a static shape (egs.nj jobs; archives are enumerated by egs_all_files / the schedule).
@@ -51,8 +52,9 @@ rule egs_split:
     conda:
         "../envs/paravg.yaml"
     threads: 1
-    # One utterance in memory at a time; the job's egs go straight into memory-mapped
-    # output files (1/nj of the egs: ~(lc+F+rc)/F x the job's features, float16).
+    # Streams its utterance list twice (count, then write); holds one 8-MB buffer of egs
+    # (paravg.egs.split.BUFFER_BYTES), written to its pieces with pwrite (no memory map),
+    # plus the train set's scp indices (~1.5 KB per utterance).
     resources:
         mem_mb=2000,
         runtime=120,
@@ -75,8 +77,9 @@ rule egs_archive:
     conda:
         "../envs/paravg.yaml"
     threads: 1
-    # Gathers in ~64 MB blocks from memory-mapped job files; holds the archive's keys
-    # (~100 bytes per eg: 40 MB at Kaldi's 400k egs per archive).
+    # Reads only its pieces (memory-mapped row ranges of the job files) into its own
+    # memory-mapped output: one archive, ~(lc+F+rc) x D x 2 bytes per eg, plus its keys
+    # (~100 bytes per eg): ~0.6 GB at Kaldi's 400k egs per archive, 40-dim features.
     resources:
         mem_mb=2000,
         runtime=60,

@@ -58,11 +58,12 @@ class EgsDag:
         return list(self.fields(self.layout.egs_subset_prefix(name)).values())
 
     def split_files(self, j) -> dict[str, str]:
-        """Field -> file of split job ``j``: an archive plus each eg's archive index."""
-        from paravg.egs.split import assignment_path
+        """Field -> file of split job ``j``: its egs grouped by archive, the row range of
+        each archive's piece (paravg.egs.pieces.piece_files)."""
+        from paravg.egs.pieces import piece_files
 
-        prefix = self.layout.egs_split_prefix(j)
-        return {**self.fields(prefix), "assignment": assignment_path(prefix)}
+        chunked = self.config["egs"].get("chunk_width") is not None  # as fields
+        return piece_files(self.layout.egs_split_prefix(j), self.ivectors, chunked)
 
     def split_jobs_files(self) -> list[str]:
         """Every split job's files (what each archive is gathered from)."""

@@ -293,11 +293,10 @@ class UtteranceSplitter:
         if length < 0:
             raise ValueError(f"utterance length must be >= 0, got {length}")
         P = self.frames_per_eg
-        repeats = 0
-        u = length
-        while u > self.max_tabulated_length:
-            u -= P
-            repeats += 1
+        # Kaldi removes principal chunks until the length is tabulated: the fewest r with
+        # length − r·P ≤ U
+        repeats = max(0, -(-(length - self.max_tabulated_length) // P))
+        u = length - repeats * P
         possible = self.allowed_splits[u]
         if not possible:
             return []

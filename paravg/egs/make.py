@@ -24,7 +24,7 @@ f … f + w − 1, then 0; its i-vector frame drawn with its own l.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -113,8 +113,9 @@ def utterance_egs(
     return EgsBatch(feats.astype(meta.feats_dtype), labels, weights, ivectors, keys, structure)
 
 
-def chunk_utterances(utts: list[tuple[str, int]], info: EgsInfo) -> list[UtteranceChunks]:
-    """Chunks of every ``(utt, num_frames)``, each from its own seeded generator."""
+def utterance_chunker(info: EgsInfo) -> Callable[[str, int], UtteranceChunks]:
+    """``chunker(utt, num_frames)``: the chunks of one utterance, from its own seeded
+    generator (the splitter's tables are built once)."""
     if info.chunked:
         splitter = UtteranceSplitter(info.chunk_widths[0], tuple(info.chunk_widths[1:]))
         contexts = (
@@ -123,20 +124,46 @@ def chunk_utterances(utts: list[tuple[str, int]], info: EgsInfo) -> list[Utteran
             info.left_context_initial,
             info.right_context_final,
         )
-        return [splitter.split_chunks(T, utterance_rng(info.srand, u), contexts) for u, T in utts]
+        return lambda u, T: splitter.split_chunks(T, utterance_rng(info.srand, u), contexts)
     splitter = UtteranceSplitter(info.frames_per_eg)
-    return [splitter.split(T, utterance_rng(info.srand, u), info.left_context) for u, T in utts]
+    return lambda u, T: splitter.split(T, utterance_rng(info.srand, u), info.left_context)
+
+
+def chunk_utterances(utts: list[tuple[str, int]], info: EgsInfo) -> list[UtteranceChunks]:
+    """Chunks of every ``(utt, num_frames)``, each from its own seeded generator."""
+    chunker = utterance_chunker(info)
+    return [chunker(u, T) for u, T in utts]
+
+
+def count_utterance_egs(utts: Iterable[tuple[str, int]], info: EgsInfo) -> tuple[int, int]:
+    """(number of egs, longest key in UTF-8 bytes) of ``utts``, streamed: the chunk sizes
+    are the first draw of each utterance's generator (the same draw as the writer's)."""
+    widths = info.chunk_widths or [info.frames_per_eg]
+    splitter = UtteranceSplitter(widths[0], tuple(widths[1:]))
+    num_egs = longest = 0
+    for u, T in utts:
+        n = len(splitter.chunk_sizes(T, utterance_rng(info.srand, u)))
+        if n:
+            num_egs += n
+            longest = max(longest, len(u.encode("utf-8")) + 1 + len(str(max(T - 1, 0))))
+    return num_egs, longest
 
 
 def iter_egs(
-    utts: list[tuple[str, int]],
-    chunks: list[UtteranceChunks],
+    utts: Iterable[tuple[str, int]],
+    chunks: Iterable[UtteranceChunks] | None,
     sources: EgsSources,
     info: EgsInfo,
 ) -> Iterator[EgsBatch]:
-    """The egs of each utterance with at least one chunk, in list order."""
+    """The egs of each utterance with at least one chunk, in list order (``chunks``
+    None: each utterance chunked as it comes, nothing held for the whole list)."""
     meta = meta_for(info, 0)
-    for (utt, T), ch in zip(utts, chunks, strict=True):
+    if chunks is None:
+        chunker = utterance_chunker(info)
+        pairs = (((u, T), chunker(u, T)) for u, T in utts)
+    else:
+        pairs = zip(utts, chunks, strict=True)
+    for (utt, T), ch in pairs:
         if ch.num_chunks == 0:
             continue
         yield utterance_egs(sources.load(utt, expected_frames=T), ch, meta, info.ivector_period)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,6 +197,17 @@ def write_uttlist(path: str | os.PathLike, utts: list[str], lengths: dict[str, i
 
 def read_uttlist(path: str | os.PathLike) -> list[tuple[str, int]]:
     return list(read_int_table(path).items())
+
+
+def iter_uttlist(path: str | os.PathLike) -> Iterator[tuple[str, int]]:
+    """``(utt, num_frames)`` of each line of an utterance list, read as it goes (the
+    list is not held: a split job reads it once to count, once to write)."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.split()
+            if len(parts) != 2 or not parts[1].isdigit():
+                raise DataError(f"{path}:{lineno}: expected '<utt> <num_frames>', got {line!r}")
+            yield parts[0], int(parts[1])
 
 
 def count_egs(

@@ -1,7 +1,8 @@
 """Shuffling and sampling egs: archive merge, buffer shuffle, reservoir subsets.
 
 * :func:`merge_archive`: stage 5 of ``steps/nnet3/get_egs.sh``: archive a is the
-  concatenation, in job order, of the egs every split job sent to it, then a full
+  concatenation, in job order, of the egs every split job sent to it (its pieces,
+  :mod:`paravg.egs.pieces`, nothing else of the split files is read), then a full
   in-memory shuffle (``nnet3-shuffle-egs --srand=a+srand``, buffer size 0).
 * :func:`buffer_shuffle_order`: the order in which ``nnet3-shuffle-egs --buffer-size=B``
   emits n egs. Each incoming eg i goes to slot s_i ~ UniformInt[0, B − 1]; if the slot is
@@ -20,10 +21,10 @@ import os
 
 import numpy as np
 
-from paravg.egs.archive import ArchiveWriter, open_arrays, read_keys
+from paravg.egs.archive import ArchiveWriter
 from paravg.egs.info import EgsInfo
 from paravg.egs.make import meta_for
-from paravg.egs.split import assignment_path
+from paravg.egs.pieces import open_piece
 
 log = logging.getLogger(__name__)
 
@@ -70,39 +71,37 @@ def merge_archive(
     info_path: str | os.PathLike,
     out_prefix: str | os.PathLike,
 ) -> int:
-    """Gather archive ``archive``'s egs from the split jobs, shuffle fully, write it."""
+    """Read archive ``archive``'s piece of each split job, shuffle fully, write it.
+
+    Reads only its pieces (1/num_archives of the split files) and holds one archive's
+    row indices and keys: memory and I/O per archive do not grow with the corpus.
+    """
     info = EgsInfo.load(info_path)
     if not 0 <= archive < info.num_archives:
         raise ValueError(f"archive {archive} out of range 0..{info.num_archives - 1}")
-    rows_of_job = []
-    for p in job_prefixes:
-        assignment = np.load(assignment_path(p))
-        rows_of_job.append(np.flatnonzero(assignment == archive))
-    src_job = np.concatenate([np.full(len(r), j) for j, r in enumerate(rows_of_job)]).astype(int)
-    src_row = np.concatenate(rows_of_job).astype(np.int64) if rows_of_job else np.zeros(0, int)
-    n = len(src_row)
+    pieces = [open_piece(p, archive, info.num_archives) for p in job_prefixes]
+    sizes = [len(keys) for _, keys in pieces]
+    n = sum(sizes)
+    # the concatenation of the pieces in job order, then a full shuffle
+    src_job = np.repeat(np.arange(len(pieces)), sizes)
+    src_row = np.concatenate([np.arange(s, dtype=np.int64) for s in sizes] or [np.zeros(0, int)])
     perm = np.random.default_rng([info.srand + archive, MERGE_STREAM]).permutation(n)
     src_job, src_row = src_job[perm], src_row[perm]
-    keys: list[str] = [""] * n
+    key_width = max([keys.dtype.itemsize for _, keys in pieces] + [1])
+    keys = np.zeros(n, dtype=f"S{key_width}")
     meta = meta_for(info, n)
     with ArchiveWriter(out_prefix, meta) as writer:
-        for j, p in enumerate(job_prefixes):
+        for j, (source, job_keys) in enumerate(pieces):
             positions = np.flatnonzero(src_job == j)
             positions = positions[np.argsort(src_row[positions], kind="stable")]
-            rows = src_row[positions]
-            # 1/num_archives of the split file is read: its sha256 would cost all of it
-            # in every gather job (paravg.egs.archive, "Integrity")
-            source = open_arrays(p, check=False)
+            rows = src_row[positions]  # ascending: the piece is read in order
             row_bytes = max(1, source["feats"][0:1].nbytes) if len(source["feats"]) else 1
             block = max(1, BLOCK_BYTES // row_bytes)
             for start in range(0, len(rows), block):
                 pos_b, rows_b = positions[start : start + block], rows[start : start + block]
                 for name, out in writer.arrays.items():
                     out[pos_b] = source[name][rows_b]
-            job_keys = read_keys(p)
-            for pos, row in zip(positions.tolist(), rows.tolist(), strict=True):
-                keys[pos] = job_keys[row]
-            del source, job_keys
-        writer.set_keys(keys)
+            keys[positions] = job_keys[rows]
+        writer.set_keys([k.decode("utf-8") for k in keys.tolist()])
     log.info("archive %d: %d egs from %d split jobs", archive, n, len(job_prefixes))
     return n
