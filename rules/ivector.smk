@@ -51,8 +51,8 @@ if PARAVG.ivector.enabled:
         conda:
             "../envs/paravg.yaml"
         threads: 1
-        # Holds ubm_num_frames x pca_dim doubles (500k x 40 = 160 MB) plus a frames x
-        # Gaussians posterior matrix per EM pass (500k x 512 = 2 GB at Kaldi's size).
+        # Holds ubm_num_frames x pca_dim doubles (500k x 40 = 160 MB) plus one E-step
+        # block of frames x Gaussians temporaries (at most 256 MiB, ubm.BLOCK_BYTES).
         resources:
             mem_mb=4000,
             runtime=120,
@@ -76,7 +76,8 @@ if PARAVG.ivector.enabled:
         conda:
             "../envs/paravg.yaml"
         threads: 1
-        # One utterance at a time; the index table is frames x num_gselect int32.
+        # One utterance at a time; the index table (frames x num_gselect int32) is
+        # written in chunks of 50,000 frames (frame_table.CHUNK_FRAMES: 6 MB).
         resources:
             mem_mb=2000,
             runtime=60,
@@ -102,7 +103,7 @@ if PARAVG.ivector.enabled:
         conda:
             "../envs/paravg.yaml"
         threads: 1
-        # One utterance at a time plus the gselect table of the job.
+        # One utterance at a time plus one chunk of the job's gselect table.
         resources:
             mem_mb=2000,
             runtime=60,
@@ -171,7 +172,8 @@ if PARAVG.ivector.enabled:
         conda:
             "../envs/paravg.yaml"
         threads: 1
-        # Posteriors are computed once (Kaldi too) and kept for every EM iteration.
+        # Posteriors are computed once (Kaldi too) and kept for every EM iteration,
+        # written in chunks of 50,000 frames (frame_table.CHUNK_FRAMES).
         resources:
             mem_mb=2000,
             runtime=60,
@@ -198,7 +200,7 @@ if PARAVG.ivector.enabled:
             "../envs/paravg.yaml"
         threads: 1
         # Stats: Gaussians x (dim x ivector_dim + ivector_dim^2 + dim^2) doubles
-        # (Kaldi's 512 x 100 x 40 extractor: about 70 MB).
+        # (Kaldi's 512 x 100 x 40 extractor: about 70 MB), one chunk of posteriors.
         resources:
             mem_mb=2000,
             runtime=60,

@@ -4,6 +4,7 @@ import logging
 import os
 
 from paravg.corpus import build_demo_corpus
+from paravg.logs import report_resources_at_exit
 
 
 def main(snakemake) -> None:
@@ -13,6 +14,7 @@ def main(snakemake) -> None:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    report_resources_at_exit()
     params = snakemake.params
     out_dir = os.path.dirname(snakemake.output.done)
     try:

@@ -19,6 +19,10 @@ The stages and the Kaldi scripts they follow (``steps/online/nnet2/``):
 UBM and extractor training read the training set with its real speakers (online CMN
 carries speaker statistics across a speaker's utterances, ``apply-cmvn-online
 --spk2utt``) and every ``subsample``-th frame; jobs are contiguous speaker blocks.
+Every stage holds one utterance's features at a time; the per-frame tables of a job
+(Gaussian selection, posteriors) are written and read in chunks of ``chunk_frames``
+frames (:mod:`paravg.ivector.frame_table`), as Kaldi streams its gzip archives, so no job's
+memory grows with its share of the corpus; ``init_ubm`` holds its ``num_frames`` sample.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from paravg.io import write_json_atomic, write_text_atomic
 from paravg.ivector import cmvn, data, extractor_em, ubm
 from paravg.ivector.extractor import IvectorExtractor
 from paravg.ivector.features import IvectorFeaturePipeline, subsample
-from paravg.ivector.npz import load_npz, save_npz
+from paravg.ivector.frame_table import CHUNK_FRAMES, FrameTableReader, FrameTableWriter
 from paravg.ivector.online import OnlineIvectorOptions, extract_speaker
 from paravg.ivector.pca import PcaStats, splice
 from paravg.ivector.posteriors import SparsePosteriors, posteriors_from_loglikes
@@ -90,38 +94,6 @@ def _job(feats_scp: PathLike, spk2utt: PathLike, job: int, nj: int):
     source = data.FeatureSource(feats_scp)
     speakers = data.job_speakers(data.read_spk2utt(spk2utt), source, job, nj, str(spk2utt))
     return source, speakers
-
-
-def _save_frame_table(
-    path: PathLike, kind: str, utts: list[str], lengths: list[int], **arrays
-) -> None:
-    """Per-frame arrays of a job's utterances, concatenated, with the utterance lengths."""
-    save_npz(
-        path,
-        kind=kind,
-        utts=np.array(utts, dtype=str),
-        lengths=np.array(lengths, dtype=np.int64),
-        **arrays,
-    )
-
-
-def _load_frame_table(path: PathLike, kind: str) -> tuple[dict[str, slice], dict[str, np.ndarray]]:
-    z = load_npz(path, kind, f"a {kind} table")
-    utts, lengths = [str(u) for u in z["utts"]], z["lengths"]
-    ends = np.cumsum(lengths)
-    where = {u: slice(int(e - n), int(e)) for u, n, e in zip(utts, lengths, ends, strict=True)}
-    return where, z
-
-
-def _frames_of(table: dict[str, slice], path: PathLike, utt: str, num_frames: int) -> slice:
-    if utt not in table:
-        raise DataError(f"{path}: no entry for utterance {utt!r} (was it made from other data?)")
-    sl = table[utt]
-    if sl.stop - sl.start != num_frames:
-        raise DataError(
-            f"{path}: utterance {utt!r} has {sl.stop - sl.start} frames there but {num_frames} now"
-        )
-    return sl
 
 
 # ---------------------------------------------------------------- PCA
@@ -207,19 +179,18 @@ def ubm_gselect(
     num_gselect: int,
     every: int,
     out: PathLike,
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> None:
-    """``gmm-gselect``: the top ``num_gselect`` Gaussians of every kept frame of one job."""
+    """``gmm-gselect``: the top ``num_gselect`` Gaussians of every kept frame of one job,
+    written ``chunk_frames`` frames at a time (column ``index``, int32)."""
     gmm = ubm.DiagGmm.load(ubm_path)
     pipeline = IvectorFeaturePipeline.load(pca)
     source, speakers = _job(feats_scp, spk2utt, job, nj)
-    utts, lengths, parts = [], [], []
-    for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
-        utts.append(utt)
-        lengths.append(x.shape[0])
-        parts.append(gmm.gaussian_selection(x, num_gselect))
     width = min(num_gselect, gmm.num_gauss)
-    index = np.concatenate(parts) if parts else np.zeros((0, width), np.int32)
-    _save_frame_table(out, "gselect", utts, lengths, index=index)
+    empty = {"index": np.zeros((0, width), np.int32)}
+    with FrameTableWriter(out, "gselect", empty, chunk_frames) as table:
+        for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
+            table.add(utt, index=gmm.gaussian_selection(x, num_gselect))
 
 
 def ubm_accumulate(
@@ -233,17 +204,20 @@ def ubm_accumulate(
     every: int,
     out: PathLike,
 ) -> None:
-    """``gmm-global-acc-stats --gselect``: EM statistics of one job."""
+    """``gmm-global-acc-stats --gselect``: EM statistics of one job, reading its gselect
+    table chunk by chunk in step with the features."""
     gmm = ubm.DiagGmm.load(ubm_path)
     pipeline = IvectorFeaturePipeline.load(pca)
     source, speakers = _job(feats_scp, spk2utt, job, nj)
-    table, arrays = _load_frame_table(gselect, "gselect")
-    if arrays["index"].size and arrays["index"].max() >= gmm.num_gauss:
-        raise DataError(f"{gselect}: Gaussian indices exceed the {gmm.num_gauss} of {ubm_path}")
     stats = ubm.UbmStats.zeros(gmm.num_gauss, gmm.dim)
-    for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
-        sel = arrays["index"][_frames_of(table, gselect, utt, x.shape[0])]
-        stats.accumulate(gmm, x, sel)
+    with FrameTableReader(gselect, "gselect", "a gselect table", ("index",)) as table:
+        for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
+            sel = table.take(utt, x.shape[0])["index"]
+            if sel.size and sel.max() >= gmm.num_gauss:
+                raise DataError(
+                    f"{gselect}: Gaussian indices exceed the {gmm.num_gauss} of {ubm_path}"
+                )
+            stats.accumulate(gmm, x, sel)
     stats.save(out)
 
 
@@ -289,23 +263,24 @@ def extractor_posteriors(
     min_post: float,
     posterior_scale: float,
     out: PathLike,
+    chunk_frames: int = CHUNK_FRAMES,
 ) -> None:
     """``gmm-global-get-post --n --min-post | scale-post`` with scale
-    ``posterior_scale * subsample`` (keeps the data weight of using every frame)."""
+    ``posterior_scale * subsample`` (keeps the data weight of using every frame), written
+    ``chunk_frames`` frames at a time (columns ``index`` int32, -1 = empty, and ``value``)."""
     gmm = ubm.DiagGmm.load(ubm_path)
     pipeline = IvectorFeaturePipeline.load(pca)
     source, speakers = _job(feats_scp, spk2utt, job, nj)
-    utts, lengths, parts = [], [], []
-    for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
-        post, _ = posteriors_from_loglikes(
-            gmm.log_likelihoods(x), num_gselect, min_post, posterior_scale * every
-        )
-        utts.append(utt)
-        lengths.append(x.shape[0])
-        parts.append(post)
     width = min(num_gselect, gmm.num_gauss)
-    post = SparsePosteriors.concatenate(parts, width)
-    _save_frame_table(out, "posteriors", utts, lengths, index=post.index, value=post.value)
+    empty = SparsePosteriors.concatenate([], width)
+    columns = {"index": empty.index, "value": empty.value}
+    with FrameTableWriter(out, "posteriors", columns, chunk_frames) as table:
+        for utt, x in speaker_posterior_stream(pipeline, source, speakers, every):
+            post, _ = posteriors_from_loglikes(
+                gmm.log_likelihoods(x), num_gselect, min_post, posterior_scale * every
+            )
+            post = SparsePosteriors.concatenate([post], width)
+            table.add(utt, index=post.index, value=post.value)
 
 
 def extractor_accumulate(
@@ -319,7 +294,8 @@ def extractor_accumulate(
     every: int,
     out: PathLike,
 ) -> None:
-    """``ivector-extractor-acc-stats``: EM statistics of one job (stats stream, no CMN)."""
+    """``ivector-extractor-acc-stats``: EM statistics of one job (stats stream, no CMN),
+    reading its posteriors table chunk by chunk in step with the features."""
     extractor = IvectorExtractor.load(extractor_path)
     pipeline = IvectorFeaturePipeline.load(pca)
     if pipeline.output_dim != extractor.feat_dim:
@@ -328,16 +304,17 @@ def extractor_accumulate(
             f"{extractor.feat_dim}"
         )
     source, speakers = _job(feats_scp, spk2utt, job, nj)
-    table, arrays = _load_frame_table(posteriors, "posteriors")
     stats = extractor_em.IvectorExtractorStats.zeros(extractor)
-    for utts in speakers.values():
-        for utt in utts:
-            x = source[utt]
-            pipeline.check(x, f"{feats_scp}: {utt}")
-            feats = subsample(pipeline.stats_stream(x), every)
-            sl = _frames_of(table, posteriors, utt, feats.shape[0])
-            post = SparsePosteriors(arrays["index"][sl], arrays["value"][sl].astype(np.float64))
-            stats.accumulate(extractor, feats, post)
+    reader = FrameTableReader(posteriors, "posteriors", "a posteriors table", ("index", "value"))
+    with reader as table:
+        for utts in speakers.values():
+            for utt in utts:
+                x = source[utt]
+                pipeline.check(x, f"{feats_scp}: {utt}")
+                feats = subsample(pipeline.stats_stream(x), every)
+                rows = table.take(utt, feats.shape[0])
+                post = SparsePosteriors(rows["index"], rows["value"].astype(np.float64))
+                stats.accumulate(extractor, feats, post)
     stats.save(out)
 
 

@@ -177,6 +177,65 @@ def test_reruns_write_identical_bytes(corpus, trained):
     assert (d / "rerun1.0.ark").read_bytes() == (d / "rerun2.0.ark").read_bytes()
 
 
+def test_chunked_tables_give_the_same_statistics(corpus, trained, tmp_path):
+    """Gaussian selection and posteriors in chunks of 17 frames (a chunk per utterance or
+    less) accumulate to the same bytes as the default chunk (one chunk per job here)."""
+    d = trained
+    stages.ubm_gselect(
+        d / "ubm.0.npz",
+        d / "pca.npz",
+        corpus.feats_scp,
+        corpus.spk2utt,
+        1,
+        NJ,
+        4,
+        2,
+        tmp_path / "gselect.npz",
+        chunk_frames=17,
+    )
+    stages.ubm_accumulate(
+        d / "ubm.1.npz",
+        d / "pca.npz",
+        corpus.feats_scp,
+        corpus.spk2utt,
+        tmp_path / "gselect.npz",
+        1,
+        NJ,
+        2,
+        tmp_path / "ubm_acc.npz",
+    )
+    assert (tmp_path / "ubm_acc.npz").read_bytes() == (d / "ubm_acc.1.1.npz").read_bytes()
+    ubm = d / f"ubm.{UBM_ITERS}.npz"
+    stages.extractor_posteriors(
+        ubm,
+        d / "pca.npz",
+        corpus.feats_scp,
+        corpus.spk2utt,
+        1,
+        NJ,
+        2,
+        5,
+        0.025,
+        0.1,
+        tmp_path / "post.npz",
+        chunk_frames=17,
+    )
+    with np.load(tmp_path / "post.npz") as z:
+        assert int(z["chunks"]) == 9  # one per utterance of the job
+    stages.extractor_accumulate(
+        d / "extractor.1.npz",
+        d / "pca.npz",
+        corpus.feats_scp,
+        corpus.spk2utt,
+        tmp_path / "post.npz",
+        1,
+        NJ,
+        2,
+        tmp_path / "ext_acc.npz",
+    )
+    assert (tmp_path / "ext_acc.npz").read_bytes() == (d / "ext_acc.1.1.npz").read_bytes()
+
+
 def test_wrong_feature_dimension_is_a_clear_error(trained, tmp_path):
     rng = np.random.default_rng(0)
     spk = speaker_utterances(rng, 2, 2, (30, 40), dim=5)

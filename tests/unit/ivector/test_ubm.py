@@ -157,3 +157,32 @@ def test_save_load_and_dimension_errors(tmp_path, frames):
     with pytest.raises(DataError, match="not a diagonal GMM"):
         np.savez(tmp_path / "x.npz", a=1)
         ubm.DiagGmm.load(tmp_path / "x.npz")
+
+
+def test_blocked_e_step_bounds_memory_and_keeps_the_statistics(frames):
+    """ubm_init's E-step in blocks: temporaries within max_bytes, the same statistics
+    (bit-identical when one block holds every frame, to rounding with several)."""
+    import tracemalloc
+
+    gmm = ubm.init_from_frames(frames, 16, np.random.default_rng(3))
+    whole = ubm.UbmStats.zeros(16, 3)
+    tracemalloc.start()
+    whole.accumulate(gmm, frames)
+    whole_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    max_bytes = 100 * 8 * (3 * 16 + 2 * 3)
+    assert ubm.block_frames(16, 3, max_bytes) == 100
+    blocked = ubm.UbmStats.zeros(16, 3)
+    tracemalloc.start()
+    loglike = blocked.accumulate_blocks(gmm, frames, max_bytes)
+    blocked_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert blocked_peak < 1.5 * max_bytes < whole_peak / 5
+    assert loglike == pytest.approx(whole.tot_loglike, rel=1e-13)
+    assert blocked.num_frames == whole.num_frames == 3000
+    for name in ("occupancy", "mean_acc", "var_acc"):
+        np.testing.assert_allclose(getattr(blocked, name), getattr(whole, name), rtol=1e-12)
+    one = ubm.UbmStats.zeros(16, 3)
+    one.accumulate_blocks(gmm, frames, 3000 * 8 * (3 * 16 + 2 * 3))
+    for name in ("occupancy", "mean_acc", "var_acc"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(whole, name))
