@@ -23,9 +23,12 @@ Mirrors ``BuildTree``, ``GetStubMap``, ``ReadRootsFile`` (``src/tree/build-tree.
    ``max_leaves`` leaves; the yes child keeps the leaf id, the no child takes the next.
 3. **Clustering** (``ClusterEventMapRestrictedByMap``): within each stub leaf, leaves are
    merged bottom-up while a merge loses at most ``cluster_thresh`` likelihood (negative:
-   the smallest gain of any split made, Kaldi's default), then renumbered ``0..L-1``.
-
-Kaldi's ``--round-num-leaves`` (cluster further down to a multiple of 8) is not done here.
+   the smallest gain of any split made, Kaldi's default; 0: no clustering).
+4. **Rounding** (``--round-num-leaves``, on by default as in build-tree;
+   ``ClusterEventMapToNClustersRestrictedByMap``): the cheapest merges, still within stub
+   leaves, bring the number of leaves down to a multiple of 8 (none when that would leave
+   fewer leaves than the stub has). Finally the leaves are renumbered ``0..L-1``
+   (``RenumberEventMap``): these are the pdf ids.
 """
 
 from __future__ import annotations
@@ -38,7 +41,12 @@ from pathlib import Path
 import numpy as np
 
 from paravg.errors import DataError
-from paravg.gmm.cluster import Points, cluster_bottom_up, refine_clusters
+from paravg.gmm.cluster import (
+    Points,
+    cluster_bottom_up,
+    cluster_bottom_up_compartmentalized,
+    refine_clusters,
+)
 from paravg.gmm.event_map import (
     PDF_CLASS_KEY,
     ConstantEventMap,
@@ -251,32 +259,67 @@ def split_decision_tree(
     return SplitResult(tree, num_leaves, gain, smallest, count)
 
 
+def _leaves_by_region(
+    tree: EventMap, stats: TreeStats, restrict: EventMap
+) -> tuple[int, list[tuple[list[int], Points]]]:
+    """Per leaf of ``restrict`` with stats (``SplitStatsByMap``), the ids of ``tree``'s
+    leaves there and their summed stats; also the size of Kaldi's split (max answer + 1)."""
+    regions = map_stats(stats, restrict)
+    leaves = map_stats(stats, tree)
+    out = []
+    for region in np.unique(regions):
+        part = stats.subset(regions == region)
+        ids, rows = np.unique(leaves[regions == region], return_inverse=True)
+        rows = rows.reshape(-1)
+        count = np.bincount(rows, weights=part.count, minlength=len(ids))
+        xs = np.zeros((len(ids), part.x_stats.shape[1]))
+        x2s = np.zeros_like(xs)
+        np.add.at(xs, rows, part.x_stats)
+        np.add.at(x2s, rows, part.x2_stats)
+        out.append((ids.tolist(), Points(count, xs, x2s, stats.var_floor)))
+    return int(regions.max(initial=-1)) + 1, out
+
+
+def _leaf_mapping(regions, assignments) -> tuple[dict[int, EventMap], int]:
+    """Leaf ``ids[k]`` -> ``ids[assignments[k]]`` in every region (Kaldi reuses the first
+    ids of a region for its merged clusters), and the number of leaves removed."""
+    mapping: dict[int, EventMap] = {}
+    removed = 0
+    for (ids, _), assigned in zip(regions, assignments, strict=True):
+        removed += len(ids) - (int(assigned.max()) + 1)
+        for k, leaf in enumerate(ids):
+            if leaf in mapping:
+                raise DataError("tree clustering: a leaf's events lie in two stub regions")
+            mapping[leaf] = ConstantEventMap(ids[assigned[k]])
+    return mapping, removed
+
+
 def cluster_event_map_restricted_by_map(
     tree: EventMap, stats: TreeStats, thresh: float, restrict: EventMap
 ) -> tuple[EventMap, int]:
     """``ClusterEventMapRestrictedByMap``: merge ``tree``'s leaves bottom-up (loss at most
     ``thresh``), only among leaves whose events share a leaf of ``restrict``; returns the
     new tree (leaf ids not yet contiguous) and the number of leaves removed."""
-    regions = map_stats(stats, restrict)
-    leaves = map_stats(stats, tree)
-    mapping: dict[int, EventMap] = {}
-    removed = 0
-    for region in np.unique(regions):
-        part = stats.subset(regions == region)
-        ids = sorted(set(leaves[regions == region].tolist()))
-        index = {leaf: k for k, leaf in enumerate(ids)}
-        rows = np.array([index[a] for a in leaves[regions == region]])
-        count = np.bincount(rows, weights=part.count, minlength=len(ids))
-        xs = np.zeros((len(ids), part.x_stats.shape[1]))
-        x2s = np.zeros_like(xs)
-        np.add.at(xs, rows, part.x_stats)
-        np.add.at(x2s, rows, part.x2_stats)
-        assignments, _ = cluster_bottom_up(Points(count, xs, x2s, stats.var_floor), thresh)
-        removed += len(ids) - (int(assignments.max()) + 1)
-        for k, leaf in enumerate(ids):
-            if leaf in mapping:
-                raise DataError("tree clustering: a leaf's events lie in two stub regions")
-            mapping[leaf] = ConstantEventMap(ids[assignments[k]])
+    _, regions = _leaves_by_region(tree, stats, restrict)
+    assignments = [cluster_bottom_up(points, thresh)[0] for _, points in regions]
+    mapping, removed = _leaf_mapping(regions, assignments)
+    return tree.copy(mapping), removed
+
+
+def cluster_event_map_to_n_clusters_restricted_by_map(
+    tree: EventMap, stats: TreeStats, num_clusters: int, restrict: EventMap
+) -> tuple[EventMap, int]:
+    """``ClusterEventMapToNClustersRestrictedByMap``: merge the cheapest pairs of leaves
+    (within one leaf of ``restrict``, over all of them) until ``num_clusters`` remain;
+    unchanged when fewer than ``restrict``'s leaves or more than the leaves there are."""
+    size, regions = _leaves_by_region(tree, stats, restrict)
+    required = num_clusters - (size - len(regions))  # empty regions need no cluster
+    if num_clusters < size or required > sum(len(ids) for ids, _ in regions):
+        return tree.copy(), 0
+    assignments, _ = cluster_bottom_up_compartmentalized(
+        [points for _, points in regions], min_clust=required
+    )
+    mapping, removed = _leaf_mapping(regions, assignments)
     return tree.copy(mapping), removed
 
 
@@ -313,9 +356,11 @@ def build_tree(
     thresh: float = 300.0,
     max_leaves: int = 0,
     cluster_thresh: float = -1.0,
+    round_num_leaves: bool = True,
 ) -> BuiltTree:
     """``BuildTree`` with build-tree's defaults (``--thresh 300 --cluster-thresh -1``,
-    ``--max-leaves 0`` = no limit; ``steps/train_deltas.sh`` passes ``--max-leaves``)."""
+    ``--max-leaves 0`` = no limit, ``--round-num-leaves true``;
+    ``steps/train_deltas.sh`` passes ``--max-leaves``)."""
     if thresh <= 0 and max_leaves <= 0:
         raise ValueError("build-tree needs thresh > 0 or max_leaves > 0")
     if not len(stats):
@@ -338,6 +383,12 @@ def build_tree(
     tree, removed = result.tree, 0
     if cluster_thresh != 0:
         tree, removed = cluster_event_map_restricted_by_map(tree, stats, cluster_thresh, stub)
+    if round_num_leaves:  # down to a multiple of 8 by merging the cheapest pairs
+        required = (result.num_leaves - removed) // 8 * 8
+        tree, rounded = cluster_event_map_to_n_clusters_restricted_by_map(
+            tree, stats, required, stub
+        )
+        removed += rounded
     tree, leaves = renumber(tree)
     return BuiltTree(
         tree,

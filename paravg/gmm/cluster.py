@@ -175,42 +175,57 @@ def tree_cluster(
 
 
 def cluster_bottom_up(points: Points, thresh: float) -> tuple[np.ndarray, float]:
-    """``ClusterBottomUp``: merge the cheapest pair while its loss is below ``thresh``;
+    """``ClusterBottomUp``: merge the cheapest pair while its loss is at most ``thresh``;
     returns (each point's cluster, objective change (<= 0))."""
-    m = len(points)
-    count = points.count.astype(np.float64).copy()
-    xs, x2s = points.x_stats.copy(), points.x2_stats.copy()
-    objf = points.objf(count, xs, x2s)
-    alive = np.ones(m, dtype=bool)
-    owner = np.arange(m)
-    version = np.zeros(m, dtype=np.int64)
-    heap: list[tuple[float, int, int, int, int]] = []
+    (assignments,), change = cluster_bottom_up_compartmentalized([points], thresh, 0)
+    return assignments, change
 
-    def push(i: int, j: int) -> None:  # i > j
-        loss = float(
-            objf[i] + objf[j] - points.objf(count[i] + count[j], xs[i] + xs[j], x2s[i] + x2s[j])
-        )
-        loss = max(loss, 0.0)
+
+def cluster_bottom_up_compartmentalized(
+    compartments: list[Points], thresh: float = math.inf, min_clust: int = 0
+) -> tuple[list[np.ndarray], float]:
+    """``ClusterBottomUpCompartmentalized``: bottom-up merging where only points of one
+    compartment may merge; the cheapest merge over all compartments goes first, while its
+    loss is at most ``thresh`` and more than ``min_clust`` clusters remain in all.
+    Returns each compartment's assignments (numbered in order of the surviving, highest
+    point) and the objective change (<= 0)."""
+    state = []
+    for points in compartments:
+        count = points.count.astype(np.float64).copy()
+        xs, x2s = points.x_stats.copy(), points.x2_stats.copy()
+        state.append((points, count, xs, x2s, points.objf(count, xs, x2s), np.arange(len(points))))
+    alive = [np.ones(len(p), dtype=bool) for p in compartments]
+    version = [np.zeros(len(p), dtype=np.int64) for p in compartments]
+    heap: list[tuple[float, int, int, int, int, int]] = []
+
+    def push(c: int, i: int, j: int) -> None:  # i > j
+        points, count, xs, x2s, objf, _ = state[c]
+        pooled = points.objf(count[i] + count[j], xs[i] + xs[j], x2s[i] + x2s[j])
+        loss = max(float(objf[i] + objf[j] - pooled), 0.0)
         if loss <= thresh:
-            heapq.heappush(heap, (loss, i, j, int(version[i]), int(version[j])))
+            heapq.heappush(heap, (loss, c, i, j, int(version[c][i]), int(version[c][j])))
 
-    for i in range(m):
-        for j in range(i):
-            push(i, j)
+    for c, points in enumerate(compartments):
+        for i in range(len(points)):
+            for j in range(i):
+                push(c, i, j)
+    clusters = sum(len(p) for p in compartments)
     change = 0.0
-    while heap:
-        loss, i, j, vi, vj = heapq.heappop(heap)
-        if not (alive[i] and alive[j]) or version[i] != vi or version[j] != vj:
+    while clusters > min_clust and heap:
+        loss, c, i, j, vi, vj = heapq.heappop(heap)
+        if not (alive[c][i] and alive[c][j]) or version[c][i] != vi or version[c][j] != vj:
             continue
         # the higher-numbered cluster absorbs the lower, as BottomUpClusterer::MergeClusters
+        points, count, xs, x2s, objf, owner = state[c]
         count[i], xs[i], x2s[i] = count[i] + count[j], xs[i] + xs[j], x2s[i] + x2s[j]
         objf[i] = float(points.objf(count[i], xs[i], x2s[i]))
-        alive[j] = False
+        alive[c][j] = False
         owner[owner == j] = i
-        version[i] += 1
+        version[c][i] += 1
         change -= loss
-        for k in np.flatnonzero(alive):
+        clusters -= 1
+        for k in np.flatnonzero(alive[c]):
             if k != i:
-                push(max(k, i), min(k, i))
-    _, assignments = np.unique(owner, return_inverse=True)
-    return assignments.reshape(-1), change
+                push(c, max(k, i), min(k, i))
+    out = [np.unique(s[5], return_inverse=True)[1].reshape(-1) for s in state]
+    return out, change

@@ -146,3 +146,18 @@ def test_built_tree_loads_in_kaldi_and_maps_every_seen_context_to_our_leaf():
     for i in range(len(stats)):
         left, central, right, pdf_class = stats.events[i].tolist()
         assert ctx.compute([left, central, right], pdf_class) == (True, leaves[i])
+
+
+def test_round_num_leaves_merges_the_cheapest_leaves_down_to_a_multiple_of_8():
+    stats = left_class_stats(dict.fromkeys(PHONES, 3.0))
+    kwargs = dict(thresh=1.0e-3, max_leaves=11, cluster_thresh=0)
+    unrounded = build_tree(stats, QUESTIONS, ROOTS, ONE_CLASS, round_num_leaves=False, **kwargs)
+    assert unrounded.num_leaves == 11  # 8 real splits' leaves, 3 splitting noise
+    rounded = build_tree(stats, QUESTIONS, ROOTS, ONE_CLASS, **kwargs)
+    assert rounded.num_leaves == 8 and rounded.num_removed == 3
+    for central in PHONES:  # the noise went, the left-context splits stayed
+        assert leaf_of(rounded.tree, 1, central) != leaf_of(rounded.tree, 3, central)
+        assert (
+            len({leaf_of(rounded.tree, left, central, r) for left in PHONES for r in PHONES}) == 2
+        )
+    assert unrounded.objf - rounded.objf < 0.01 * rounded.split_gain
