@@ -147,9 +147,22 @@ def read_tree(path: Path) -> tuple[EventMap, int, int]:
 
 def to_kaldi(tree: EventMap, context_width: int, central_position: int):
     """A ``kaldi_hmm_gmm.ContextDependency`` loaded from the tree's Kaldi binary bytes."""
+    return kaldi_context_dependency(context_dependency_bytes(tree, context_width, central_position))
+
+
+def load_kaldi_tree(path: Path):
+    """A Kaldi binary tree file (ours or Kaldi's) as a ``kaldi_hmm_gmm.ContextDependency``."""
+    data = Path(path).read_bytes()
+    if not data.startswith(BINARY_MARKER):
+        raise ValueError(f"{path}: not a Kaldi binary file (no \\0B marker)")
+    return kaldi_context_dependency(data[2:])
+
+
+def kaldi_context_dependency(data: bytes):
+    """``kaldi_hmm_gmm.ContextDependency.__setstate__`` on binary ContextDependency bytes
+    (the pickled state is the object's Kaldi binary form, as signed bytes)."""
     import kaldi_hmm_gmm
 
-    data = context_dependency_bytes(tree, context_width, central_position)
     ctx = kaldi_hmm_gmm.ContextDependency.__new__(kaldi_hmm_gmm.ContextDependency)
     ctx.__setstate__((list(struct.unpack(f"<{len(data)}b", data)),))
     return ctx
