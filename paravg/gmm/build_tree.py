@@ -47,11 +47,13 @@ from paravg.gmm.cluster import (
     cluster_bottom_up_compartmentalized,
     refine_clusters,
 )
+from paravg.gmm.clusterable import sum_stats_by_group
 from paravg.gmm.event_map import (
     PDF_CLASS_KEY,
     ConstantEventMap,
     EventMap,
     SplitEventMap,
+    map_rows,
     renumber,
     table_from_dict,
 )
@@ -136,16 +138,16 @@ def get_stub_map(
 def map_stats(stats: TreeStats, tree: EventMap) -> np.ndarray:
     """Each event's answer under ``tree`` (``SplitStatsByMap``); an unmappable event is an
     error, as in Kaldi (context width/position or CI phones not matching the roots)."""
-    answers = np.empty(len(stats), dtype=np.int64)
-    for i in range(len(stats)):
-        answer = tree.map(stats.event(i))
-        if answer is None:
-            raise DataError(
-                f"tree statistics: event {stats.event(i)} maps to no leaf: check that the context "
-                "width and central position match the stats and that context-independent phones "
-                "do not share roots with others"
-            )
-        answers[i] = answer
+    answers = np.full(len(stats), -1, dtype=np.int64)
+    values = {key: stats.events[:, stats.column(key)] for key in stats.event_keys()}
+    map_rows(tree, values, np.arange(len(stats)), answers)
+    if (answers < 0).any():
+        i = int(np.flatnonzero(answers < 0)[0])
+        raise DataError(
+            f"tree statistics: event {stats.event(i)} maps to no leaf: check that the context "
+            "width and central position match the stats and that context-independent phones "
+            "do not share roots with others"
+        )
     return answers
 
 
@@ -163,10 +165,9 @@ def find_best_split_for_key(
     candidates = questions.by_key.get(key, [])
     best_gain, best = 0.0, -1
     if candidates:
-        yes = np.zeros((len(candidates), len(count)))
-        for q, values in enumerate(candidates):
-            inside = [v for v in values if v < len(count)]
-            yes[q, inside] = 1.0
+        yes = questions.indicator(key)[:, : len(count)]
+        if yes.shape[1] < len(count):  # values no question names: always "no"
+            yes = np.pad(yes, ((0, 0), (0, len(count) - yes.shape[1])))
         no = 1.0 - yes
         gains = (
             stats.objf_of_groups(yes @ count, yes @ xs, yes @ x2s)
@@ -244,7 +245,13 @@ def split_decision_tree(
     the gain exceeds ``thresh`` and ``max_leaves`` (<= 0: no limit) is not reached."""
     answers = map_stats(stats, stub) if len(stats) else np.zeros(0, dtype=np.int64)
     size = max(int(answers.max(initial=-1)) + 1, 1)
-    builders = [_Splitter(leaf, stats.subset(answers == leaf), questions) for leaf in range(size)]
+    order = np.argsort(answers, kind="stable")  # each stub leaf's events: one slice (a view)
+    by_leaf = stats.subset(order)
+    bounds = np.searchsorted(answers[order], np.arange(size + 1))
+    builders = [
+        _Splitter(leaf, by_leaf.subset(slice(bounds[leaf], bounds[leaf + 1])), questions)
+        for leaf in range(size)
+    ]
     queue = [(-b.best_gain, -i) for i, b in enumerate(builders)]
     heapq.heapify(queue)
     gain, smallest, count = 0.0, 1.0e20, 0
@@ -266,16 +273,16 @@ def _leaves_by_region(
     leaves there and their summed stats; also the size of Kaldi's split (max answer + 1)."""
     regions = map_stats(stats, restrict)
     leaves = map_stats(stats, tree)
+    order = np.argsort(regions, kind="stable")  # each region's events: one slice
+    regions, leaves, ordered = regions[order], leaves[order], stats.subset(order)
+    starts = np.flatnonzero(np.r_[True, regions[1:] != regions[:-1]]) if len(regions) else []
     out = []
-    for region in np.unique(regions):
-        part = stats.subset(regions == region)
-        ids, rows = np.unique(leaves[regions == region], return_inverse=True)
-        rows = rows.reshape(-1)
-        count = np.bincount(rows, weights=part.count, minlength=len(ids))
-        xs = np.zeros((len(ids), part.x_stats.shape[1]))
-        x2s = np.zeros_like(xs)
-        np.add.at(xs, rows, part.x_stats)
-        np.add.at(x2s, rows, part.x2_stats)
+    for start, end in zip(starts, [*starts[1:], len(regions)], strict=True):
+        part = ordered.subset(slice(start, end))
+        ids, rows = np.unique(leaves[start:end], return_inverse=True)
+        count, xs, x2s = sum_stats_by_group(
+            rows.reshape(-1), part.count, part.x_stats, part.x2_stats, len(ids)
+        )
         out.append((ids.tolist(), Points(count, xs, x2s, stats.var_floor)))
     return int(regions.max(initial=-1)) + 1, out
 
@@ -329,11 +336,7 @@ def objf_given_map(stats: TreeStats, tree: EventMap) -> float:
     _, rows = np.unique(answers, return_inverse=True)
     rows = rows.reshape(-1)
     k = int(rows.max(initial=-1)) + 1
-    count = np.bincount(rows, weights=stats.count, minlength=k)
-    xs = np.zeros((k, stats.x_stats.shape[1]))
-    x2s = np.zeros_like(xs)
-    np.add.at(xs, rows, stats.x_stats)
-    np.add.at(x2s, rows, stats.x2_stats)
+    count, xs, x2s = sum_stats_by_group(rows, stats.count, stats.x_stats, stats.x2_stats, k)
     return float(stats.objf_of_groups(count, xs, x2s).sum())
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from paravg.gmm.clusterable import gauss_objf
+from paravg.gmm.clusterable import gauss_objf, sum_stats_by_group
 
 
 @dataclass
@@ -46,12 +46,7 @@ class Points:
 
     def sums(self, assignments: np.ndarray, k: int):
         """Stats of each of ``k`` clusters given each point's cluster."""
-        count = np.bincount(assignments, weights=self.count, minlength=k)
-        xs = np.zeros((k, self.x_stats.shape[1]))
-        x2s = np.zeros_like(xs)
-        np.add.at(xs, assignments, self.x_stats)
-        np.add.at(x2s, assignments, self.x2_stats)
-        return count, xs, x2s
+        return sum_stats_by_group(assignments, self.count, self.x_stats, self.x2_stats, k)
 
     def subset(self, rows) -> Points:
         return Points(self.count[rows], self.x_stats[rows], self.x2_stats[rows], self.var_floor)

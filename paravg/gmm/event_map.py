@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 PDF_CLASS_KEY = -1
 
 
@@ -87,6 +89,34 @@ class SplitEventMap(EventMap):
 
     def copy(self, mapping=None):
         return SplitEventMap(self.key, self.yes_set, self.yes.copy(mapping), self.no.copy(mapping))
+
+
+def map_rows(
+    emap: EventMap | None, values: dict[int, np.ndarray], rows: np.ndarray, out: np.ndarray
+) -> None:
+    """Vectorised ``map`` of many events: ``values[key]`` holds every event's value of
+    ``key`` (negative = key absent); the answers of events ``rows`` are written to ``out``
+    (left as they are, e.g. -1, where the map gives no answer)."""
+    if emap is None or len(rows) == 0:
+        return
+    if isinstance(emap, ConstantEventMap):
+        out[rows] = emap.answer
+        return
+    column = values.get(emap.key)
+    if column is None:
+        return
+    v = column[rows]
+    if isinstance(emap, SplitEventMap):
+        present = v >= 0
+        yes = present & np.isin(v, np.asarray(emap.yes_set, dtype=v.dtype))
+        map_rows(emap.yes, values, rows[yes], out)
+        map_rows(emap.no, values, rows[present & ~yes], out)
+    elif isinstance(emap, TableEventMap):
+        for value, sub in enumerate(emap.table):
+            if sub is not None:
+                map_rows(sub, values, rows[v == value], out)
+    else:
+        raise TypeError(f"not an EventMap: {emap!r}")
 
 
 def table_from_dict(key: int, entries: Mapping[int, EventMap]) -> TableEventMap:

@@ -104,6 +104,18 @@ class Questions:
     by_key: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
     num_iters_refine: int = 0
 
+    def indicator(self, key: int) -> np.ndarray:
+        """(questions, max value + 1) 0/1 matrix of ``key``'s yes-sets, cached."""
+        cache = self.__dict__.setdefault("_indicators", {})
+        if key not in cache:
+            sets = self.by_key.get(key, [])
+            size = max((max(q) for q in sets if q), default=-1) + 1
+            matrix = np.zeros((len(sets), size))
+            for row, q in enumerate(sets):
+                matrix[row, list(q)] = 1.0
+            cache[key] = matrix
+        return cache[key]
+
     def asked_keys(self) -> list[int]:
         """Keys with at least one question, in Kaldi's order (kPdfClass = -1 first)."""
         return [k for k, qs in sorted(self.by_key.items()) if qs]

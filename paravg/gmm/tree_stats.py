@@ -9,7 +9,7 @@ event ``{0: p_0, …, N-1: p_{N-1}, kPdfClass: c}``. For a context-independent c
 
 :class:`TreeStats` holds all events as one integer matrix, column ``k`` for key ``k`` and
 the last column for ``kPdfClass`` (-1 where an event lacks that key), with the stats as
-arrays, so a split's candidates are summed with one ``np.add.at``.
+arrays, so a split's candidates are summed with a few ``bincount`` calls.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from paravg.gmm.clusterable import DEFAULT_VAR_FLOOR, GaussStats, gauss_objf
+from paravg.gmm.clusterable import (
+    DEFAULT_VAR_FLOOR,
+    GaussStats,
+    gauss_objf,
+    sum_stats_by_group,
+)
 from paravg.gmm.event_map import PDF_CLASS_KEY
 
 ABSENT = -1
@@ -48,12 +53,14 @@ class TreeStats:
         """The events' column of Kaldi key ``key`` (``kPdfClass`` = -1 is the last)."""
         return self.context_width if key == PDF_CLASS_KEY else key
 
-    def keys(self) -> list[int]:
+    def event_keys(self) -> list[int]:
         return [*range(self.context_width), PDF_CLASS_KEY]
 
     def event(self, i: int) -> dict[int, int]:
         """Event ``i`` as Kaldi's (key -> value) map, absent keys left out."""
-        return {k: int(v) for k, v in zip(self.keys(), self.events[i], strict=True) if v != ABSENT}
+        return {
+            k: int(v) for k, v in zip(self.event_keys(), self.events[i], strict=True) if v != ABSENT
+        }
 
     def subset(self, rows) -> TreeStats:
         return TreeStats(
@@ -76,13 +83,7 @@ class TreeStats:
         (count (V,), Σx (V, D), Σx² (V, D)); the key must be present in every event."""
         values = self.events[:, self.column(key)]
         size = int(values.max()) + 1 if num_values is None else num_values
-        count = np.zeros(size)
-        xs = np.zeros((size, self.x_stats.shape[1]))
-        x2s = np.zeros_like(xs)
-        np.add.at(count, values, self.count)
-        np.add.at(xs, values, self.x_stats)
-        np.add.at(x2s, values, self.x2_stats)
-        return count, xs, x2s
+        return sum_stats_by_group(values, self.count, self.x_stats, self.x2_stats, size)
 
     def objf_of_groups(self, count, xs, x2s) -> np.ndarray:
         return gauss_objf(count, xs, x2s, self.var_floor)
@@ -142,11 +143,9 @@ def accumulate_tree_stats(
     events[np.ix_(ci, others)] = ABSENT
     unique, inverse = np.unique(events, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    count = np.bincount(inverse, minlength=len(unique)).astype(np.float64)
-    xs = np.zeros((len(unique), feats.shape[1]))
-    x2s = np.zeros_like(xs)
-    np.add.at(xs, inverse, feats)
-    np.add.at(x2s, inverse, feats * feats)
+    count, xs, x2s = sum_stats_by_group(
+        inverse, np.ones(len(feats)), feats, feats * feats, len(unique)
+    )
     return TreeStats(unique, count, xs, x2s, central_position, var_floor)
 
 
@@ -164,10 +163,11 @@ def sum_tree_stats(parts: Sequence[TreeStats]) -> TreeStats:
     events = np.concatenate([p.events for p in parts])
     unique, inverse = np.unique(events, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    count = np.zeros(len(unique))
-    xs = np.zeros((len(unique), first.x_stats.shape[1]))
-    x2s = np.zeros_like(xs)
-    np.add.at(count, inverse, np.concatenate([p.count for p in parts]))
-    np.add.at(xs, inverse, np.concatenate([p.x_stats for p in parts]))
-    np.add.at(x2s, inverse, np.concatenate([p.x2_stats for p in parts]))
+    count, xs, x2s = sum_stats_by_group(
+        inverse,
+        np.concatenate([p.count for p in parts]),
+        np.concatenate([p.x_stats for p in parts]),
+        np.concatenate([p.x2_stats for p in parts]),
+        len(unique),
+    )
     return TreeStats(unique, count, xs, x2s, first.central_position, first.var_floor)
