@@ -72,7 +72,8 @@ class Roots:
 
 
 def read_roots(path: Path) -> Roots:
-    """Parse a roots file (``ReadRootsFile``): ``shared|not-shared split|not-split phones…``."""
+    """Parse ``phones/roots.int`` (``ReadRootsFile``): ``shared|not-shared split|not-split``
+    then phone ids, per line."""
     sets, shared, split = [], [], []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         fields = line.split()
