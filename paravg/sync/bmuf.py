@@ -1,9 +1,27 @@
 """Blockwise model-update filtering (BMUF; Chen & Huo, ICASSP 2016), one block per iteration.
 
-Our convention (DESIGN.md, "Sync strategies"; CNTK's defaults). With g the global model,
-s the model the jobs of the block started from, a the Kaldi average of their end models
-(the same job selection as ``average``: jobs within ``objf_threshold`` of the best, the
-best job alone at iteration 0), block momentum bm and block learning rate η_b:
+Two forms (``sync.bmuf.form``); a is the Kaldi average of the block's end models (the same
+job selection as ``average``: jobs within ``objf_threshold`` of the best, the best job alone
+at iteration 0), s the model the block's jobs started from, N the jobs of the block.
+
+**cntk** (the default; CNTK ``Source/1BitSGD/BlockMomentumSGD.h``, Chen & Huo's group's
+code). G = Σ_j (w_j − s) = N · (a − s) (the jobs the selection rejected count at the
+accepted mean), and on learnable parameters only:
+
+    Δ ← bm · Δ + (1 − bm) · η_b · G
+    g ← s + Δ                         (the base is the previous start, i.e. the look-ahead)
+    s ← g + bm · Δ   (NBM, the default)   or   s ← g   (classic)
+
+Buffers (batch-norm statistics, LDA, priors) are plainly averaged: g = s = a, Δ = 0, as
+CNTK/fairseq filter learnable parameters only. Steady gain N · η_b for any bm; with NBM the
+start moves s' = s + (1 + bm) · Δ', a steady (1 + bm)/(1 − bm) = 2N − 1 mean displacements
+per block at the default bm. Every job runs at ε (CNTK's per-worker rate).
+
+**Warm-up** (``warmup_blocks``, both forms; fairseq's ``warmup_iterations``): the first
+blocks are plain averaging, g = s = a and Δ = 0, then the filter starts from Δ = 0. The
+jobs keep the method's per-job rate throughout (fairseq keeps the worker rate too).
+
+**textbook** (paravg's form before issue 37; every floating tensor filtered):
 
     Δ ← bm · Δ + η_b · (a − s)          (Δ = 0 and s = g = the initial model at first)
     g ← g + Δ
@@ -19,7 +37,13 @@ the rule reads the start model ``<t>.pt`` its jobs really used.
 Defaults bm = 1 − 1/N (N = the number of jobs of the iteration being synced) and η_b = 1.
 With bm = 0 and η_b = 1, s = g, Δ = a − g and g = a: exactly ``average``.
 
-**Per-job learning rate.** Kaldi gives each job lr = N · ε (ε the schedule's effective
+Relation of the two forms (exact, as maps of the start model; tests/unit/sync/test_bmuf.py):
+cntk with NBM (bm, η_b) is textbook-classic (bm, N · η_b · (1 − bm) · (1 + bm)) on the mean,
+i.e. classic (bm, η_b · (1 + bm)) at bm = 1 − 1/N: with E = (1 + bm) · Δ, E' = bm · E +
+(1 + bm) · c · (a − s) and s' = s + E'. At the same per-job ε the cntk form moves 1 + bm
+times further per block (1.75× at N = 4, 1.875× at N = 8).
+
+**Per-job learning rate (textbook).** Kaldi gives each job lr = N · ε (ε the schedule's effective
 learning rate) because averaging N models, each moved by lr on its own data, moves the
 average like one SGD with lr/N over all N jobs' data. Block momentum amplifies a steady
 block displacement d = a − s: Δ → η_b · d / (1 − bm), i.e. η_b / (1 − bm) times what
@@ -49,7 +73,7 @@ from pathlib import Path
 import torch
 
 from paravg.io import save_torch_atomic, write_json_atomic
-from paravg.nnet.model_file import load_model_file
+from paravg.nnet.model_file import build_model, load_model_file
 from paravg.provenance import record_of
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf_params import BmufParams
@@ -59,16 +83,37 @@ log = logging.getLogger(__name__)
 
 
 def bmuf_update(
-    global_sd: dict, delta_sd: dict, averaged_sd: dict, start_sd: dict, params: BmufParams
+    global_sd: dict,
+    delta_sd: dict,
+    averaged_sd: dict,
+    start_sd: dict,
+    params: BmufParams,
+    learnable: set[str] | None = None,
 ) -> tuple[dict, dict]:
-    """One block: Δ' = bm · Δ + η_b · (a − s), g' = g + Δ' (float64 out).
+    """One block, float64 out; ``start_sd`` = s, the model the block's jobs started from.
 
-    ``start_sd`` = s, the model the block's jobs started from (g for classic BMUF).
+    textbook: Δ' = bm · Δ + η_b · (a − s), g' = g + Δ' on every floating tensor.
+    cntk: Δ' = bm · Δ + (1 − bm) · η_b · N · (a − s), g' = s + Δ' on the tensors named in
+    ``learnable`` (``None``: all); the others g' = a, Δ' = 0.
     """
     bm, lr = params.block_momentum, params.block_lr
-    delta = weighted_sum([delta_sd, averaged_sd, start_sd], [bm, lr, -lr], dtype=torch.float64)
-    new_global = weighted_sum([global_sd, delta], [1.0, 1.0], dtype=torch.float64)
+    if params.form == "textbook":
+        delta = weighted_sum([delta_sd, averaged_sd, start_sd], [bm, lr, -lr], dtype=torch.float64)
+        new_global = weighted_sum([global_sd, delta], [1.0, 1.0], dtype=torch.float64)
+        return new_global, delta
+    gain = (1.0 - bm) * lr * params.num_jobs
+    delta = weighted_sum([delta_sd, averaged_sd, start_sd], [bm, gain, -gain], dtype=torch.float64)
+    new_global = weighted_sum([start_sd, delta], [1.0, 1.0], dtype=torch.float64)
+    for name, v in averaged_sd.items():
+        if v.is_floating_point() and learnable is not None and name not in learnable:
+            new_global[name] = v.to(torch.float64).clone()
+            delta[name] = torch.zeros_like(v, dtype=torch.float64)
     return new_global, delta
+
+
+def warmup_update(averaged_sd: dict) -> tuple[dict, dict]:
+    """A warm-up block: plain averaging, g' = a and Δ' = 0 (float64 out)."""
+    return to_float64(averaged_sd), zeros_like(averaged_sd)
 
 
 def bmuf_start(global_sd: dict, delta_sd: dict, params: BmufParams) -> dict:
@@ -78,12 +123,38 @@ def bmuf_start(global_sd: dict, delta_sd: dict, params: BmufParams) -> dict:
     return weighted_sum([global_sd, delta_sd], [1.0, params.block_momentum], dtype=torch.float64)
 
 
+def bmuf_block(
+    global_sd: dict,
+    delta_sd: dict,
+    averaged_sd: dict,
+    start_sd: dict,
+    params: BmufParams,
+    iteration: int,
+    learnable: set[str] | None = None,
+) -> tuple[dict, dict, dict]:
+    """The block over ``iteration``'s jobs: (g', Δ', next start), float64. A warm-up block
+    (:meth:`BmufParams.in_warmup`) is plain averaging (g' = s' = a, Δ' = 0); otherwise
+    :func:`bmuf_update` then :func:`bmuf_start`."""
+    if params.in_warmup(iteration):
+        new_g, new_delta = warmup_update(averaged_sd)
+    else:
+        new_g, new_delta = bmuf_update(
+            global_sd, delta_sd, averaged_sd, start_sd, params, learnable
+        )
+    return new_g, new_delta, bmuf_start(new_g, new_delta, params)
+
+
 def read_bmuf_state(global_in: str | Path, delta_in: str | Path | None) -> tuple[dict, dict]:
     """(g, Δ) in float64 from ``bmuf/<t>.pt`` + ``.delta.pt``; (``0.pt``, 0) before block 1."""
     g = to_float64(load_model_file(global_in)["state_dict"])
     if delta_in is None:
         return g, zeros_like(g)
     return g, to_float64(load_model_file(delta_in)["state_dict"])
+
+
+def _learnable(file_dict: dict) -> set[str]:
+    """The names of the model's learnable parameters (not its buffers)."""
+    return {name for name, _ in build_model(file_dict).named_parameters()}
 
 
 def _norm(sd: dict) -> float:
@@ -117,8 +188,8 @@ def bmuf_step(
     averaged, summary = average_jobs(model_paths, stats_paths, iteration, threshold)
     like = averaged["state_dict"]
     a64 = to_float64(like)
-    new_g, new_delta = bmuf_update(g, delta, a64, start_prev, params)
-    start = bmuf_start(new_g, new_delta, params)
+    learnable = _learnable(averaged) if params.form == "cntk" else None
+    new_g, new_delta, start = bmuf_block(g, delta, a64, start_prev, params, iteration, learnable)
     header = file_header(averaged)
     meta = {"iteration": iteration + 1, "sync": "bmuf"}
     files = {
@@ -136,6 +207,8 @@ def bmuf_step(
         "block_momentum": params.block_momentum,
         "block_lr": params.block_lr,
         "nesterov": params.nesterov,
+        "form": params.form,
+        "warmup": params.in_warmup(iteration),
         "block_step_norm": _norm(weighted_sum([a64, start_prev], [1.0, -1.0])),  # ‖a − s‖
         "delta_norm": _norm(new_delta),
     }

@@ -210,13 +210,17 @@ def kaldi_schedule_by_hand():
 def test_the_report_plans_the_rate_the_jobs_get():
     """The planned schedule the report, progress view and config page draw is Kaldi's:
     the jobs per iteration, ε_t, the combined models, and the rate the jobs really train
-    at (average: N·ε; BMUF: N·ε·(1 − bm)/η_b), all against values worked out by hand."""
+    at (average: N·ε; BMUF textbook: N·ε·(1 − bm)/η_b; cntk: ε), all against values worked
+    out by hand."""
     jobs, rates, combine = kaldi_schedule_by_hand()
     assert len(jobs) == 115 and sum(jobs) == 286 <= 288
     assert rates[20] == pytest.approx(0.0015 * 0.1 ** (20 / 288))
-    bmuf = {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 2.0}}
-    average, b = plans({"experiments": {"avg": {}, "b": {"sync": bmuf}}}).values()
-    for plan, factor in ((average, lambda n: n), (b, lambda n: n * (1 - 0.5) / 2.0)):
+    bmuf = {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 2.0, "form": "textbook"}}
+    cntk = {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 2.0, "form": "cntk"}}
+    exps = {"avg": {}, "b": {"sync": bmuf}, "c": {"sync": cntk}}
+    average, b, c = plans({"experiments": exps}).values()
+    by_hand = ((average, lambda n: n), (b, lambda n: n * (1 - 0.5) / 2.0), (c, lambda n: 1.0))
+    for plan, factor in by_hand:
         planned = plan.planned()
         assert planned.num_archives_to_process == 288 and planned.num_iters == 115
         assert list(planned.jobs_per_iter) == jobs

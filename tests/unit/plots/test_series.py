@@ -122,15 +122,23 @@ HAND_EPSILON = [0.004, 0.002, 0.001, 0.00025]
             {"method": "bmuf", "bmuf": {"block_momentum": 0.75, "block_lr": 1.0}},
             [0.004, 0.002, 0.001, 0.00025],
         ),
-        # BMUF, N = 4, bm = 0.5, η_b = 1: 4 · ε · 0.5 / 1 = 2ε; the old lr / N drew ε / 2
+        # BMUF textbook, N = 4, bm = 0.5, η_b = 1: 4 · ε · 0.5 / 1 = 2ε; the old lr / N drew ε / 2
         (
-            {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 1.0}},
+            {
+                "method": "bmuf",
+                "bmuf": {"block_momentum": 0.5, "block_lr": 1.0, "form": "textbook"},
+            },
             [0.008, 0.004, 0.002, 0.0005],
+        ),
+        # BMUF cntk (the default form), any bm, η_b: every job at ε (CNTK's per-worker rate)
+        (
+            {"method": "bmuf", "bmuf": {"block_momentum": 0.5, "block_lr": 2.0}},
+            [0.004, 0.002, 0.001, 0.00025],
         ),
         # average: per-job rate N · ε = 4ε (lr / N, unchanged)
         ({"method": "average"}, [0.016, 0.008, 0.004, 0.001]),
     ],
-    ids=["bmuf-0.75", "bmuf-0.5", "average"],
+    ids=["bmuf-0.75", "bmuf-0.5-textbook", "bmuf-0.5-cntk", "average"],
 )
 def test_effective_lr_is_epsilon_for_every_method_by_hand(tmp_path, sync, per_job):
     """The schedule figure's effective rate is ε_t, the rate the method is defined by,

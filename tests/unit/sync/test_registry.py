@@ -61,7 +61,8 @@ def test_sync_params_resolve_bmuf_block_momentum_for_the_iterations_jobs():
     """The plan's sync settings (read by the job and by the node alike): BMUF's null block
     momentum becomes 1 − 1/N for the N of the iteration; other methods keep theirs."""
     bmuf = get_method("bmuf").resolve_params(SYNC, 4)
-    assert bmuf["bmuf"] == {"block_momentum": 0.75, "block_lr": 1.0, "nesterov": True}
+    assert bmuf["bmuf"] == {"block_momentum": 0.75, "block_lr": 1.0, "nesterov": True,
+                            "form": "cntk", "warmup_blocks": 4, "num_jobs": 4}  # fmt: skip
     assert get_method("bmuf").resolve_params(SYNC, 1)["bmuf"]["block_momentum"] == 0.0
     fixed = {**SYNC, "bmuf": {**SYNC["bmuf"], "block_momentum": 0.5}}
     assert get_method("bmuf").resolve_params(fixed, 4)["bmuf"]["block_momentum"] == 0.5
@@ -139,8 +140,10 @@ def test_random_ring_edges_are_seeded_and_redrawn():
 
 def test_learning_rate_scale():
     assert get_method("bmuf").lr_scale(SYNC, 4) == pytest.approx(0.25)
-    fixed = dict(SYNC, bmuf={"block_momentum": 0.0, "block_lr": 1.0, "nesterov": True})
-    assert get_method("bmuf").lr_scale(fixed, 4) == 1.0
+    fixed = dict(SYNC, bmuf={"block_momentum": 0.0, "block_lr": 1.0, "form": "textbook"})
+    assert get_method("bmuf").lr_scale(fixed, 4) == 1.0  # textbook: (1 − bm)/η_b
+    cntk = dict(SYNC, bmuf={"block_momentum": 0.5, "block_lr": 2.0, "form": "cntk"})
+    assert get_method("bmuf").lr_scale(cntk, 4) == 0.25  # cntk: every job at ε, any bm, η_b
     for name in ("average", *DECENTRALIZED):
         assert get_method(name).lr_scale(SYNC, 4) == 1.0
 
