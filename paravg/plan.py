@@ -42,6 +42,7 @@ from paravg.nnet.context import frame_subsampling_factor
 from paravg.nnet.dropout_schedule import dropout_proportion
 from paravg.nnet.families import family_of
 from paravg.schedule import Schedule, output_frames_per_eg
+from paravg.sync.bmuf_params import fingerprint_section
 from paravg.sync.registry import SyncMethod, get_method
 
 #: Kaldi accumulates the LDA statistics (and priors) over at most this many archives.
@@ -333,7 +334,8 @@ class ExperimentPlan:
         """The sync settings of the block over ``iteration``'s jobs, resolved (BMUF's block
         momentum 1 − 1/N for N of that iteration): what the node of index iteration + 1
         and every job of iteration + 1 compute with, the same numbers in both."""
-        return self.sync.resolve_params(self.sync_fingerprint_part(), self.num_jobs(iteration))
+        settings = {k: v for k, v in self.sync_cfg.items() if k != "ema"}
+        return self.sync.resolve_params(settings, self.num_jobs(iteration))
 
     def job_archive(self, iteration: int, job: int) -> int:
         return self.schedule.archive_and_frame(iteration, job)[0]
@@ -511,8 +513,12 @@ class ExperimentPlan:
         )  # fmt: skip
 
     def sync_fingerprint_part(self) -> dict:
-        """The sync settings that change the start models (not EMA: never a start)."""
-        return {k: v for k, v in self.sync_cfg.items() if k != "ema"}
+        """The sync settings that change the start models (not EMA: never a start; BMUF's
+        keys of issue 37 as :func:`paravg.sync.bmuf_params.fingerprint_section` says)."""
+        part = {k: v for k, v in self.sync_cfg.items() if k != "ema"}
+        if "bmuf" in part:
+            part["bmuf"] = fingerprint_section(part["bmuf"], part.get("method") == "bmuf")
+        return part
 
     def _chain_link(self, iteration: int, before: str) -> str:
         """f_{iteration+1} = H(f_iteration, the params of every job of ``iteration``, the

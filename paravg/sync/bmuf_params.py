@@ -85,3 +85,18 @@ def job_learning_rate_scale(params: BmufParams) -> float:
     if params.form == "cntk":
         return 1.0 / params.num_jobs
     return (1.0 - params.block_momentum) / params.block_lr
+
+
+#: ``sync.bmuf`` keys added by issue 37, at the values that reproduce the form before it
+PRE_ISSUE_37 = {"form": "textbook", "warmup_blocks": 0}
+
+
+def fingerprint_section(bmuf_cfg: dict, is_bmuf: bool) -> dict:
+    """``sync.bmuf`` as it enters the plan's fingerprint: without the keys of
+    :data:`PRE_ISSUE_37` for another method (they change no start model) or where they hold
+    those values, so every run made before these keys existed keeps its fingerprint."""
+    return {
+        k: v
+        for k, v in bmuf_cfg.items()
+        if k not in PRE_ISSUE_37 or (is_bmuf and v != PRE_ISSUE_37[k])
+    }

@@ -457,3 +457,24 @@ def test_tdnnf_keys_get_their_defaults_and_wrong_combinations_are_config_errors(
         config({"experiments": {"f": {"model": {**TDNNF["model"], "tdnnf": {"tdnn1_dim": 9}}}}})
     with pytest.raises(ConfigError, match="outside"):
         config({"experiments": {"f": {**TDNNF, "trainer": {"dropout_schedule": "0,1.5,0"}}}})
+
+
+def test_bmuf_keys_of_issue_37_keep_earlier_fingerprints():
+    """sync.bmuf.form / warmup_blocks change no other method's start models, and at the
+    pre-issue values (textbook, 0) BMUF's runs keep the fingerprint they had before."""
+    from paravg.sync.bmuf_params import fingerprint_section
+
+    old = {"block_momentum": None, "block_lr": 1.0, "nesterov": True}
+    assert fingerprint_section({**old, "form": "textbook", "warmup_blocks": 0}, True) == old
+    assert fingerprint_section({**old, "form": "cntk", "warmup_blocks": None}, False) == old
+    assert fingerprint_section({**old, "form": "cntk", "warmup_blocks": 0}, True) == {
+        **old,
+        "form": "cntk",
+    }
+
+    def fp(sync):
+        return plans({"sync": sync})["default"].fingerprint(3)
+
+    cntk, textbook = {"form": "cntk"}, {"form": "textbook", "warmup_blocks": 0}
+    assert fp({"method": "average", "bmuf": cntk}) == fp({"method": "average", "bmuf": textbook})
+    assert fp({"method": "bmuf", "bmuf": cntk}) != fp({"method": "bmuf", "bmuf": textbook})
