@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from paravg.nnet.model_file import load_model_file
+from paravg.nnet.model_file import build_model, load_model_file
 from paravg.sync.registry import get_method, neighbourhoods
 
 from .conftest import WARM, check_ok, run_snakemake
@@ -34,13 +34,15 @@ pytestmark = pytest.mark.pipeline
 N = 3
 METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one", "d-psgd"]
 EMA = {"average", "ring"}  # EMA is independent of the method: two are enough
+BMUF_WARMUP = 1  # one block of plain averaging, then three CNTK blocks (default form)
 # 0.25 epochs of the tiny egs (6 archives x 8 frames) at 3 jobs = 4 iterations
 OVERLAY = {
     "trainer": {"num_epochs": 0.25},
     "experiments": {
         m: {
             "trainer": {"num_jobs_initial": N, "num_jobs_final": N},
-            "sync": {"method": m, "ema": {"enabled": m in EMA}},
+            "sync": {"method": m, "ema": {"enabled": m in EMA}}
+            | ({"bmuf": {"warmup_blocks": BMUF_WARMUP}} if m == "bmuf" else {}),
         }
         for m in METHODS
     },
@@ -277,22 +279,30 @@ def check_start_models(e: Path, method: str) -> None:
 
 
 def check_bmuf_blocks(e: Path) -> None:
-    """From the files: Δ_t = bm·Δ_{t−1} + (a_t − s_{t−1}), g_t = g_{t−1} + Δ_t and the
-    Nesterov start s_t = g_t + bm·Δ_t, with a_t the mean of the accepted jobs."""
+    """From the files, CNTK's form (the default) after BMUF_WARMUP blocks of plain
+    averaging (g = s = a, Δ = 0): Δ_t = bm·Δ_{t−1} + (1 − bm)·N·(a_t − s_{t−1}),
+    g_t = s_{t−1} + Δ_t and the NBM start s_t = g_t + bm·Δ_t on learnable parameters,
+    buffers g = s = a_t, with a_t the mean of the accepted jobs."""
 
     def sd(path):
         return {k: v.double() for k, v in load_model_file(path)["state_dict"].items()}
 
     bm = 1 - 1 / N
+    gain = (1 - bm) * N
+    learnable = {n for n, _ in build_model(load_model_file(e / "0.pt")).named_parameters()}
     g, s = sd(e / "0.pt"), sd(e / "0.pt")
     delta = {k: torch.zeros_like(v) for k, v in g.items()}
     for t in range(1, num_iters(e) + 1):
         accepted = json.loads((e / "sync" / f"{t}.json").read_text())["accepted"]
         a = mean([load_model_file(e / str(t) / f"job{j}.pt")["state_dict"] for j in accepted])
-        delta = {k: bm * delta[k] + a[k] - s[k] for k in g}
-        g = {k: g[k] + delta[k] for k in g}
-        s = {k: g[k] + bm * delta[k] for k in g}
-        for name, want in ((f"bmuf/{t}.pt", g), (f"{t}.pt", s)):
+        if t <= BMUF_WARMUP:
+            g, s, delta = dict(a), dict(a), {k: torch.zeros_like(v) for k, v in a.items()}
+        else:
+            delta = {k: bm * delta[k] + gain * (a[k] - s[k]) for k in g}
+            delta = {k: v if k in learnable else torch.zeros_like(v) for k, v in delta.items()}
+            g = {k: s[k] + delta[k] if k in learnable else a[k] for k in g}
+            s = {k: g[k] + bm * delta[k] for k in g}
+        for name, want in ((f"bmuf/{t}.pt", g), (f"{t}.pt", s), (f"bmuf/{t}.delta.pt", delta)):
             got = sd(e / name)
             for k, v in want.items():
                 assert torch.allclose(got[k], v, atol=1e-4), (name, k)
