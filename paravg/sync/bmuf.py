@@ -73,7 +73,7 @@ from pathlib import Path
 import torch
 
 from paravg.io import save_torch_atomic, write_json_atomic
-from paravg.nnet.model_file import build_model, load_model_file
+from paravg.nnet.model_file import load_model_file, new_model
 from paravg.provenance import record_of
 from paravg.sync.average import average_jobs
 from paravg.sync.bmuf_params import BmufParams
@@ -153,8 +153,10 @@ def read_bmuf_state(global_in: str | Path, delta_in: str | Path | None) -> tuple
 
 
 def _learnable(file_dict: dict) -> set[str]:
-    """The names of the model's learnable parameters (not its buffers)."""
-    return {name for name, _ in build_model(file_dict).named_parameters()}
+    """The names of the model's learnable parameters (not its buffers), from its header."""
+    f = file_dict
+    model = new_model(f["model"], f["feat_dim"], f["ivector_dim"], f["num_targets"])
+    return {name for name, _ in model.named_parameters()}
 
 
 def _norm(sd: dict) -> float:
