@@ -41,7 +41,7 @@ class DictDir:
 
 
 def _lines(path: Path) -> list[tuple[int, list[str]]]:
-    """(line number, fields) of the non-blank lines of a file."""
+    """(line number, fields) of every line of a file."""
     return [(n, line.split()) for n, line in enumerate(path.read_text().splitlines(), 1)]
 
 
@@ -49,10 +49,13 @@ def _phone_sets(path: Path, seen: dict[str, str]) -> list[list[str]]:
     """The lines of a phone-list file; ``seen`` maps each phone to where it was listed."""
     if not path.is_file():
         raise DataError(f"{path}: missing from the dict dir (utils/prepare_lang.sh needs it)")
+    lines = _lines(path)
+    if not any(fields for _, fields in lines):
+        raise DataError(f"{path}: expected at least one phone, the file is empty")
     sets = []
-    for n, fields in _lines(path):
+    for n, fields in lines:
         if not fields:
-            continue
+            raise DataError(f"{path}, line {n}: empty line (expected a set of phones)")
         for p in fields:
             where = f"{path}, line {n}"
             if p in seen:
@@ -65,8 +68,6 @@ def _phone_sets(path: Path, seen: dict[str, str]) -> list[list[str]]:
                 )
             seen[p] = where
         sets.append(fields)
-    if not sets:
-        raise DataError(f"{path}: expected at least one phone, the file is empty")
     return sets
 
 
@@ -79,9 +80,9 @@ def _lexicon(d: Path, phones: set[str]) -> list[LexiconEntry]:
         raise DataError(f"{d}: the dict dir has neither lexicon.txt nor lexiconp.txt")
     entries, seen = [], {}
     for n, fields in _lines(path):
-        if not fields:
-            continue
         where = f"{path}, line {n}"
+        if not fields:
+            raise DataError(f"{where}: empty line (expected a word and its phones)")
         word, rest = fields[0], fields[1:]
         prob = 1.0
         if with_prob:
@@ -117,7 +118,39 @@ def _lexicon(d: Path, phones: set[str]) -> list[LexiconEntry]:
         entries.append(LexiconEntry(word, prob, tuple(rest)))
     if not entries:
         raise DataError(f"{path}: the lexicon is empty")
+    if with_prob and (d / "lexicon.txt").is_file():
+        _check_lexicon_pair(d / "lexicon.txt", entries)
     return entries
+
+
+def _check_lexicon_pair(path: Path, entries: Sequence[LexiconEntry]) -> None:
+    """``lexicon.txt`` next to ``lexiconp.txt`` must hold the same words and
+    pronunciations in the same order (else one was edited and the other is stale)."""
+    lines = [fields for _, fields in _lines(path) if fields]
+    for n, (fields, e) in enumerate(zip(lines, entries, strict=False), 1):
+        if fields != [e.word, *e.phones]:
+            raise DataError(
+                f"{path}, line {n}: expected {e.word} {' '.join(e.phones)} as line {n} of "
+                f"lexiconp.txt, got {' '.join(fields)!r} (regenerate one from the other)"
+            )
+    if len(lines) != len(entries):
+        raise DataError(f"{path}: {len(lines)} entries but lexiconp.txt has {len(entries)}")
+
+
+def _check_distinguishable(path: Path, sets: Sequence[Sequence[str]], questions) -> None:
+    """Two phones on one line of ``nonsilence_phones.txt`` share a tree root and the
+    automatic questions never split them, so ``extra_questions.txt`` must hold a
+    question with one and not the other (``validate_dict_dir.pl``)."""
+    qs = [set(q) for q in questions]
+    for n, line in enumerate(sets, 1):
+        for i, p1 in enumerate(line):
+            for p2 in line[i + 1 :]:
+                if not any((p1 in q) != (p2 in q) for q in qs):
+                    raise DataError(
+                        f"{path}, line {n}: phones {p1} and {p2} share a tree root but no "
+                        f"question of extra_questions.txt tells them apart (add one, e.g. "
+                        f"a line per stress level)"
+                    )
 
 
 def read_dict_dir(directory: str | Path) -> DictDir:
@@ -141,14 +174,16 @@ def read_dict_dir(directory: str | Path) -> DictDir:
     q_path = d / "extra_questions.txt"
     if q_path.is_file():
         for n, fields in _lines(q_path):
+            if not fields:
+                raise DataError(f"{q_path}, line {n}: empty line (expected a set of phones)")
             unknown = [p for p in fields if p not in seen]
             if unknown:
                 raise DataError(
                     f"{q_path}, line {n}: phones {unknown} are in neither silence_phones.txt "
                     f"nor nonsilence_phones.txt"
                 )
-            if fields:
-                questions.append(fields)
+            questions.append(fields)
+    _check_distinguishable(d / "nonsilence_phones.txt", nonsilence_sets, questions)
     entries = _lexicon(d, set(seen))
     return DictDir(silence_sets, nonsilence_sets, opt[0], entries, questions)
 

@@ -178,7 +178,8 @@ def test_gmm_readers_read_the_lang_files(lang_dir):
 
 
 def test_lexiconp_is_preferred_and_its_probabilities_kept(tmp_path):
-    d = write_dict(tmp_path / "dict", **{"lexiconp.txt": "<unk> 1.0 spn\ncat 0.5 k ah1 t\n"})
+    lexp = "<unk> 1.0 spn\ncat 0.5 k ah1 t\n"
+    d = write_dict(tmp_path / "dict", **{"lexiconp.txt": lexp, "lexicon.txt": None})
     dd = read_dict_dir(d)
     assert [(e.word, e.prob, e.phones) for e in dd.entries] == [
         ("<unk>", 1.0, ("spn",)),
@@ -203,6 +204,17 @@ def test_lexiconp_is_preferred_and_its_probabilities_kept(tmp_path):
         ({"nonsilence_phones.txt": "k k\n"}, r"line 1: phone 'k' is already listed"),
         ({"nonsilence_phones.txt": "k_B\n"}, r"nonsilence_phones.txt, line 1: phone 'k_B' is res"),
         ({"nonsilence_phones.txt": "\n"}, r"nonsilence_phones.txt: expected at least one phone"),
+        ({"nonsilence_phones.txt": "ah0 ah1\n\nk t\n"}, r"phones.txt, line 2: empty line"),
+        ({"lexicon.txt": "a ah0\n\n"}, r"lexicon.txt, line 2: empty line"),
+        (
+            {"extra_questions.txt": "sil\nah0 ah1\n"},
+            r"nonsilence_phones.txt, line 1: phones "
+            r"ah0 and ah1 share a tree root but no question",
+        ),
+        (
+            {"lexiconp.txt": "<unk> 1.0 spn\na 0.5 ah0\n", "lexicon.txt": "<unk> spn\na ah1\n"},
+            r"lexicon.txt, line 2: expected a ah0 as line 2 of lexiconp.txt",
+        ),
         ({"optional_silence.txt": "k\n"}, r"optional_silence.txt, line 1: expected one phone of"),
         ({"extra_questions.txt": "sil\nah2\n"}, r"extra_questions.txt, line 2: phones \['ah2'\]"),
     ],
