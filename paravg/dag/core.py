@@ -26,6 +26,7 @@ from paravg.resume import (
     restart_iterations,
     resume_frontiers_of_run,
 )
+from paravg.scale_check import scale_warnings, warn_once
 from paravg.sync.registry import get_method, methods_with
 
 
@@ -86,13 +87,16 @@ class RunCore:
         return options.stale_fields(info)
 
     def _make_plans(self, info: dict, restart_at: dict | None = None) -> dict[str, ExperimentPlan]:
-        return experiment_plans(
+        plans = experiment_plans(
             self.config,
             info,
             self.experiments,
             fingerprint_dir=self.fingerprint_dir,  # the chain's memo (O(T·N) to compute)
             restart_at=restart_at,
         )
+        if not self.target_jobs:  # the main snakemake: settings that do not scale
+            warn_once(scale_warnings({n: p.num_iters for n, p in plans.items()}, info))
+        return plans
 
     def _resumed_plans(self, info: dict) -> tuple[dict[str, ExperimentPlan], dict]:
         """The plans and frontiers of a run whose egs exist: the frontiers from plans
