@@ -88,6 +88,16 @@ def extractor_acc_mem_mb(iv: dict) -> int:
     return _mem_mb(2 * CHUNK_FRAMES * iv["num_gselect_post"] * 12 + 3 * _extractor_bytes(iv))
 
 
+#: The i-vector rules' formulas, each a function of the config's ``ivector`` section.
+IVECTOR_MEM_MB = {
+    "ubm_init": ubm_init_mem_mb,
+    "ubm_gselect": ubm_gselect_mem_mb,
+    "ubm_acc": ubm_acc_mem_mb,
+    "extractor_post": extractor_post_mem_mb,
+    "extractor_acc": extractor_acc_mem_mb,
+}
+
+
 def egs_split_mem_mb() -> int:
     """Rule ``egs_split``."""
     return _mem_mb(2 * BUFFER_BYTES + 8 * DRAW_BLOCK)

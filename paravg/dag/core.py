@@ -142,7 +142,7 @@ class RunCore:
                 ivector_dim,
                 egs["compress"],
             )
-        return getattr(resources, f"{rule}_mem_mb")(iv)
+        return resources.IVECTOR_MEM_MB[rule](iv)
 
     def index_after_frontier(self, kind: str) -> str:
         """Wildcard regex of ``t`` for the per-iteration rule ``kind`` (train, node, ema,
