@@ -134,6 +134,18 @@ def append_records(path: str | Path, records: list[bytes], truncate_at: int | No
         os.close(fd)
 
 
+def rewrite_records(path: str | Path, records: list[bytes]) -> None:
+    """Replace ``path`` by a file of exactly ``records`` (serialized events), atomically:
+    written beside it, fsynced, then renamed over it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"".join(frame_record(d) for d in records))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 # ------------------------------------------------------------------ reading
 def read_records(path: str | Path) -> tuple[list[bytes], int]:
     """The data of every whole, CRC-valid record of ``path`` in order, and the byte offset

@@ -22,8 +22,11 @@ holds steps 0, 1, … in order, each once, whichever diagnostic finishes last wr
 rest, and a resumed run (whose diagnostics below the frontier are not run again)
 appends only steps it lacks. Appending rather than rewriting keeps every record that
 TensorBoard already read, and a crash loses at most the record being written (torn
-tails are cut before the next append). A deleted file is rebuilt from step 0 by the next
-diagnostic.
+tails are cut before the next append). A step whose diagnostic values no longer match
+``diag/<t>.json`` (an experiment trained again from an earlier model after a change of
+its config) is stale: the file is cut before the first such step, atomically (written
+beside it, then renamed), and rebuilt from there. A deleted file is rebuilt from step 0
+by the next diagnostic.
 """
 
 from __future__ import annotations
@@ -32,12 +35,13 @@ import fcntl
 import logging
 import math
 import os
+import struct
 from pathlib import Path
 
 from paravg.io import read_json
 from paravg.layout import Layout
 from paravg.sync.nodes import node_summary_kinds
-from paravg.tensorboard import EventWriter
+from paravg.tensorboard import EventWriter, decode_event, read_records, rewrite_records
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +65,12 @@ def _mean(values) -> float | None:
     return sum(finite) / len(finite) if finite else None
 
 
-def step_scalars(layout: Layout, exp: str, t: int) -> dict[str, float] | None:
+def step_scalars(
+    layout: Layout, exp: str, t: int, diag_only: bool = False
+) -> dict[str, float] | None:
     """The scalars of step t (model ``<t>.pt``), or None while ``diag/<t>.json`` is not
-    there (missing or not readable yet). Values that are missing or not finite are left
-    out, never invented."""
+    there (missing or not readable yet); ``diag_only``: only those of the diagnostic.
+    Values that are missing or not finite are left out, never invented."""
     diag = _read(layout.diag(exp, t))
     if diag is None:
         return None
@@ -73,7 +79,7 @@ def step_scalars(layout: Layout, exp: str, t: int) -> dict[str, float] | None:
         stats = diag.get(subset) or {}
         for key in ("logprob", "accuracy"):
             scalars[f"{subset}/{key}"] = _number(stats.get(key))
-    if t >= 1:
+    if t >= 1 and not diag_only:
         jobs = [_read(p) for p in layout.existing("job_stats", exp, t).values()]
         jobs = [j for j in jobs if j is not None]
         scalars["schedule/lr"] = _mean(j.get("lr") for j in jobs)
@@ -98,6 +104,37 @@ def step_scalars(layout: Layout, exp: str, t: int) -> dict[str, float] | None:
     return {k: v for k, v in scalars.items() if v is not None}
 
 
+DIAG_TAGS = tuple(f"{s}/{k}" for s in ("train", "valid") for k in ("logprob", "accuracy"))
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def _cut_stale_steps(layout: Layout, exp: str, path: Path) -> None:
+    """Keep the file's events up to the first step that is out of order or whose
+    diagnostic values differ from ``diag/<t>.json`` now (as float32), and cut the rest."""
+    if not path.exists():
+        return
+    records, _ = read_records(path)
+    keep, expected = [], 0
+    for data in records:
+        event = decode_event(data)
+        if event.scalars:
+            diag = step_scalars(layout, exp, event.step, diag_only=True)
+            if event.step != expected or diag is None:
+                break
+            current = {k: _float32(v) for k, v in diag.items()}
+            if {k: event.scalars[k] for k in DIAG_TAGS if k in event.scalars} != current:
+                break
+            expected += 1
+        keep.append(data)
+    else:
+        return
+    log.warning("%s: steps from %d on are stale (trained again): rewritten", path, expected)
+    rewrite_records(path, keep)
+
+
 def append_new_steps(layout: Layout, exp: str) -> list[int]:
     """Append to ``exp``'s event file every step after its last one whose diagnostic
     exists, in order, up to the first missing; return the steps appended."""
@@ -106,6 +143,7 @@ def append_new_steps(layout: Layout, exp: str) -> list[int]:
     with open(f"{path}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            _cut_stale_steps(layout, exp, path)
             writer = EventWriter(path)
         except ValueError as exc:
             raise ValueError(

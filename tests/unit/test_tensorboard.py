@@ -5,6 +5,7 @@ after a torn write."""
 
 import json
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -124,8 +125,6 @@ def _write(path, data):
 
 def _fabricate(L, exp, t):
     """The JSON files of model t of a BMUF run (diag, the jobs and sync summary of t − 1)."""
-    from pathlib import Path
-
     _write(
         Path(L.diag(exp, t)),
         {
@@ -191,3 +190,20 @@ def test_out_of_order_diagnostics_append_in_step_order_once(tmp_path):
     for e in events[1:]:
         for tag, value in step_scalars(L, exp, e.step).items():
             assert e.scalars[tag] == pytest.approx(value, rel=1e-6), tag  # float32
+
+
+def test_steps_of_a_retrained_experiment_are_replaced(tmp_path):
+    """Trained again from model 1 after a config change: diag/2.json changes, so the
+    file is cut before step 2 and rebuilt; steps 0 and 1 stay, once each."""
+    L, exp = Layout(str(tmp_path / "results")), "bm"
+    for t in range(3):
+        _fabricate(L, exp, t)
+    assert append_new_steps(L, exp) == [0, 1, 2]
+    diag = json.loads(Path(L.diag(exp, 2)).read_text())
+    diag["valid"]["logprob"] = -0.5
+    _write(Path(L.diag(exp, 2)), diag)
+    assert append_new_steps(L, exp) == [2]
+    events = read_events(L.tensorboard_events(exp))
+    assert [e.step for e in events if e.scalars] == [0, 1, 2]
+    assert events[-1].scalars["valid/logprob"] == -0.5
+    assert sum(e.file_version is not None for e in events) == 1
