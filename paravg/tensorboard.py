@@ -138,7 +138,7 @@ def rewrite_records(path: str | Path, records: list[bytes]) -> None:
     """Replace ``path`` by a file of exactly ``records`` (serialized events), atomically:
     written beside it, fsynced, then renamed over it."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(".rewrite.tmp")  # no "tfevents" in it: TensorBoard skips it
     with open(tmp, "wb") as f:
         f.write(b"".join(frame_record(d) for d in records))
         f.flush()

@@ -16,11 +16,11 @@ the scalars of the per-iteration JSON files (the same ones the report's figures 
 
 The diagnostics rule calls :func:`append_new_steps` after writing ``diag/<t>.json``.
 Diagnostics run off the critical path, several at a time and out of order, so each call
-takes a lock (``fcntl.flock`` on ``<file>.lock``) and appends the steps after the file's
-last one for which ``diag/<s>.json`` exists, stopping at the first missing: the file
-holds steps 0, 1, … in order, each once, whichever diagnostic finishes last writes the
-rest, and a resumed run (whose diagnostics below the frontier are not run again)
-appends only steps it lacks. Appending rather than rewriting keeps every record that
+takes a lock (``fcntl.flock`` on ``.lock`` beside the file) and appends the steps after
+the file's last one for which ``diag/<s>.json`` exists, stopping at the first missing:
+the file holds steps 0, 1, … in order, each once, whichever diagnostic finishes last
+writes the rest, and a resumed run (whose diagnostics below the frontier are not run
+again) appends only steps it lacks. Appending rather than rewriting keeps every record that
 TensorBoard already read, and a crash loses at most the record being written (torn
 tails are cut before the next append). A step whose diagnostic values no longer match
 ``diag/<t>.json`` (an experiment trained again from an earlier model after a change of
@@ -140,7 +140,8 @@ def append_new_steps(layout: Layout, exp: str) -> list[int]:
     exists, in order, up to the first missing; return the steps appended."""
     path = Path(layout.tensorboard_events(exp))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{path}.lock", "w") as lock:
+    # not <file>.lock: TensorBoard reads every file whose name holds "tfevents"
+    with open(path.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             _cut_stale_steps(layout, exp, path)

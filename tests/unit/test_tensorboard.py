@@ -187,6 +187,11 @@ def test_out_of_order_diagnostics_append_in_step_order_once(tmp_path):
     assert append_new_steps(L, exp) == []  # a rerun (resume) duplicates nothing
     events = read_events(L.tensorboard_events(exp))
     assert [e.step for e in events if e.scalars] == [0, 1, 2]
+    # TensorBoard reads every file whose name holds "tfevents": the lock's must not
+    tb_dir = Path(L.tensorboard_events(exp)).parent
+    assert [p.name for p in tb_dir.iterdir() if "tfevents" in p.name] == [
+        "events.out.tfevents.paravg"
+    ]
     for e in events[1:]:
         for tag, value in step_scalars(L, exp, e.step).items():
             assert e.scalars[tag] == pytest.approx(value, rel=1e-6), tag  # float32
