@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict:
             workdir = args.workdir or tmp / "pipeline"
             workdir.mkdir(parents=True, exist_ok=True)
             print(f"tiny pipeline, trainer.device {args.device}, {PIPELINE_JOBS} jobs ...")
-            out["pipeline"] = pipeline_figures(args.device, workdir, args.cores, 420)
+            out["pipeline"] = pipeline_figures(args.device, workdir, args.cores, 360)
     print_table(out, args, num_egs, steps, time.perf_counter() - t_start)
     return out
 
