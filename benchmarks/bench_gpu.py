@@ -60,10 +60,12 @@ from _harness import (
 
 from paravg.config import REPO_CONFIG, deep_merge, resolved_experiments, validate_config
 from paravg.egs import EgsArchive
+from paravg.layout import Layout
 from paravg.nnet.context import model_context
 from paravg.nnet.model_file import new_model
 from paravg.nnet.ng_affine import make_affine_factory
 from paravg.plan import JobSpec
+from paravg.progress import load_config
 from paravg.train_job import train_one_job
 
 FAMILIES_YAML = REPO / "config" / "experiments" / "model_families.yaml"
@@ -255,9 +257,10 @@ def pipeline_figures(device: str, workdir: Path, cores: int, timeout_s: int) -> 
     overlay.write_text(yaml.safe_dump({"egs": {"samples_per_iter": 100}, "trainer": trainer}))
     os.environ["PARAVG_GPU_LOCK_DIR"] = str(workdir / "locks")
     run = run_snakemake(workdir, ["--cores", str(cores)], [TINY, overlay], timeout_s=timeout_s)
-    results = yaml.safe_load(TINY.read_text()).get("results", "results")
-    intervals, on_gpu, waited = job_intervals(workdir / results / "logs" / "train_job")
-    jobs = len(list((workdir / results / "logs" / "train_job").rglob("*.log")))
+    config = load_config([REPO_CONFIG, TINY, overlay])
+    logs = Path(Layout.in_workdir(workdir, config["results"]).log_dir("train_job"))
+    intervals, on_gpu, waited = job_intervals(logs)
+    jobs = len(list(logs.rglob("*.log")))
     return {
         "wall": run.wall,
         "jobs": jobs,
