@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cores", type=int, default=8, help="snakemake --cores of the pipeline")
     ap.add_argument("--workdir", type=Path, help="the pipeline's workspace (default: a temp)")
+    ap.add_argument("--timeout", type=int, default=360, help="the pipeline's limit, seconds")
     args = ap.parse_args(argv)
     device = require_device(args.device)
     torch.set_num_threads(1)
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> dict:
             workdir = args.workdir or tmp / "pipeline"
             workdir.mkdir(parents=True, exist_ok=True)
             print(f"tiny pipeline, trainer.device {args.device}, {PIPELINE_JOBS} jobs ...")
-            out["pipeline"] = pipeline_figures(args.device, workdir, args.cores, 360)
+            out["pipeline"] = pipeline_figures(args.device, workdir, args.cores, args.timeout)
     print_table(out, args, num_egs, steps, time.perf_counter() - t_start)
     return out
 
