@@ -256,7 +256,8 @@ def pipeline_figures(device: str, workdir: Path, cores: int, timeout_s: int) -> 
     }
     overlay.write_text(yaml.safe_dump({"egs": {"samples_per_iter": 100}, "trainer": trainer}))
     os.environ["PARAVG_GPU_LOCK_DIR"] = str(workdir / "locks")
-    run = run_snakemake(workdir, ["--cores", str(cores)], [TINY, overlay], timeout_s=timeout_s)
+    args = ["--cores", str(cores), "--rerun-incomplete"]  # a --workdir run again after a kill
+    run = run_snakemake(workdir, args, [TINY, overlay], timeout_s=timeout_s)
     config = load_config([REPO_CONFIG, TINY, overlay])
     logs = Path(Layout.in_workdir(workdir, config["results"]).log_dir("train_job"))
     intervals, on_gpu, waited = job_intervals(logs)
