@@ -405,6 +405,12 @@ class Layout:
     def report_dir(self) -> str:
         return f"{self.results}/report"
 
+    def tensorboard_events(self, exp: str) -> str:
+        """``results/tb/<exp>/events.out.tfevents.paravg``: the experiment's TensorBoard
+        scalars (:mod:`paravg.training_events`), appended by the diagnostics rule;
+        ``tensorboard --logdir results/tb`` shows every experiment."""
+        return f"{self.results}/tb/{exp}/events.out.tfevents.paravg"
+
     def report_file(self, name: str) -> str:
         """``results/report/<name>``: the comparison across experiments."""
         return f"{self.report_dir()}/{name}"

@@ -54,9 +54,9 @@ rule egs_split:
     threads: 1
     # Streams its utterance list twice (count, then write); holds one 8-MB buffer of egs
     # (paravg.egs.split.BUFFER_BYTES), written to its pieces with pwrite (no memory map),
-    # plus the train set's scp indices (~1.5 KB per utterance).
+    # plus the train set's scp indices (~1.5 KB per utterance): paravg/resources.py.
     resources:
-        mem_mb=2000,
+        mem_mb=PARAVG.mem_mb("egs_split"),
         runtime=120,
     script:
         "../scripts/egs_split.py"
@@ -81,7 +81,7 @@ rule egs_archive:
     # memory-mapped output: one archive, ~(lc+F+rc) x D x 2 bytes per eg, plus its keys
     # (~100 bytes per eg): ~0.6 GB at Kaldi's 400k egs per archive, 40-dim features.
     resources:
-        mem_mb=2000,
+        mem_mb=PARAVG.mem_mb("egs_archive"),  # paravg/resources.py
         runtime=60,
     script:
         "../scripts/egs_archive.py"

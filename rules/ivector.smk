@@ -52,9 +52,10 @@ if PARAVG.ivector.enabled:
             "../envs/paravg.yaml"
         threads: 1
         # Holds ubm_num_frames x pca_dim doubles (500k x 40 = 160 MB) plus one E-step
-        # block of frames x Gaussians temporaries (at most 256 MiB, ubm.BLOCK_BYTES).
+        # block of frames x Gaussians temporaries (at most 256 MiB, ubm.BLOCK_BYTES):
+        # mem_mb from paravg/resources.py.
         resources:
-            mem_mb=4000,
+            mem_mb=PARAVG.mem_mb("ubm_init"),
             runtime=120,
         script:
             "../scripts/ubm_init.py"
@@ -79,7 +80,7 @@ if PARAVG.ivector.enabled:
         # One utterance at a time; the index table (frames x num_gselect int32) is
         # written in chunks of 50,000 frames (frame_table.CHUNK_FRAMES: 6 MB).
         resources:
-            mem_mb=2000,
+            mem_mb=PARAVG.mem_mb("ubm_gselect"),  # paravg/resources.py
             runtime=60,
         script:
             "../scripts/ubm_gselect.py"
@@ -105,7 +106,7 @@ if PARAVG.ivector.enabled:
         threads: 1
         # One utterance at a time plus one chunk of the job's gselect table.
         resources:
-            mem_mb=2000,
+            mem_mb=PARAVG.mem_mb("ubm_acc"),  # paravg/resources.py
             runtime=60,
         script:
             "../scripts/ubm_acc.py"
@@ -175,7 +176,7 @@ if PARAVG.ivector.enabled:
         # Posteriors are computed once (Kaldi too) and kept for every EM iteration,
         # written in chunks of 50,000 frames (frame_table.CHUNK_FRAMES).
         resources:
-            mem_mb=2000,
+            mem_mb=PARAVG.mem_mb("extractor_post"),  # paravg/resources.py
             runtime=60,
         script:
             "../scripts/extractor_post.py"
@@ -202,7 +203,7 @@ if PARAVG.ivector.enabled:
         # Stats: Gaussians x (dim x ivector_dim + ivector_dim^2 + dim^2) doubles
         # (Kaldi's 512 x 100 x 40 extractor: about 70 MB), one chunk of posteriors.
         resources:
-            mem_mb=2000,
+            mem_mb=PARAVG.mem_mb("extractor_acc"),  # paravg/resources.py
             runtime=60,
         script:
             "../scripts/extractor_acc.py"

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from paravg import resources
 from paravg.config import resolved_experiments
 from paravg.devices import training_gpus
 from paravg.io import read_json
@@ -26,6 +27,7 @@ from paravg.resume import (
     restart_iterations,
     resume_frontiers_of_run,
 )
+from paravg.scale_check import scale_warnings, warn_once
 from paravg.sync.registry import get_method, methods_with
 
 
@@ -86,13 +88,16 @@ class RunCore:
         return options.stale_fields(info)
 
     def _make_plans(self, info: dict, restart_at: dict | None = None) -> dict[str, ExperimentPlan]:
-        return experiment_plans(
+        plans = experiment_plans(
             self.config,
             info,
             self.experiments,
             fingerprint_dir=self.fingerprint_dir,  # the chain's memo (O(T·N) to compute)
             restart_at=restart_at,
         )
+        if not self.target_jobs:  # the main snakemake: settings that do not scale
+            warn_once(scale_warnings({n: p.num_iters for n, p in plans.items()}, info))
+        return plans
 
     def _resumed_plans(self, info: dict) -> tuple[dict[str, ExperimentPlan], dict]:
         """The plans and frontiers of a run whose egs exist: the frontiers from plans
@@ -114,6 +119,30 @@ class RunCore:
                 raise RuntimeError("the egs info.json does not exist yet: no plan")
             self._plans = self._make_plans(self._checkpoint_egs_info())
         return self._plans[exp]
+
+    def mem_mb(self, rule: str) -> int:
+        """Rule ``rule``'s declared ``mem_mb``, from its formula in :mod:`paravg.resources`
+        (the egs' window from the experiments' widest context, as the egs plan's)."""
+        from paravg.egs.info import EgsInfo
+        from paravg.egs.plan import EgsOptions
+
+        iv, egs = self.config["ivector"], self.config["egs"]
+        if rule == "egs_split":
+            return resources.egs_split_mem_mb()
+        if rule == "egs_archive":
+            left, right = egs_context(self.experiments)
+            fields = EgsOptions.from_config(egs, left, right).info_fields()
+            shape = dict(num_archives=1, egs_per_archive=0, num_frames=0, feat_dim=0)
+            window = EgsInfo(**fields, **shape, ivector_dim=0, ivector_period=0, num_targets=0)
+            ivector_dim = iv["dim"] if iv["enabled"] else 0
+            return resources.egs_archive_mem_mb(
+                egs["samples_per_iter"],
+                window.window,
+                self.config["features"]["num_ceps"],
+                ivector_dim,
+                egs["compress"],
+            )
+        return resources.IVECTOR_MEM_MB[rule](iv)
 
     def index_after_frontier(self, kind: str) -> str:
         """Wildcard regex of ``t`` for the per-iteration rule ``kind`` (train, node, ema,

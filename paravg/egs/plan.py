@@ -144,6 +144,29 @@ def num_archives_for(num_frames: int, frames_per_eg: int, samples_per_iter: int)
     return num_frames // (frames_per_eg * samples_per_iter) + 1
 
 
+#: Kaldi's ``--samples-per-iter`` (get_egs.sh, train_dnn.py): the archive size of real corpora.
+KALDI_SAMPLES_PER_ITER = 400_000
+#: How far (a factor) the archive count may be from Kaldi's before the plan warns.
+ARCHIVE_FACTOR = 10
+
+
+def archive_count_warning(num_frames: int, frames_per_eg: int, samples_per_iter: int) -> str | None:
+    """A warning when ``egs.samples_per_iter`` gives an archive count more than
+    :data:`ARCHIVE_FACTOR` times off the count Kaldi's 400,000 would give for the same
+    frames (:func:`num_archives_for` both); None when within. The demo's 2,500 gives 18,001
+    archives at 1,000 h where Kaldi makes 113 (and as many times the iterations)."""
+    ours = num_archives_for(num_frames, frames_per_eg, samples_per_iter)
+    kaldi = num_archives_for(num_frames, frames_per_eg, KALDI_SAMPLES_PER_ITER)
+    if max(ours, kaldi) <= ARCHIVE_FACTOR * min(ours, kaldi):
+        return None
+    return (
+        f"egs.samples_per_iter = {samples_per_iter} gives {ours:,} archives for "
+        f"{num_frames:,} frames, Kaldi's {KALDI_SAMPLES_PER_ITER} would give {kaldi:,} "
+        f"(more than {ARCHIVE_FACTOR}x apart): on a real corpus set egs.samples_per_iter "
+        "near 400000 (config/experiments/kaldi_scale.yaml, docs/kaldi-scale.md)"
+    )
+
+
 def egs_per_archive_for(num_frames: int, frames_per_eg: int, num_archives: int) -> int:
     """Kaldi: ``num_frames // (frames_per_eg · num_archives)``."""
     return num_frames // (frames_per_eg * num_archives)
@@ -343,6 +366,8 @@ def plan_egs(
 
     feat_dim = int(np.asarray(load_scp(feats_scp)[utts[0]]).shape[1])
     num_archives = num_archives_for(num_frames, F, o.samples_per_iter)
+    if warning := archive_count_warning(num_frames, F, o.samples_per_iter):
+        log.warning(warning)
     info = EgsInfo(
         **o.info_fields(),
         num_archives=num_archives,

@@ -59,7 +59,11 @@ class Lang:
     silence: list[str]  # base silence phones (``sil``)
     nonsilence: list[str]  # base non-silence phones
     lexicon: list[tuple[str, float, tuple[str, ...]]]  # position-dependent, + #k
-    sets: list[list[str]] = field(default_factory=list)  # variants of each base phone
+    sets: list[list[str]] = field(default_factory=list)  # variants of each dict line
+    #: the dict's ``extra_questions.txt`` (base phones); position questions are added on write
+    extra_questions: list[list[str]] = field(default_factory=list)
+    oov: str = OOV
+    optional: str = ""  # ``optional_silence.txt``; empty: the first silence phone
 
     @property
     def disambig_phone_ids(self) -> list[int]:
@@ -67,7 +71,13 @@ class Lang:
 
     @property
     def optional_silence(self) -> str:
-        return self.silence[0]
+        return self.optional or self.silence[0]
+
+    def variants(self, phone: str) -> list[str]:
+        """prepare_lang.sh's ``phone_map.txt``: ``sil -> sil sil_B sil_E sil_I sil_S``
+        for a silence phone, ``aa -> aa_B aa_E aa_I aa_S`` for a non-silence one."""
+        own = [phone] if phone in self.silence else []
+        return own + [f"{phone}_{pos}" for pos in POSITIONS]
 
     def phone_names(self) -> dict[int, str]:
         return {i: p for p, i in self.phones.items()}
@@ -106,7 +116,24 @@ def add_disambig(prons: Sequence[tuple[str, ...]]) -> tuple[list[tuple[str, ...]
 def make_lang(
     entries: Sequence[LexiconEntry], silence: Sequence[str], nonsilence: Sequence[str]
 ) -> Lang:
-    """Build the :class:`Lang` of a lexicon over the given base phones."""
+    """Build the :class:`Lang` of a lexicon over the given base phones (one set each)."""
+    return make_lang_from_sets(entries, [[p] for p in silence], [[p] for p in nonsilence])
+
+
+def make_lang_from_sets(
+    entries: Sequence[LexiconEntry],
+    silence_sets: Sequence[Sequence[str]],
+    nonsilence_sets: Sequence[Sequence[str]],
+    optional_silence: str = "",
+    extra_questions: Sequence[Sequence[str]] = (),
+    oov: str = OOV,
+) -> Lang:
+    """The :class:`Lang` of a Kaldi dict dir: each line of ``silence_phones.txt`` /
+    ``nonsilence_phones.txt`` is one set of base phones sharing a tree root (e.g. stress
+    variants ``ah0 ah1 ah2``); ``phones.txt`` numbers silence then non-silence variants
+    in file order, as prepare_lang.sh does."""
+    silence = [p for s in silence_sets for p in s]
+    nonsilence = [p for s in nonsilence_sets for p in s]
     base = set(silence) | set(nonsilence)
     for e in entries:
         bad = [p for p in e.phones if p not in base]
@@ -116,22 +143,34 @@ def make_lang(
     with_disambig, top = add_disambig(prons)
     phones: dict[str, int] = {"<eps>": 0}
     sets = []
-    for p in silence:
-        sets.append([p, *(f"{p}_{pos}" for pos in POSITIONS)])
-    for p in nonsilence:
-        sets.append([f"{p}_{pos}" for pos in POSITIONS])
+    for line in silence_sets:
+        sets.append([v for p in line for v in (p, *(f"{p}_{pos}" for pos in POSITIONS))])
+    for line in nonsilence_sets:
+        sets.append([f"{p}_{pos}" for p in line for pos in POSITIONS])
     for variants in sets:
         for v in variants:
             phones[v] = len(phones)
     for k in range(top + 2):
         phones[f"#{k}"] = len(phones)
     words: dict[str, int] = {"<eps>": 0}
-    for w in sorted({e.word for e in entries} | {OOV}):
+    for w in sorted({e.word for e in entries} | {oov}):
         words[w] = len(words)
     for w in ("#0", "<s>", "</s>"):
         words[w] = len(words)
     lexicon = [(e.word, e.prob, pron) for e, pron in zip(entries, with_disambig, strict=True)]
-    return Lang(phones, words, list(silence), list(nonsilence), lexicon, sets)
+    questions = [list(q) for q in extra_questions]
+    return Lang(phones, words, silence, nonsilence, lexicon, sets, questions, oov, optional_silence)
+
+
+def extra_questions(lang: Lang) -> list[list[str]]:
+    """prepare_lang.sh's ``phones/extra_questions.txt``: the dict's questions with each
+    phone mapped to its variants, then one question per position over all non-silence
+    phones (``_B``, ``_E``, ``_I``, ``_S``), then over all silence phones (the bare
+    phone, ``_B``, ``_E``, ``_I``, ``_S``)."""
+    out = [[v for p in q for v in lang.variants(p)] for q in lang.extra_questions]
+    out += [[f"{p}_{pos}" for p in lang.nonsilence] for pos in POSITIONS]
+    out += [[f"{p}{pos}" for p in lang.silence] for pos in ("", "_B", "_E", "_I", "_S")]
+    return out
 
 
 def lexicon_fst_text(lang: Lang, disambig: bool, sil_prob: float = 0.5) -> str:
@@ -214,8 +253,8 @@ def write_lang(lang: Lang, directory: str | Path, topo_text: str, sil_prob: floa
     (d / "phones").mkdir(parents=True, exist_ok=True)
     write_text_atomic(d / "phones.txt", _table(lang.phones))
     write_text_atomic(d / "words.txt", _table(lang.words))
-    write_text_atomic(d / "oov.txt", f"{OOV}\n")
-    write_text_atomic(d / "oov.int", f"{lang.words[OOV]}\n")
+    write_text_atomic(d / "oov.txt", f"{lang.oov}\n")
+    write_text_atomic(d / "oov.int", f"{lang.words[lang.oov]}\n")
     write_text_atomic(d / "topo", topo_text)
     write_text_atomic(
         d / "lexiconp.txt",
@@ -257,6 +296,14 @@ def write_lang(lang: Lang, directory: str | Path, topo_text: str, sil_prob: floa
             d / "phones" / f"{name}.int",
             "".join(f"{prefix}{' '.join(str(lang.phones[p]) for p in s)}\n" for s in lang.sets),
         )
+    questions = extra_questions(lang)
+    write_text_atomic(
+        d / "phones" / "extra_questions.txt", "".join(f"{' '.join(q)}\n" for q in questions)
+    )
+    write_text_atomic(
+        d / "phones" / "extra_questions.int",
+        "".join(f"{' '.join(str(lang.phones[p]) for p in q)}\n" for q in questions),
+    )
     boundary = [(p, word_boundary(p)) for p in silence + nonsilence]
     write_text_atomic(
         d / "phones" / "word_boundary.txt", "".join(f"{p} {c}\n" for p, c in boundary)
@@ -344,4 +391,7 @@ def read_lang(directory: str | Path) -> Lang:
             if len(f) < 3:
                 raise DataError(f"{lex_file}:{lineno}: expected '<word> <prob> <phones>'")
             lexicon.append((f[0], float(f[1]), tuple(f[2:])))
-    return Lang(phones, words, silence, nonsilence, lexicon, sets)
+    oov_words = (d / "oov.txt").read_text().split()
+    oov = oov_words[0] if oov_words else OOV
+    opt = optional[0] if optional else ""
+    return Lang(phones, words, silence, nonsilence, lexicon, sets, [], oov, opt)

@@ -113,3 +113,35 @@ def test_progress_on_a_run_cut_short(workdir, tmp_path):
     assert f"default: {cut} iterations synced; iteration {cut}: 1 jobs finished" in proc.stdout
     for name in FIGURES:
         assert is_png(out / "default" / f"{name}.png")
+
+
+def test_tensorboard_events_equal_the_diagnostics(workdir):
+    """results/tb/<exp>/ holds one event file per experiment, written by the diagnostics
+    rule: a step per model 0..num_iters, in order, each once, whose values are
+    diag/<t>.json's (float32), and the schedule's and sync's of the iteration before."""
+    from paravg.layout import Layout
+    from paravg.tensorboard import FILE_VERSION, read_events
+    from paravg.training_events import step_scalars
+
+    layout = Layout(str(workdir / "results"))
+    for exp in EXPERIMENTS:
+        files = list((workdir / "results" / "tb" / exp).glob("*tfevents*"))
+        assert [f.name for f in files] == ["events.out.tfevents.paravg"], exp
+        events = read_events(files[0])
+        assert events[0].file_version == FILE_VERSION
+        run = load_run(workdir / "results" / "exp" / exp, strict=True)
+        assert [e.step for e in events[1:]] == sorted(run.diags)
+        for e in events[1:]:
+            d = run.diags[e.step]
+            for subset in ("train", "valid"):
+                for key in ("logprob", "accuracy"):
+                    assert e.scalars[f"{subset}/{key}"] == pytest.approx(
+                        d[subset][key], rel=1e-6
+                    ), (exp, e.step, subset, key)
+            if e.step > 0:
+                sync = run.syncs[e.step - 1]
+                assert e.scalars["schedule/num_jobs"] == len(sync["objfs"])
+                assert e.scalars["sync/accepted"] == len(sync["accepted"])
+                lrs = [j["lr"] for j in run.jobs[e.step - 1].values()]
+                assert e.scalars["schedule/lr"] == pytest.approx(sum(lrs) / len(lrs), rel=1e-6)
+            assert e.scalars == pytest.approx(step_scalars(layout, exp, e.step), rel=1e-6)

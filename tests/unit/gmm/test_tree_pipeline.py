@@ -11,45 +11,18 @@ import numpy as np
 from paravg.gmm.build_tree import build_tree, map_stats, read_roots
 from paravg.gmm.questions import cluster_phones, compile_questions, read_int_sets
 from paravg.gmm.tree_io import load_kaldi_tree, read_tree, write_tree
-from paravg.gmm.tree_stats import accumulate_tree_stats, context_windows, sum_tree_stats
-
-SIL, PHONES = 1, (2, 3, 4, 5, 6, 7)
-TOPO = """<Topology>
-<TopologyEntry>
-<ForPhones> 1 2 3 4 5 6 7 </ForPhones>
-<State> 0 <PdfClass> 0 <Transition> 0 0.75 <Transition> 1 0.25 </State>
-<State> 1 <PdfClass> 1 <Transition> 1 0.75 <Transition> 2 0.25 </State>
-<State> 2 <PdfClass> 2 <Transition> 2 0.75 <Transition> 3 0.25 </State>
-<State> 3 </State>
-</TopologyEntry>
-</Topology>
-"""
-
-
-def utterance(rng):
-    """Phones of one utterance and its per-frame (window, pdf-class, feature) rows: the
-    mean depends on the phone, the state and whether the left phone is a 'vowel' (2-4)."""
-    phones = [SIL, *rng.choice(PHONES, size=8), SIL]
-    windows = context_windows(phones, 3, 1)
-    rows = []
-    for window in windows:
-        for pdf_class in range(3):
-            for _ in range(rng.integers(2, 5)):
-                vowel_left = window[0] in (2, 3, 4)
-                mean = 4.0 * window[1] + pdf_class + (2.5 if vowel_left and window[1] != SIL else 0)
-                rows.append((window, pdf_class, mean + rng.normal(size=3)))
-    return rows
+from paravg.gmm.tree_stats import sum_tree_stats
+from tests.unit.gmm.synthetic import TRI_PHONES as PHONES
+from tests.unit.gmm.synthetic import TRI_SIL as SIL
+from tests.unit.gmm.synthetic import TRI_TOPO as TOPO
+from tests.unit.gmm.synthetic import triphone_job_stats
 
 
 def test_tree_recipe_end_to_end(tmp_path):
     rng = np.random.default_rng(0)
     jobs = []
     for _ in range(2):  # two "nj" jobs, summed as sum-tree-stats
-        rows = [r for _ in range(60) for r in utterance(rng)]
-        contexts = np.array([r[0] for r in rows])
-        pdf_classes = np.array([r[1] for r in rows])
-        feats = np.array([r[2] for r in rows])
-        jobs.append(accumulate_tree_stats(contexts, pdf_classes, feats, 1, ci_phones=[SIL]))
+        jobs.append(triphone_job_stats(rng))
     stats = sum_tree_stats(jobs)
 
     sets = [[SIL], *([p] for p in PHONES)]
