@@ -145,11 +145,6 @@ def read_tree(path: Path) -> tuple[EventMap, int, int]:
     return read_context_dependency(Path(path).read_bytes())
 
 
-def to_kaldi(tree: EventMap, context_width: int, central_position: int):
-    """A ``kaldi_hmm_gmm.ContextDependency`` loaded from the tree's Kaldi binary bytes."""
-    return kaldi_context_dependency(context_dependency_bytes(tree, context_width, central_position))
-
-
 def load_kaldi_tree(path: Path):
     """A Kaldi binary tree file (ours or Kaldi's) as a ``kaldi_hmm_gmm.ContextDependency``."""
     data = Path(path).read_bytes()

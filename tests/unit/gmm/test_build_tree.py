@@ -21,7 +21,7 @@ from paravg.gmm.build_tree import (
 )
 from paravg.gmm.event_map import PDF_CLASS_KEY, ConstantEventMap, SplitEventMap
 from paravg.gmm.questions import compile_questions
-from paravg.gmm.tree_io import context_dependency_bytes, to_kaldi
+from paravg.gmm.tree_io import context_dependency_bytes, kaldi_context_dependency
 
 from .synthetic import LEFT_CLASS, PHONES, left_class_stats
 
@@ -140,7 +140,7 @@ def test_not_split_roots_stay_one_leaf_and_shared_roots_pool_pdf_classes(tmp_pat
 def test_built_tree_loads_in_kaldi_and_maps_every_seen_context_to_our_leaf():
     stats = left_class_stats({1: 1.0, 2: 4.0, 3: 2.0, 4: 8.0})
     built = build_tree(stats, QUESTIONS, ROOTS, ONE_CLASS, thresh=10.0, max_leaves=7)
-    ctx = to_kaldi(built.tree, 3, 1)
+    ctx = kaldi_context_dependency(context_dependency_bytes(built.tree, 3, 1))
     assert ctx.num_pdfs == built.num_leaves
     leaves = map_stats(stats, built.tree)
     for i in range(len(stats)):

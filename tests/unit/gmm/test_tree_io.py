@@ -14,9 +14,9 @@ from paravg.gmm.event_map import (
 )
 from paravg.gmm.tree_io import (
     context_dependency_bytes,
+    kaldi_context_dependency,
     read_context_dependency,
     read_tree,
-    to_kaldi,
     write_tree,
 )
 
@@ -43,7 +43,7 @@ def test_split_tree_loads_in_kaldi_and_maps_as_ours(tmp_path):
         ConstantEventMap(0),
         table_from_dict(PDF_CLASS_KEY, {0: ConstantEventMap(1), 2: ConstantEventMap(2)}),
     )
-    ctx = to_kaldi(tree, 3, 1)
+    ctx = kaldi_context_dependency(context_dependency_bytes(tree, 3, 1))
     assert (ctx.num_pdfs, ctx.context_width, ctx.central_position) == (3, 3, 1)
     for window in ([1, 2, 3], [2, 2, 3], [3, 5, 0], [0, 4, 4]):
         for pdf_class in (0, 1, 2):
