@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from paravg.errors import ParavgError
+from paravg.export.conf import DECODER_DEFAULTS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,10 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sample-frequency", type=float, default=16000.0)
     p.add_argument("--acoustic-scale", type=float, default=0.1)
-    p.add_argument("--beam", type=float, default=13.0)
-    p.add_argument("--lattice-beam", type=float, default=6.0)
-    p.add_argument("--max-active", type=int, default=7000)
-    p.add_argument("--min-active", type=int, default=200)
+    # vosk's search defaults (DECODER_DEFAULTS); the pipeline's export section writes the
+    # narrower beams measured on the demo (config/config.yaml `export:`: 10 / 3 / 2,000).
+    for option, value in DECODER_DEFAULTS.items():
+        p.add_argument(f"--{option}", type=type(value), default=value)
     p.add_argument(
         "--endpoint-silence-phones",
         help="colon-separated phone ids for vosk's endpointing (vosk also down-weights "
