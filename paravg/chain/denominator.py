@@ -118,7 +118,6 @@ class DenominatorLogZ(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logz):
         deriv = den_backward(ctx.graph, ctx.saved, ctx.leaky)
-        ctx.saved = None
         return deriv * grad_logz.to(deriv.dtype)[None, :, None], None, None
 
 

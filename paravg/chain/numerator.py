@@ -182,7 +182,7 @@ class NumeratorLogLike(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_logp):
-        deriv, ctx.deriv = ctx.deriv, None
+        deriv = ctx.deriv
         return deriv * grad_logp.to(deriv.dtype)[None, :, None], None
 
 
