@@ -32,11 +32,10 @@ if "--threads" in sys.argv:
     THREADS = sys.argv[sys.argv.index("--threads") + 1]
 os.environ.setdefault("OMP_NUM_THREADS", THREADS)
 
-from _harness import FEAT_DIM, IVEC_DIM, REPO  # noqa: E402  (sys.path: this checkout)
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
+from _harness import FEAT_DIM, IVEC_DIM, REPO  # noqa: E402  (sys.path: this checkout)
 
 
 def synthetic_den_graph(states: int, arcs: int, pdfs: int, seed: int = 0):
@@ -122,17 +121,22 @@ def main() -> None:
 
     output_frames = args.sequences * args.frames
     den_s = time_it(den_step, args.repeats, args.device)
-    ce_s = time_it(tdnnf_step(args.pdfs, args.sequences, args.frames, args.device),
-                   args.repeats, args.device)
+    ce_s = time_it(
+        tdnnf_step(args.pdfs, args.sequences, args.frames, args.device), args.repeats, args.device
+    )
     print(
         f"device {args.device}, {torch.get_num_threads()} thread(s); den graph "
         f"{args.states} states, {graph.num_arcs} arcs, {args.pdfs} pdfs; "
         f"{args.sequences} x {args.frames} output frames"
     )
-    print(f"denominator forward+backward: {den_s:.3f} s, "
-          f"{1e3 * den_s / output_frames:.3f} ms per output frame (target <= 1 ms)")
-    print(f"CE TDNN-F forward+backward:   {ce_s:.3f} s, "
-          f"{1e3 * ce_s / output_frames:.3f} ms per output frame")
+    print(
+        f"denominator forward+backward: {den_s:.3f} s, "
+        f"{1e3 * den_s / output_frames:.3f} ms per output frame (target <= 1 ms)"
+    )
+    print(
+        f"CE TDNN-F forward+backward:   {ce_s:.3f} s, "
+        f"{1e3 * ce_s / output_frames:.3f} ms per output frame"
+    )
     print(f"ratio denominator / TDNN-F: {den_s / ce_s:.2f}")
 
 
