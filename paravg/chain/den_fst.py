@@ -13,12 +13,18 @@ From the phone LM ``G_p`` (an acceptor over phones), the tree and the transition
    topology: a constant factor per frame, which the objective does not see).
 3. Projected on the input (transition-ids), mapped to pdf-id + 1 (``MapFstToPdfIdsPlusOne``),
    epsilons removed (``RmEpsilon``).
-4. ``DenGraphMinimizeWrapper``: three passes of reverse → minimise → reverse → minimise
-   (``MinimizeAcceptorNoPush``: weights quantised with delta ``10 · kDelta``, labels and
-   weights encoded, acceptor-minimised), then epsilons removed. Kaldi also runs
-   ``PushSpecial`` before each minimisation; kaldifst has no binding for it, so the graph
-   here is minimised without pushing (it may keep more states than Kaldi's; the path
-   weights, and so the objective, are the same up to a constant per frame).
+4. ``DenGraphMinimizeWrapper``: three passes of reverse → push → minimise → reverse →
+   push → minimise (``MinimizeAcceptorNoPush``: weights quantised with delta
+   ``10 · kDelta``, labels and weights encoded, acceptor-minimised), then epsilons removed
+   and pushed once more. ``PushSpecial`` (``src/fstext/push-special.cc``, not in
+   kaldifst, so :func:`push_special` here) makes every state's outgoing mass the same
+   ``λ``: with ``P_ij`` the summed arc probabilities ``i → j`` (a final probability
+   counted as an arc to the start ``I``), ``v`` the top eigenvector by the power method
+   ``v ← P v + 0.1 v`` (normalised; stopped when ``log(max_i r_i / min_i r_i) <= δ``,
+   ``r_i = Σ_j P_ij v_j / v_i``, checked every 5 of at most 200 iterations), each arc
+   ``i → j`` gets ``p v_j / v_i`` and each final ``f_i v_I / v_i``: the factors
+   telescope, so every complete path keeps its weight; only where the weight sits
+   changes, which lets minimisation merge more states.
 5. ``SortOnTransitionCount``: states renumbered by decreasing number of arcs in + out.
 
 The result is an acceptor whose labels are pdf-id + 1 (0 never appears).
@@ -89,17 +95,53 @@ def minimize_acceptor_no_push(fst) -> None:
     kaldifst.minimize_encoded(fst, delta=K_DELTA * 10.0)
 
 
+def push_special(fst, delta: float = K_DELTA * 0.01, max_iter: int = 200):
+    """``PushSpecial`` (module docstring): a new FST, every state summing to ``λ``."""
+    a = fst_to_arrays(fst)
+    n = a.num_states
+    if n == 0:
+        return fst
+    p = np.exp(-a.weight)
+    fin = np.exp(-a.final)
+    v = np.full(n, 1.0 / np.sqrt(n))
+
+    def accuracy() -> float:
+        r = (np.bincount(a.src, weights=p * v[a.dst], minlength=n) + fin * v[a.start]) / v
+        return float(np.log(r.max() / r.min()))
+
+    for it in range(max_iter):
+        new = 0.1 * v + np.bincount(a.src, weights=p * v[a.dst], minlength=n)
+        new += fin * v[a.start]
+        v = new / np.sqrt((new * new).sum())
+        if it % 5 == 0 and it > 0 and accuracy() <= delta:
+            break
+    occ = -np.log(v)
+    return arrays_to_fst(
+        FstArrays(
+            n,
+            a.start,
+            a.src,
+            a.dst,
+            a.ilabel,
+            a.olabel,
+            a.weight + occ[a.dst] - occ[a.src],
+            a.final + occ[a.start] - occ,
+        )
+    )
+
+
 def den_graph_minimize(fst):
-    """``DenGraphMinimizeWrapper`` without ``PushSpecial`` (see the module docstring)."""
+    """``DenGraphMinimizeWrapper`` (module docstring)."""
     import kaldifst
 
+    delta = K_DELTA * 0.01
     for _ in range(3):
-        rev = kaldifst.reverse(fst)
+        rev = push_special(kaldifst.reverse(fst), delta)
         minimize_acceptor_no_push(rev)
-        fst = kaldifst.reverse(rev)
+        fst = push_special(kaldifst.reverse(rev), delta)
         minimize_acceptor_no_push(fst)
     kaldifst.rmepsilon(fst)
-    return fst
+    return push_special(fst, delta)
 
 
 def sort_on_transition_count(a: FstArrays) -> FstArrays:

@@ -73,3 +73,26 @@ def test_initial_probs_and_normalization_fst(den_fst, chain_models):
         assert sorted(got.values()) == pytest.approx(sorted(best.values()), rel=1e-4)
     g = DenominatorGraph.from_fst(den_fst, chain_models[1].num_pdfs)
     assert g.num_arcs == a.num_arcs and g.initial_probs.sum().item() == pytest.approx(1.0)
+
+
+def test_push_special_makes_every_state_sum_to_lambda_and_keeps_path_weights():
+    import kaldifst
+
+    from paravg.chain.den_fst import push_special
+
+    fst = kaldifst.compile(
+        "0 1 1 1 0.5\n0 0 2 2 1.2\n1 2 3 3 0.1\n1 0 1 1 2.0\n2 0 2 2 0.7\n2 1.5\n",
+        acceptor=False,
+    )
+    before, after = fst_to_arrays(fst), fst_to_arrays(push_special(fst, delta=1e-6, max_iter=2000))
+    sums = [
+        np.exp(-after.weight[after.src == s]).sum() + np.exp(-after.final[s])
+        for s in range(after.num_states)
+    ]
+    assert np.allclose(sums, sums[0], rtol=1e-4)
+    # before, the states summed to 0.91, 1.04 and 0.72 (with its final probability)
+    # every complete path keeps its weight (v_j / v_i telescopes to v_I / v_I)
+    for labels in ([1, 3], [2, 1, 3], [1, 1, 3, 2, 1, 3]):
+        p0 = sum(p * math.exp(-before.final[s]) for s, p in accepts(before, labels).items())
+        p1 = sum(p * math.exp(-after.final[s]) for s, p in accepts(after, labels).items())
+        assert p1 == pytest.approx(p0, rel=1e-5)
