@@ -126,15 +126,20 @@ def time_enforce(tid: FstArrays, allowed_phones: Sequence[Sequence[int]], trans_
     for i in range(1, n_tid + 1):
         phone_of[i] = trans_model.transition_id_to_phone(i)
         pdf_of[i] = trans_model.transition_id_to_pdf(i) + 1
-    arc_phone = phone_of[tid.ilabel]
+    arc_phone = phone_of[tid.ilabel].tolist()
+    out: list[list[int]] = [[] for _ in range(tid.num_states)]
+    for i, s in enumerate(tid.src.tolist()):
+        out[s].append(i)
     ids: dict[tuple[int, int], int] = {(tid.start, 0): 0}
     src, dst, lab = [], [], []
     frontier = [tid.start]
     for t in range(T):
-        ok = np.isin(arc_phone, allowed_phones[t])
+        ok = set(allowed_phones[t])
         nxt = []
         for s in frontier:
-            for i in np.flatnonzero((tid.src == s) & ok):
+            for i in out[s]:
+                if arc_phone[i] not in ok:
+                    continue
                 d = int(tid.dst[i])
                 if (d, t + 1) not in ids:
                     ids[(d, t + 1)] = len(ids)
