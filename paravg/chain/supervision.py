@@ -103,6 +103,41 @@ def alignment_to_phone_durations(frame_phones: Sequence[int]) -> tuple[list[int]
     return phones, durations
 
 
+def split_to_phones(
+    alignment: Sequence[int], trans_model, reordered: bool = True
+) -> tuple[list[int], list[int]]:
+    """``SplitToPhones`` (``src/hmm/hmm-utils.cc``), as ``ali-to-phones --write-lengths``
+    uses it: a transition-id alignment -> (phones, durations). A phone ends after a
+    transition-id that leaves its HMM (``IsFinal``); with ``reordered`` (chain graphs and
+    paravg's are built with ``reorder=true``) the self-loops that follow it still belong
+    to it. Unlike per-frame phone ids, a phone repeated back to back stays two phones.
+    Raises on an alignment that does not split cleanly (Kaldi's ``was_ok`` false)."""
+    tids = [int(t) for t in alignment]
+    state = list(trans_model.id2state)
+    ends, i = [], 0
+    while i < len(tids):
+        t = tids[i]
+        if trans_model.is_final(t):
+            while reordered and i + 1 < len(tids) and trans_model.is_self_loop(tids[i + 1]):
+                if state[tids[i + 1]] != state[t]:
+                    raise ValueError(f"alignment: self-loop of another state after frame {i}")
+                i += 1
+            ends.append(i + 1)
+        elif i + 1 == len(tids):
+            raise ValueError("alignment: the last phone does not end")
+        elif trans_model.transition_id_to_phone(t) != trans_model.transition_id_to_phone(
+            tids[i + 1]
+        ):
+            raise ValueError(f"alignment: the phone changes inside an HMM at frame {i + 1}")
+        i += 1
+    phones, durations, start = [], [], 0
+    for end in ends:
+        phones.append(int(trans_model.transition_id_to_phone(tids[start])))
+        durations.append(end - start)
+        start = end
+    return phones, durations
+
+
 def _linear_acceptor(phones: Sequence[int]):
     n = len(phones)
     lab = np.asarray(phones, dtype=np.int64)

@@ -14,6 +14,7 @@ from paravg.chain.supervision import (
     alignment_supervision,
     alignment_to_phone_durations,
     alignment_to_proto_supervision,
+    split_to_phones,
 )
 
 
@@ -148,3 +149,17 @@ def test_normalised_supervision_keeps_its_paths_with_den_weights(chain_models, d
     got = paths(weighted, 4)
     assert sorted(tuple(p) for p, _ in got) == sorted(tuple(p) for p, _ in paths(plain, 4))
     assert all(lw < 0 and math.isfinite(lw) for _, lw in got)  # probabilities below one
+
+
+def test_split_to_phones_keeps_a_repeated_phone_two_phones(chain_models):
+    """Transition-ids of the chain topology here: phone p's self-loop 2p - 1, its
+    forward (final) transition 2p; reordered, a phone is forward then self-loops."""
+    _, tm = chain_models
+    ali = [2, 1, 1, 2, 1, 4, 6, 5, 5]  # phone 1 (3 frames), 1 (2), 2 (1), 3 (3)
+    assert split_to_phones(ali, tm) == ([1, 1, 2, 3], [3, 2, 1, 3])
+    frame_phones = [tm.transition_id_to_phone(t) for t in ali]
+    assert alignment_to_phone_durations(frame_phones) == ([1, 2, 3], [5, 1, 3])
+    with pytest.raises(ValueError, match="does not end"):
+        split_to_phones([2, 1], tm, reordered=False)  # not reordered, a loop after the exit
+    with pytest.raises(ValueError, match="phone changes"):
+        split_to_phones([2, 1, 3], tm, reordered=False)
