@@ -18,7 +18,9 @@ For a minibatch of ``B`` sequences of ``T`` output frames with supervision weigh
   towards the numerator occupancies ``γ_num`` (Kaldi's ``xent_output_deriv``): the
   trainer adds ``xent_regularize · Σ γ_num · log_softmax(y)`` to what it maximises;
   :func:`xent_objective` computes that term from :attr:`ChainObjective.num_post`.
-* A non-finite objf zeroes the derivatives and reports ``objf = -10 · weight``, as Kaldi.
+* A non-finite objf, or (in :func:`compute_chain_objf_and_deriv`) denominator
+  occupancies at frame 0 that do not sum to ``B`` within 2 (``BetaGeneralFrameDebug``),
+  zeroes the derivatives and reports ``objf = -10 · weight``, as Kaldi.
 
 :func:`chain_objective` returns the objective with a differentiable ``loss`` (what a
 PyTorch trainer calls ``backward()`` on: ``-(objf + l2_term + out-of-range term)``) whose
@@ -124,8 +126,12 @@ def compute_chain_objf_and_deriv(
     T, B, _ = x.shape
     w = float(supervision_weight)
     den_logz, saved = den_forward(den_graph, x, opts.leaky_hmm_coefficient)
-    deriv = -w * den_backward(den_graph, saved, opts.leaky_hmm_coefficient)
+    den_occ = den_backward(den_graph, saved, opts.leaky_hmm_coefficient)
     del saved
+    # BetaGeneralFrameDebug at t = 0: the occupancies must sum to B; off by > 2, the
+    # minibatch is abandoned (Kaldi's ok = false)
+    den_ok = abs(float(den_occ[0].sum()) - B) <= 2.0
+    deriv = den_occ.mul_(-w)
     if opts.out_of_range_regularize > 0.0:
         deriv += _out_of_range_deriv(x, opts.out_of_range_regularize)
     num_logp, num_post = num_forward_backward(num_graph, x)
@@ -133,7 +139,7 @@ def compute_chain_objf_and_deriv(
     deriv += num_post
     objf_t = w * (num_logp.sum() - den_logz.sum())
     weight = w * B * T
-    if not torch.isfinite(objf_t):
+    if not torch.isfinite(objf_t) or not den_ok:
         return ChainObjective(
             DEFAULT_OBJF_PER_FRAME * weight,
             0.0,

@@ -84,3 +84,15 @@ def test_non_finite_objective_gives_minus_ten_per_frame_and_no_derivative(batch)
     xr = x.clone().requires_grad_(True)
     auto = chain_objective(ChainTrainingOptions(), den, num, xr)
     assert not auto.ok and auto.objf == -10.0 * auto.weight
+
+
+def test_denominator_occupancies_off_at_frame_0_abandon_the_minibatch(batch, monkeypatch):
+    import paravg.chain.objective as objective
+
+    den, num = batch
+    x = torch.randn(10, 2, 6, dtype=torch.float64)
+    assert compute_chain_objf_and_deriv(ChainTrainingOptions(), den, num, x).ok
+    real = objective.den_backward
+    monkeypatch.setattr(objective, "den_backward", lambda *a: 3 * real(*a))  # sums to 6
+    res = compute_chain_objf_and_deriv(ChainTrainingOptions(), den, num, x)
+    assert not res.ok and res.objf == -10.0 * res.weight and (res.deriv == 0).all()
