@@ -110,7 +110,10 @@ def train_deltas(lang_dir: str | Path, jobs: Sequence[JobData], ali_dir: str | P
     out.mkdir(parents=True, exist_ok=True)
     old = GmmModel.load(ali_dir / "final.mdl")
     old_table = TransitionTable.of(old.trans)
-    old_ali = [read_alignments(ali_dir / f"ali.{j}.ark") for j in range(1, len(jobs) + 1)]
+    old_all: dict = {}
+    for ali_file in sorted(ali_dir.glob("ali.*.ark")):
+        old_all.update(read_alignments(ali_file))
+    old_ali = [{u: old_all[u] for u in job.feats if u in old_all} for job in jobs]
     stats = sum_tree_stats([
         acc_tree_stats(old_table, job.feats, ali, ci_phones(lang), opts.context_width,
                        opts.central_position)

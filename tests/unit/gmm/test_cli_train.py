@@ -1,0 +1,131 @@
+"""``python -m paravg.gmm`` training steps chained on files, as a DAG would run them: make-lang,
+init-mono, align-equal, acc-stats per job, est (summing the jobs), align, acc-tree-stats,
+sum-tree-stats, build-tree, init-model, convert-ali, ali-to-pdf, ali-to-phones; and the
+errors a user sees."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from paravg.gmm.__main__ import main
+from paravg.gmm.accumulate import GmmAccs
+from paravg.gmm.alignment import TransitionTable, ali_to_pdf, read_alignments
+from paravg.gmm.data import write_dict_dir
+from paravg.gmm.model import GmmModel
+from paravg.kaldi_io import write_ark_scp
+
+LEXICON = [("x", 1.0, ("aa", "bb")), ("y", 1.0, ("cc",)), ("z", 1.0, ("bb", "cc", "aa"))]
+MEANS = {"aa": 0.0, "bb": 5.0, "cc": 10.0, "sil": -5.0}
+
+
+def synthetic_job(rng, first: int, n: int):
+    """Utterances of "x y" / "z" with features whose mean is the phone's."""
+    feats, text = {}, []
+    for k in range(first, first + n):
+        utt = f"u{k:02d}"
+        words = ["x", "y"] if k % 2 else ["z"]
+        phones = (
+            ["sil"] + [p for w in words for p in dict((e[0], e[2]) for e in LEXICON)[w]] + ["sil"]
+        )
+        means = np.concatenate([np.full(rng.integers(6, 20), MEANS[p]) for p in phones])
+        feats[utt] = (means[:, None] + 0.5 * rng.normal(size=(len(means), 2))).astype(np.float32)
+        text.append(f"{utt} {' '.join(words)}\n")
+    return feats, text
+
+
+def run(*args) -> None:
+    assert main([str(a) for a in args]) == 0, args
+
+
+def test_the_steps_chain_on_files(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    write_dict_dir(tmp_path / "dict", LEXICON, ["aa", "bb", "cc"])
+    run("make-lang", tmp_path / "dict", tmp_path / "lang")
+    texts = []
+    for j in (1, 2):
+        feats, text = synthetic_job(rng, 20 * j, 20)
+        write_ark_scp(
+            sorted(feats.items()), tmp_path / f"feats.{j}.ark", tmp_path / f"feats.{j}.scp"
+        )
+        texts += text
+    (tmp_path / "text").write_text("".join(sorted(texts)))
+    d, lang = tmp_path, tmp_path / "lang"
+    run("init-mono", lang, d / "feats.1.scp", d / "0.mdl")
+    for j in (1, 2):  # fan-out
+        run("align-equal", lang, d / "0.mdl", d / f"feats.{j}.scp", d / "text", d / f"ali.{j}.ark")
+        run("acc-stats", d / "0.mdl", d / f"feats.{j}.scp", d / f"ali.{j}.ark", d / f"0.{j}.acc")
+    run(
+        "est", "--min-gaussian-occupancy", 3, d / "0.mdl", d / "1.mdl", d / "0.1.acc", d / "0.2.acc"
+    )
+    likes = [sum(GmmAccs.load(d / f"0.{j}.acc").tot_like for j in (1, 2))]
+    for x in range(1, 4):
+        for j in (1, 2):
+            run(
+                "align",
+                "--boost-silence",
+                1.25,
+                lang,
+                d / f"{x}.mdl",
+                d / f"feats.{j}.scp",
+                d / "text",
+                d / f"ali.{j}.ark",
+            )
+            run(
+                "acc-stats",
+                d / f"{x}.mdl",
+                d / f"feats.{j}.scp",
+                d / f"ali.{j}.ark",
+                d / f"{x}.{j}.acc",
+            )
+        run(
+            "est",
+            "--mix-up",
+            40,
+            d / f"{x}.mdl",
+            d / f"{x + 1}.mdl",
+            d / f"{x}.1.acc",
+            d / f"{x}.2.acc",
+        )
+        likes.append(sum(GmmAccs.load(d / f"{x}.{j}.acc").tot_like for j in (1, 2)))
+    assert likes[-1] > likes[0] and np.all(np.diff(likes[1:]) > -1.0), likes
+    mono = GmmModel.load(d / "4.mdl")
+    assert mono.num_gauss == 40
+    # the tree: stats per job, summed, grown; the triphone model and converted alignments
+    for j in (1, 2):
+        run(
+            "acc-tree-stats",
+            lang,
+            d / "4.mdl",
+            d / f"feats.{j}.scp",
+            d / f"ali.{j}.ark",
+            d / f"{j}.treeacc.npz",
+        )
+    run("sum-tree-stats", d / "treeacc.npz", d / "1.treeacc.npz", d / "2.treeacc.npz")
+    run("build-tree", "--max-leaves", 24, lang, d / "treeacc.npz", d / "tree")
+    run("init-model", "--mix-up", 30, lang, d / "tree", d / "treeacc.npz", d / "tri1.mdl")
+    tri = GmmModel.load(d / "tri1.mdl")
+    assert tri.ctx.context_width == 3 and tri.num_gauss >= tri.num_pdfs
+    run("convert-ali", d / "4.mdl", d / "tri1.mdl", d / "ali.1.ark", d / "tri_ali.1.ark")
+    old, new = read_alignments(d / "ali.1.ark"), read_alignments(d / "tri_ali.1.ark")
+    t_old, t_new = TransitionTable.of(mono.trans), TransitionTable.of(tri.trans)
+    for u in old:  # the same phones and HMM states, frame by frame
+        assert (t_old.phone[old[u]] == t_new.phone[new[u]]).all()
+        assert (t_old.hmm_state[old[u]] == t_new.hmm_state[new[u]]).all()
+    run("ali-to-pdf", d / "tri1.mdl", d / "tri_ali.1.ark", d / "pdf.1.txt")
+    pdfs = read_alignments(d / "pdf.1.txt")
+    assert all((pdfs[u] == ali_to_pdf(t_new, new[u])).all() for u in new)
+    assert max(int(p.max()) for p in pdfs.values()) < tri.num_pdfs
+    run("ali-to-phones", d / "tri1.mdl", d / "tri_ali.1.ark", d / "phones.1.txt")
+    capsys.readouterr()
+
+
+def test_errors_name_the_file(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "paravg.gmm", "acc-stats", tmp_path / "no.mdl", tmp_path / "f.scp",
+         tmp_path / "a.ark", tmp_path / "o.acc"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and f"{tmp_path / 'no.mdl'}: no such model file" in proc.stderr
