@@ -159,6 +159,8 @@ def train_deltas(lang_dir: str | Path, jobs: Sequence[JobData], ali_dir: str | P
             (out / f"{x - 1}.{j}.acc").unlink(missing_ok=True)
         if x <= opts.max_iter_inc:
             numgauss += incgauss
+    for acc in out.glob("*.acc"):  # the last iteration's (Kaldi's scripts delete them too)
+        acc.unlink()
     model.save(out / "final.mdl")
     summary = {
         "options": asdict(opts), "num_leaves": built.num_leaves, "num_pdfs": model.num_pdfs,

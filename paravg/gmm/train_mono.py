@@ -170,6 +170,8 @@ def train_mono(lang_dir: str | Path, jobs: Sequence[JobData], out_dir: str | Pat
         if x <= opts.max_iter_inc:
             numgauss += incgauss
         beam = opts.regular_beam
+    for acc in out.glob("*.acc"):  # the last iteration's (Kaldi's scripts delete them too)
+        acc.unlink()
     model.save(out / "final.mdl")
     summary = {"options": asdict(opts), "iterations": history, "num_pdfs": model.num_pdfs,
                "num_gauss": model.num_gauss, "num_jobs": len(jobs)}  # fmt: skip
