@@ -129,3 +129,44 @@ def test_errors_name_the_file(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 1 and f"{tmp_path / 'no.mdl'}: no such model file" in proc.stderr
+
+
+def test_train_mono_and_train_deltas_on_a_data_dir(tmp_path):
+    """``train-mono`` and ``train-deltas`` (scaled down) on a data dir with a 13-dim
+    ``feats.scp``, ``text`` and ``utt2spk``: models, alignments of every utterance, logs."""
+    import json
+
+    rng = np.random.default_rng(5)
+    write_dict_dir(tmp_path / "dict", LEXICON, ["aa", "bb", "cc"])
+    run("make-lang", tmp_path / "dict", tmp_path / "lang")
+    feats, text = synthetic_job(rng, 0, 24)
+    data = tmp_path / "data"
+    data.mkdir()
+    lift = rng.normal(size=(2, 13))  # 13-dim MFCC-like features
+    feats13 = {
+        u: (x @ lift + 0.3 * rng.normal(size=(len(x), 13))).astype(np.float32)
+        for u, x in feats.items()
+    }
+    write_ark_scp(sorted(feats13.items()), data / "feats.ark", data / "feats.scp")
+    (data / "text").write_text("".join(text))
+    (data / "utt2spk").write_text("".join(f"{u} s{int(u[1:]) // 6}\n" for u in sorted(feats)))
+    run("train-mono", "--nj", 2, "--num-iters", 5, "--max-iter-inc", 3, "--totgauss", 60,
+        data, tmp_path / "lang", tmp_path / "mono")  # fmt: skip
+    log = json.loads((tmp_path / "mono/log.json").read_text())
+    assert [it["iter"] for it in log["iterations"]] == [0, 1, 2, 3, 4] and log["num_jobs"] == 2
+    assert log["iterations"][-1]["avg_like"] > log["iterations"][0]["avg_like"]
+    alis = {
+        **read_alignments(tmp_path / "mono/ali.1.ark"),
+        **read_alignments(tmp_path / "mono/ali.2.ark"),
+    }
+    assert sorted(alis) == sorted(feats) and not list((tmp_path / "mono").glob("*.acc"))
+    run("train-deltas", "--nj", 2, "--num-iters", 4, "--max-iter-inc", 2, "--realign-iters", "2 3",
+        30, 80, data, tmp_path / "lang", tmp_path / "mono", tmp_path / "tri")  # fmt: skip
+    tri = GmmModel.load(tmp_path / "tri/final.mdl")
+    assert tri.ctx.context_width == 3 and (tmp_path / "tri/tree").is_file()
+    tri_alis = {
+        **read_alignments(tmp_path / "tri/ali.1.ark"),
+        **read_alignments(tmp_path / "tri/ali.2.ark"),
+    }
+    assert sorted(tri_alis) == sorted(feats)
+    assert all(len(tri_alis[u]) == len(feats[u]) for u in feats)

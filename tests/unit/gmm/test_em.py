@@ -10,7 +10,15 @@ import pytest
 
 from paravg.gmm.accumulate import EstOptions, GmmAccs, accumulate, estimate, sum_accs
 from paravg.gmm.alignment import TransitionTable
-from paravg.gmm.model import GmmModel, boost_silence, gen_topo, init_model, init_mono, make_diag_gmm
+from paravg.gmm.model import (
+    GmmModel,
+    boost_silence,
+    gen_topo,
+    init_model,
+    init_mono,
+    make_diag_gmm,
+    read_topo,
+)
 from paravg.gmm.tree_stats import accumulate_tree_stats
 
 SIL, PHONES = (1,), (2, 3, 4)
@@ -127,7 +135,7 @@ def test_jobs_sum_to_one_job_and_files_round_trip(tmp_path):
         sum_accs([whole, accumulate(other, feats, alis, table.pdf)])
 
 
-def test_transition_update_learns_self_loop_probabilities():
+def test_transition_update_learns_self_loop_probabilities(tmp_path):
     rng = np.random.default_rng(4)
     model = small_model(rng, dim=2, mix=1)
     table = TransitionTable.of(model.trans)
@@ -147,6 +155,19 @@ def test_transition_update_learns_self_loop_probabilities():
     log_probs = np.asarray(model.trans.log_probs)
     assert np.exp(log_probs[loop]) == pytest.approx(0.9, abs=1e-4)
     assert np.exp(log_probs[forward]) == pytest.approx(0.1, abs=1e-4)
+    # the learnt probabilities survive the model file
+    model.save(tmp_path / "1.mdl")
+    np.testing.assert_allclose(GmmModel.load(tmp_path / "1.mdl").trans.log_probs, log_probs)
+
+
+def test_gen_topo_is_kaldis_gmm_topology():
+    topo = read_topo(gen_topo([2, 3], [1]))
+    assert [len(topo.topology_for_phone(p)) for p in (1, 2, 3)] == [6, 4, 4]  # + final state
+    sil = topo.topology_for_phone(1)
+    assert [t for t, _ in sil[0].transitions] == [0, 1, 2, 3]
+    assert [t for t, _ in sil[2].transitions] == [1, 2, 3, 4]
+    assert sil[4].transitions == [(4, 0.75), (5, 0.25)]
+    assert topo.topology_for_phone(2)[1].transitions == [(1, 0.75), (2, 0.25)]
 
 
 def test_mixup_reaches_target_and_follows_occupancy(tmp_path):
