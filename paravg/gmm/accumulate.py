@@ -25,7 +25,7 @@ Then ``--mix-up`` (``SplitByCount``, :func:`paravg.gmm.model.mixup`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,12 +219,3 @@ def estimate(model: GmmModel, accs: GmmAccs, opts: EstOptions | None = None) -> 
         mixup(model, accs.pdf_occs(), opts.mix_up, opts.perturb_factor, opts.power, opts.min_count)
     info["num_gauss"] = model.num_gauss
     return info
-
-
-def accumulate_jobs(
-    model: GmmModel,
-    jobs: Iterable[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]],
-    tid_to_pdf: np.ndarray,
-) -> GmmAccs:
-    """In-process fan-out/fan-in: :func:`accumulate` per (feats, alignments) job, summed."""
-    return sum_accs([accumulate(model, f, a, tid_to_pdf) for f, a in jobs])

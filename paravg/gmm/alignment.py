@@ -224,13 +224,6 @@ def convert_alignment(
     return np.asarray(out, np.int32)
 
 
-def phone_sequences(
-    table: TransitionTable, alignments: Mapping[str, np.ndarray]
-) -> dict[str, list[int]]:
-    """``ali-to-phones`` of every utterance."""
-    return {u: ali_to_phones(table, a).tolist() for u, a in alignments.items()}
-
-
 def frame_agreement(
     phones_per_frame: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
     phone_map: Sequence[int] | np.ndarray,
@@ -247,3 +240,26 @@ def frame_agreement(
         agree += int(np.sum(phone_map[phones_per_frame[u][:n]] == np.asarray(ref)[:n]))
         total += n
     return agree / total if total else 0.0
+
+
+def boundary_agreement(
+    phones_per_frame: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
+    phone_map: Sequence[int] | np.ndarray, tolerance: int = 2,
+) -> float:  # fmt: skip
+    """Fraction of the reference's label changes (phone boundaries) with a change of the
+    mapped aligned phone within ``tolerance`` frames (2 frames = 20 ms)."""
+    phone_map = np.asarray(phone_map)
+    hits = total = 0
+    for u, ref in reference.items():
+        if u not in phones_per_frame:
+            continue
+        n = min(len(ref), len(phones_per_frame[u]))
+        ours = phone_map[phones_per_frame[u][:n]]
+        ref_b = np.flatnonzero(np.diff(np.asarray(ref)[:n]) != 0) + 1
+        our_b = np.flatnonzero(np.diff(ours) != 0) + 1
+        total += len(ref_b)
+        if len(our_b):
+            hits += int(
+                np.sum(np.min(np.abs(ref_b[:, None] - our_b[None, :]), axis=1) <= tolerance)
+            )
+    return hits / total if total else 0.0

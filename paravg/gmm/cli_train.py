@@ -17,6 +17,8 @@ subcommand per Kaldi binary or script, on files, so a user or a DAG stage runs e
 ``convert-ali``    ``convert-ali old.mdl new.mdl tree``
 ``ali-to-pdf``     ``ali-to-pdf`` (text ark)
 ``ali-to-phones``  ``ali-to-phones [--per-frame]`` (text ark)
+``frame-agreement`` the aligned phones against per-frame reference labels (e.g. the
+                   demo's TTS phone timings): frames that agree, boundaries within 20 ms
 ``train-mono``     ``steps/train_mono.sh`` then ``align_si.sh`` (all jobs in this process)
 ``train-deltas``   ``steps/train_deltas.sh`` then ``align_si.sh``
 =================  =====================================================================
@@ -234,6 +236,39 @@ def ali_to_phones_command(args) -> str:
     return f"ali-to-phones: {len(alis)} utterances -> {args.out}"
 
 
+def frame_agreement_command(args) -> str:
+    import numpy as np
+
+    from paravg.gmm.alignment import (
+        TransitionTable,
+        ali_to_phones,
+        boundary_agreement,
+        frame_agreement,
+    )
+    from paravg.graph.lang import base_phone, read_symbol_table
+    from paravg.kaldi_io import iter_int_vectors
+
+    table = TransitionTable.of(_model(args.model).trans)
+    ours = read_symbol_table(Path(args.lang) / "phones.txt")
+    ref_ids = read_symbol_table(args.ref_phones)
+    phone_map = np.full(max(ours.values()) + 1, -1)
+    for name, i in ours.items():
+        phone_map[i] = ref_ids.get(base_phone(name), -1)
+    per_frame = {}
+    for path in args.alis:
+        per_frame.update(
+            {u: ali_to_phones(table, a, per_frame=True) for u, a in _alis(path).items()}
+        )
+    reference = {key: vec for key, vec, _place in iter_int_vectors(args.ref)}
+    frames = frame_agreement(per_frame, reference, phone_map)
+    bounds = boundary_agreement(per_frame, reference, phone_map)
+    missing = sum(u not in per_frame for u in reference)
+    return (
+        f"frame-agreement: {100 * frames:.1f}% of frames, {100 * bounds:.1f}% of reference "
+        f"boundaries within 20 ms ({len(reference) - missing} utterances, {missing} not aligned)"
+    )
+
+
 def train_mono_command(args) -> str:
     from paravg.gmm.model import GmmModel
     from paravg.gmm.train_mono import MonoOptions, align_si, train_mono
@@ -360,6 +395,12 @@ def add_commands(commands) -> None:
     for name in ("model", "ali", "out"):
         p.add_argument(name)
     p.set_defaults(run=ali_to_phones_command)
+
+    p = commands.add_parser("frame-agreement", help="aligned phones against reference labels")
+    for name in ("lang", "model", "ref", "ref_phones"):
+        p.add_argument(name)
+    p.add_argument("alis", nargs="+")
+    p.set_defaults(run=frame_agreement_command)
 
     p = commands.add_parser("train-mono", help="steps/train_mono.sh + align_si.sh")
     p.add_argument("--nj", type=int, default=4)

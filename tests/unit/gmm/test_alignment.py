@@ -136,3 +136,16 @@ def test_convert_to_the_same_tree_is_identity_and_tree_stats_count_frames(lang):
         assert stats.count[centre == phone].sum() == (table.phone[ali] == phone).sum()
     # silence is context-independent: its events have no context keys
     assert (stats.events[np.isin(centre, sil)][:, [0, 2]] == -1).all()
+
+
+def test_frame_and_boundary_agreement_by_hand():
+    from paravg.gmm.alignment import boundary_agreement, frame_agreement
+
+    phone_map = np.array([-1, 0, 1, 2, 2])  # our phones 3 and 4 are both label 2
+    ours = {"a": np.array([1, 1, 1, 2, 2, 2, 2, 4, 4, 4]), "extra": np.array([1])}
+    ref = {"a": np.array([0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2]), "missing": np.array([0, 0])}
+    # 10 frames compared (the reference is cut to ours): frames 2 and 7 differ
+    assert frame_agreement(ours, ref, phone_map) == pytest.approx(8 / 10)
+    # reference boundaries at 2 and 8; ours at 3 and 7: both within 1 frame, not within 0
+    assert boundary_agreement(ours, ref, phone_map, tolerance=1) == 1.0
+    assert boundary_agreement(ours, ref, phone_map, tolerance=0) == 0.0

@@ -119,7 +119,37 @@ def test_the_steps_chain_on_files(tmp_path, capsys):
     assert all((pdfs[u] == ali_to_pdf(t_new, new[u])).all() for u in new)
     assert max(int(p.max()) for p in pdfs.values()) < tri.num_pdfs
     run("ali-to-phones", d / "tri1.mdl", d / "tri_ali.1.ark", d / "phones.1.txt")
+    # frame-agreement: reference labels in their own phone table (base phones), here made
+    # from the alignment itself with one utterance's last 5 frames changed
+    from paravg.graph.lang import base_phone, read_symbol_table
+
+    names = {i: base_phone(p) for p, i in read_symbol_table(lang / "phones.txt").items()}
+    (d / "ref_phones.txt").write_text("sil 0\naa 1\nbb 2\ncc 3\nspn 4\n")
+    ref_id = {"sil": 0, "aa": 1, "bb": 2, "cc": 3, "spn": 4}
+    refs = {u: np.array([ref_id[names[int(p)]] for p in t_new.phone[a]]) for u, a in new.items()}
+    first = sorted(refs)[0]
+    refs[first][-5:] = 1 + (refs[first][-5:] % 3)  # never the label it had (0..3 -> 1..3, +)
+    (d / "ref.txt").write_text(
+        "".join(f"{u} {' '.join(map(str, r))}\n" for u, r in sorted(refs.items()))
+    )
     capsys.readouterr()
+    run(
+        "frame-agreement",
+        lang,
+        d / "tri1.mdl",
+        d / "ref.txt",
+        d / "ref_phones.txt",
+        d / "tri_ali.1.ark",
+    )
+    total = sum(len(r) for r in refs.values())
+    changed = int(
+        sum(
+            refs[first][-5:]
+            != np.array([ref_id[names[int(p)]] for p in t_new.phone[new[first][-5:]]])
+        )
+    )
+    out = capsys.readouterr().out
+    assert f"{100 * (total - changed) / total:.1f}% of frames" in out and "0 not aligned" in out
 
 
 def test_errors_name_the_file(tmp_path):

@@ -14,7 +14,13 @@ import pytest
 from paravg.corpus import build_demo_corpus
 from paravg.corpus.phones import PHONE_IDS, PHONES
 from paravg.gmm.align import read_transcripts
-from paravg.gmm.alignment import TransitionTable, ali_to_phones, frame_agreement, read_alignments
+from paravg.gmm.alignment import (
+    TransitionTable,
+    ali_to_phones,
+    boundary_agreement,
+    frame_agreement,
+    read_alignments,
+)
 from paravg.gmm.data import gmm_mfcc, prepare_gmm_lang, read_utt2spk, split_jobs, write_dict_dir
 from paravg.gmm.deltas import gmm_features
 from paravg.gmm.model import GmmModel
@@ -53,8 +59,9 @@ def demo(tmp_path_factory):
     return base, jobs, labels
 
 
-def agreement(exp, lang, labels) -> float:
-    """Frames whose aligned phone (position suffix dropped) is the TTS label."""
+def agreement(exp, lang, labels) -> tuple[float, float]:
+    """Frames whose aligned phone (position suffix dropped) is the TTS label, and TTS
+    boundaries with an aligned one within 20 ms."""
     model = GmmModel.load(exp / "final.mdl")
     table = TransitionTable.of(model.trans)
     phones = read_symbol_table(lang / "phones.txt")
@@ -66,7 +73,9 @@ def agreement(exp, lang, labels) -> float:
         alis.update(read_alignments(path))
     assert len(alis) == len(labels)
     per_frame = {u: ali_to_phones(table, a, per_frame=True) for u, a in alis.items()}
-    return frame_agreement(per_frame, labels, to_label)
+    return frame_agreement(per_frame, labels, to_label), boundary_agreement(
+        per_frame, labels, to_label
+    )
 
 
 def test_mono_then_tri_training_on_the_demo(demo):
@@ -80,9 +89,10 @@ def test_mono_then_tri_training_on_the_demo(demo):
     assert all(not it["failed"] for it in log["iterations"][1:])
     assert likes[-1] > likes[0] + 5.0, likes  # about -115 -> -100 per frame
     align_si(GmmModel.load(base / "mono/final.mdl"), lang, jobs, base / "mono")
-    mono = agreement(base / "mono", lang, labels)
-    print(f"mono: log-likelihood per frame {likes[0]:.2f} -> {likes[-1]:.2f}, agreement {mono:.3f}")
-    assert mono > 0.5
+    mono, mono_bounds = agreement(base / "mono", lang, labels)
+    print(f"mono: log-like per frame {likes[0]:.2f} -> {likes[-1]:.2f}, frames {mono:.3f}, "
+          f"boundaries {mono_bounds:.3f}")  # fmt: skip
+    assert mono > 0.5 and mono_bounds > 0.5
 
     tri_opts = DeltasOptions(
         num_leaves=200, tot_gauss=600, num_iters=8, max_iter_inc=6, realign_iters=[3, 6]
@@ -92,6 +102,6 @@ def test_mono_then_tri_training_on_the_demo(demo):
     assert tri_likes[-1] > tri_likes[0], tri_likes
     assert tri_log["num_pdfs"] > log["num_pdfs"]  # context-dependent leaves beyond the monophones'
     align_si(GmmModel.load(base / "tri/final.mdl"), lang, jobs, base / "tri")
-    tri = agreement(base / "tri", lang, labels)
-    print(f"tri: {tri_log['num_pdfs']} pdfs, frame agreement {tri:.3f}")
-    assert tri > 0.5
+    tri, tri_bounds = agreement(base / "tri", lang, labels)
+    print(f"tri: {tri_log['num_pdfs']} pdfs, frames {tri:.3f}, boundaries {tri_bounds:.3f}")
+    assert tri > 0.5 and tri_bounds > 0.5
