@@ -163,6 +163,7 @@ class EstOptions:
     transition_floor: float = 0.01
     transition_min_count: float = 5.0
     update_flags: str = "mvwt"
+    srand: int = 0  # seeds mixup's perturbations (the drivers pass the iteration)
 
 
 def update_diag_gmm(weights, means, variances, occ, x, x2, opts: EstOptions):
@@ -216,6 +217,9 @@ def estimate(model: GmmModel, accs: GmmAccs, opts: EstOptions | None = None) -> 
         pdfs.append(make_diag_gmm(*params))
     model.set_pdfs(pdfs)
     if opts.mix_up:
-        mixup(model, accs.pdf_occs(), opts.mix_up, opts.perturb_factor, opts.power, opts.min_count)
+        mixup(
+            model, accs.pdf_occs(), opts.mix_up, opts.perturb_factor, opts.power,
+            opts.min_count, opts.srand,
+        )  # fmt: skip
     info["num_gauss"] = model.num_gauss
     return info

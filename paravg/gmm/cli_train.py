@@ -147,7 +147,10 @@ def est_command(args) -> str:
 
     model = _model(args.model)
     opts = EstOptions(
-        min_gaussian_occupancy=args.min_gaussian_occupancy, mix_up=args.mix_up, power=args.power
+        min_gaussian_occupancy=args.min_gaussian_occupancy,
+        mix_up=args.mix_up,
+        power=args.power,
+        srand=args.srand,
     )
     missing = [a for a in args.accs if not Path(a).is_file()]
     if missing:
@@ -353,6 +356,7 @@ def add_commands(commands) -> None:
     p.add_argument("--mix-up", type=int, default=0)
     p.add_argument("--power", type=float, default=0.2)
     p.add_argument("--min-gaussian-occupancy", type=float, default=10.0)
+    p.add_argument("--srand", type=int, default=0, help="seed of mixup's perturbations")
     p.add_argument("model")
     p.add_argument("out")
     p.add_argument("accs", nargs="+")

@@ -18,14 +18,16 @@ weights, means and variances; :meth:`GmmModel.load` rebuilds the kaldi-hmm-gmm o
   the tree statistics pooled per leaf, variance floored at ``--var-floor 0.01``; a leaf
   with no statistics gets the pooled Gaussian of all. Returns the occupancies (``--write-occs``).
 * :func:`mixup` (``gmm-mixup``, ``AmDiagGmm::SplitByCount``): Gaussians allocated to pdfs
-  in proportion to ``occ^power`` up to ``--mix-up`` in all, each split of the heaviest
-  component with means perturbed by ``perturb_factor`` standard deviations.
+  by ``occ^power`` up to ``--mix-up`` in all (:func:`split_targets`), each split of the
+  heaviest component with means perturbed by ``perturb_factor`` standard deviations
+  (:func:`split_gmm`), from a seeded generator.
 * :func:`boost_silence` (``gmm-boost-silence``): the weights of the silence phones' pdfs
   multiplied by ``boost`` (not renormalised: silence gets ``log boost`` more likelihood).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -260,14 +262,68 @@ def init_model(
     return model, occs
 
 
+def split_targets(
+    occs: np.ndarray, target: int, power: float = 0.2, min_count: float = 20.0
+) -> list[int]:
+    """``GetSplitTargets`` (``gmm/am-diag-gmm.cc``): Gaussians per pdf for ``target`` in
+    all. Every pdf starts with one; the pdf with the largest ``occ^power / n`` gets the next
+    one, unless ``(n + 1) · min_count >= occ`` (then it gets no more). Ties go to the lower
+    pdf index (Kaldi's priority queue leaves them to the heap)."""
+    occs = np.asarray(occs, np.float64)
+    scores = np.power(np.maximum(occs, 0.0), power)
+    counts = [1] * len(occs)
+    heap = [(-scores[p] / (1 + 1e-10), p) for p in range(len(occs))]
+    heapq.heapify(heap)
+    total = len(occs)
+    while total < target and heap:
+        _key, p = heapq.heappop(heap)
+        if scores[p] == 0.0:
+            break
+        if (counts[p] + 1) * min_count >= occs[p]:
+            continue  # min-count reached: the pdf leaves the queue
+        counts[p] += 1
+        total += 1
+        heapq.heappush(heap, (-scores[p] / (counts[p] + 1e-10), p))
+    return counts
+
+
+def split_gmm(
+    weights, means, variances, target: int, perturb_factor: float, rng: np.random.Generator
+):
+    """``DiagGmm::Split``: until ``target`` components, the heaviest component (first of
+    equal weights) is halved into two whose means move by ``±perturb_factor · σ · r``,
+    ``r ~ N(0, I)`` (drawn from ``rng``, where Kaldi uses ``RandGauss``)."""
+    weights = list(np.asarray(weights, np.float64))
+    means = [np.asarray(m, np.float64) for m in means]
+    variances = [np.asarray(v, np.float64) for v in variances]
+    while len(weights) < target:
+        k = int(np.argmax(weights))
+        weights[k] /= 2.0
+        step = perturb_factor * rng.standard_normal(len(means[k])) * np.sqrt(variances[k])
+        weights.append(weights[k])
+        variances.append(variances[k].copy())
+        means.append(means[k] + step)
+        means[k] = means[k] - step
+    return np.array(weights), np.array(means), np.array(variances)
+
+
 def mixup(model: GmmModel, occs: np.ndarray, target: int, perturb_factor: float = 0.01,
-          power: float = 0.2, min_count: float = 20.0) -> None:  # fmt: skip
-    """``gmm-mixup --mix-up=target`` / gmm-est's ``--mix-up`` (``SplitByCount``), in place."""
-    if target > model.num_gauss:
-        model.am.split_by_count(
-            state_occs=np.asarray(occs, np.float32), target_components=int(target),
-            perturb_factor=perturb_factor, power=power, min_count=min_count,
-        )  # fmt: skip
+          power: float = 0.2, min_count: float = 20.0, seed: int = 0) -> None:  # fmt: skip
+    """``gmm-mixup --mix-up=target`` / gmm-est's ``--mix-up`` (``AmDiagGmm::SplitByCount``),
+    in place: :func:`split_targets`, then :func:`split_gmm` for every pdf below its target.
+    The perturbations are drawn from ``numpy.random.default_rng(seed)`` so a rerun gives
+    the same model (kaldi-hmm-gmm's own ``split_by_count`` seeds from ``random_device``)."""
+    rng = np.random.default_rng(seed)
+    targets = split_targets(occs, target, power, min_count)
+    if all(model.am.num_gauss_in_pdf(p) >= t for p, t in enumerate(targets)):
+        return
+    pdfs = []
+    for p, t in enumerate(targets):
+        if model.am.num_gauss_in_pdf(p) < t:
+            pdfs.append(make_diag_gmm(*split_gmm(*model.pdf_params(p), t, perturb_factor, rng)))
+        else:
+            pdfs.append(model.am.get_pdf(p))
+    model.set_pdfs(pdfs)
 
 
 def boost_silence(model: GmmModel, silence_phones: Sequence[int], boost: float) -> GmmModel:

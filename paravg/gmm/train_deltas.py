@@ -152,7 +152,7 @@ def train_deltas(lang_dir: str | Path, jobs: Sequence[JobData], ali_dir: str | P
             acc_job(model, job.feats, read_alignments(out / f"ali.{j}.ark"), out / f"{x}.{j}.acc")
         info = est_iteration(
             model, [out / f"{x}.{j}.acc" for j in range(1, len(jobs) + 1)],
-            EstOptions(mix_up=numgauss, power=opts.power), out / f"{x + 1}.mdl",
+            EstOptions(mix_up=numgauss, power=opts.power, srand=x), out / f"{x + 1}.mdl",
         )  # fmt: skip
         history.append({"iter": x, "realigned": realign, **info, "failed": failed})
         for j in range(1, len(jobs) + 1):

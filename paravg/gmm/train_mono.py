@@ -158,7 +158,7 @@ def train_mono(lang_dir: str | Path, jobs: Sequence[JobData], out_dir: str | Pat
         info = est_iteration(
             model,
             [out / f"{x}.{j}.acc" for j in range(1, len(jobs) + 1)],
-            EstOptions(mix_up=numgauss, power=opts.power),
+            EstOptions(mix_up=numgauss, power=opts.power, srand=x),
             out / f"{x + 1}.mdl",
         )
         history.append({"iter": x, "realigned": realign, **info, "failed": sorted(failed)})

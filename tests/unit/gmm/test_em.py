@@ -17,7 +17,9 @@ from paravg.gmm.model import (
     init_model,
     init_mono,
     make_diag_gmm,
+    mixup,
     read_topo,
+    split_targets,
 )
 from paravg.gmm.tree_stats import accumulate_tree_stats
 
@@ -170,24 +172,41 @@ def test_gen_topo_is_kaldis_gmm_topology():
     assert topo.topology_for_phone(2)[1].transitions == [(1, 0.75), (2, 0.25)]
 
 
-def test_mixup_reaches_target_and_follows_occupancy(tmp_path):
+def test_mixup_allocates_as_kaldi_and_is_reproducible(tmp_path):
     rng = np.random.default_rng(5)
     model = small_model(rng, dim=2, mix=1)
-    occs = np.full(model.num_pdfs, 25.0)
-    occs[3] = 5000.0  # the busiest pdf gets the most Gaussians (occ^power)
-    from paravg.gmm.model import mixup
-
-    mixup(model, occs, 60, power=0.25, min_count=1.0)
-    per_pdf = [model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)]
-    assert sum(per_pdf) == 60 and per_pdf[3] == max(per_pdf) > per_pdf[0]
+    occs = rng.uniform(30.0, 3000.0, size=model.num_pdfs)
+    occs[3] = 9000.0  # the busiest pdf gets the most Gaussians (occ^power)
+    occs[5] = 50.0  # min-count 20: at most 2 Gaussians
+    kaldi = model.copy()
+    kaldi.am.split_by_count(state_occs=occs.astype(np.float32), target_components=60,
+                            perturb_factor=0.01, power=0.25, min_count=20.0)  # fmt: skip
+    ours = model.copy()
+    mixup(ours, occs, 60, power=0.25, min_count=20.0, seed=1)
+    per_pdf = [ours.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)]
+    assert per_pdf == [kaldi.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)]
+    assert sum(per_pdf) == 60 and per_pdf[3] == max(per_pdf) and per_pdf[5] == 2
+    assert split_targets(occs, 60, 0.25, 20.0) == per_pdf
+    # a split halves the weight and moves the two means apart by +-0.01 sigma * N(0, 1)
+    w, m, _v = ours.pdf_params(5)
+    w0, m0, v0 = model.pdf_params(5)
+    np.testing.assert_allclose(w, [w0[0] / 2] * 2, rtol=1e-6)
+    np.testing.assert_allclose(m.mean(0), m0[0], atol=1e-6)
+    assert 0 < np.abs(m[0] - m0[0]).max() < 0.1 * np.sqrt(v0[0]).max()
+    # the same seed gives the same model; another seed other perturbations
+    again = model.copy()
+    mixup(again, occs, 60, power=0.25, min_count=20.0, seed=1)
+    other = model.copy()
+    mixup(other, occs, 60, power=0.25, min_count=20.0, seed=2)
+    np.testing.assert_array_equal(again.pdf_params(3)[1], ours.pdf_params(3)[1])
+    assert not np.array_equal(other.pdf_params(3)[1], ours.pdf_params(3)[1])
     # the saved model keeps Gaussians, means and transition probabilities
-    model.save(tmp_path / "m.mdl")
+    ours.save(tmp_path / "m.mdl")
     back = GmmModel.load(tmp_path / "m.mdl")
-    assert back.num_gauss == 60 and back.trans.num_transition_ids == model.trans.num_transition_ids
+    assert back.num_gauss == 60 and back.trans.num_transition_ids == ours.trans.num_transition_ids
     for p in (0, 3):
-        for a, b in zip(back.pdf_params(p), model.pdf_params(p), strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-6)
-    np.testing.assert_allclose(back.trans.log_probs, model.trans.log_probs)
+        for x, y in zip(back.pdf_params(p), ours.pdf_params(p), strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-6)
 
 
 def test_boost_silence_scales_only_silence_weights():
