@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except FileNotFoundError as exc:  # an input of a step (lang, data dir, model) is missing
+        print(f"error: {exc.filename}: no such file", file=sys.stderr)
+        return 1
     return 0
 
 

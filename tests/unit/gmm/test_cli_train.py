@@ -152,13 +152,22 @@ def test_the_steps_chain_on_files(tmp_path, capsys):
     assert f"{100 * (total - changed) / total:.1f}% of frames" in out and "0 not aligned" in out
 
 
-def test_errors_name_the_file(tmp_path):
+def test_errors_name_the_file(tmp_path, capsys):
     proc = subprocess.run(
         [sys.executable, "-m", "paravg.gmm", "acc-stats", tmp_path / "no.mdl", tmp_path / "f.scp",
          tmp_path / "a.ark", tmp_path / "o.acc"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 1 and f"{tmp_path / 'no.mdl'}: no such model file" in proc.stderr
+    # a lang dir without its files: the missing file is named
+    (tmp_path / "lang").mkdir()
+    assert main(["make-lang", str(tmp_path / "nodict"), str(tmp_path / "lang2")]) == 1
+    assert (
+        main(
+            ["train-mono", str(tmp_path / "nodata"), str(tmp_path / "lang"), str(tmp_path / "exp")]
+        )
+        == 1
+    )
 
 
 def test_train_mono_and_train_deltas_on_a_data_dir(tmp_path):
