@@ -1,4 +1,4 @@
-"""Kaldi's tree tools on the command line, as their binaries take them::
+"""Kaldi's GMM tools on the command line, as their binaries take them. The tree tools::
 
     python -m paravg.gmm sum-tree-stats OUT.npz IN.npz [IN.npz ...]
     python -m paravg.gmm build-tree [--max-leaves N] [--thresh 300] [--cluster-thresh -1]
@@ -18,6 +18,10 @@
   ``central-position`` of a tree file, read through kaldi-hmm-gmm (so a tree it cannot
   load fails here).
 
+The training steps (``make-lang``, ``feats``, ``init-mono``, ``align-equal``, ``acc-stats``,
+``est``, ``align``, ``acc-tree-stats``, ``init-model``, ``convert-ali``, ``ali-to-pdf``,
+``ali-to-phones``, ``train-mono``, ``train-deltas``) are in :mod:`paravg.gmm.cli_train`.
+
 A missing or malformed input is reported naming the file, exit status 1.
 """
 
@@ -28,12 +32,10 @@ import sys
 from pathlib import Path
 
 from paravg.errors import DataError
-from paravg.gmm.build_tree import build_tree, pdf_class_counts, read_roots
-from paravg.gmm.questions import cluster_phones, compile_questions, read_int_sets
+from paravg.gmm.cli_train import add_commands
+from paravg.gmm.train_deltas import grow_tree
 from paravg.gmm.tree_io import load_kaldi_tree, write_tree
 from paravg.gmm.tree_stats import TreeStats, sum_tree_stats
-
-LANG_FILES = ("phones/sets.int", "phones/roots.int", "topo")
 
 
 def _load_stats(path: Path) -> TreeStats:
@@ -45,17 +47,6 @@ def _load_stats(path: Path) -> TreeStats:
         raise DataError(f"{path}: not tree statistics written by paravg ({exc})") from None
 
 
-def _num_pdf_classes(topo_path: Path) -> dict[int, int]:
-    import kaldi_hmm_gmm
-
-    topo = kaldi_hmm_gmm.HmmTopology()
-    try:
-        topo.read(topo_path.read_text())
-    except Exception as exc:  # the binding raises RuntimeError or its own types
-        raise DataError(f"{topo_path}: the topology does not parse ({exc})") from None
-    return pdf_class_counts(list(topo.get_phone_to_num_pdf_classes()))
-
-
 def sum_stats_command(args) -> str:
     total = sum_tree_stats([_load_stats(Path(p)) for p in args.inputs])
     total.save(Path(args.output))
@@ -63,24 +54,12 @@ def sum_stats_command(args) -> str:
 
 
 def build_tree_command(args) -> str:
-    lang = Path(args.lang)
-    missing = [name for name in LANG_FILES if not (lang / name).is_file()]
-    if missing:
-        raise DataError(f"{lang}: not a lang dir for build-tree, missing {', '.join(missing)}")
     stats = _load_stats(Path(args.stats))
-    questions = cluster_phones(stats, read_int_sets(lang / "phones/sets.int"), pdf_class_list=[1])
-    extra = lang / "phones/extra_questions.int"
-    if extra.is_file():
-        questions += read_int_sets(extra)
-    num_pdf_classes = _num_pdf_classes(lang / "topo")
-    compiled = compile_questions(questions, stats.context_width, max(num_pdf_classes.values()))
-    built = build_tree(
+    built = grow_tree(
         stats,
-        compiled,
-        read_roots(lang / "phones/roots.int"),
-        num_pdf_classes,
-        thresh=args.thresh,
+        args.lang,
         max_leaves=args.max_leaves,
+        thresh=args.thresh,
         cluster_thresh=args.cluster_thresh,
         round_num_leaves=args.round_num_leaves,
     )
@@ -124,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
     p = commands.add_parser("tree-info", help="num-pdfs, context width, central position")
     p.add_argument("tree")
     p.set_defaults(run=tree_info_command)
+    add_commands(commands)
     return top
 
 
@@ -133,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         print(args.run(args))
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as exc:  # an input of a step (lang, data dir, model) is missing
+        print(f"error: {exc.filename}: no such file", file=sys.stderr)
         return 1
     return 0
 

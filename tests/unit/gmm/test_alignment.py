@@ -1,0 +1,151 @@
+"""Training graphs, equal alignment, Viterbi alignment and the alignment tools on a tiny
+lang dir (three phones, three words): align-equal-compiled, SplitToPhones, ali-to-pdf,
+ali-to-phones, the ark and text files, convert-ali and acc-tree-stats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from paravg.gmm.align import (
+    AlignOptions,
+    align,
+    align_equal,
+    compile_graphs,
+    graph_compiler,
+    read_transcripts,
+)
+from paravg.gmm.alignment import (
+    TransitionTable,
+    acc_tree_stats,
+    ali_to_pdf,
+    ali_to_phones,
+    convert_alignment,
+    read_alignments,
+    split_to_phones,
+    write_alignments,
+)
+from paravg.gmm.data import prepare_gmm_lang, write_dict_dir
+from paravg.gmm.train_mono import init_mono_model
+from paravg.graph.lang import read_symbol_table
+
+LEXICON = [("x", 1.0, ("aa", "bb")), ("y", 1.0, ("cc",)), ("z", 1.0, ("bb", "cc", "aa"))]
+
+
+@pytest.fixture(scope="module")
+def lang(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lang")
+    write_dict_dir(d / "dict", LEXICON, ["aa", "bb", "cc"])
+    prepare_gmm_lang(d / "dict", d / "lang")
+    (d / "text").write_text("u1 x y\nu2 z\nu3 y x q\n")
+    return d
+
+
+def test_equal_alignment_shares_frames_equally(lang):
+    model = init_mono_model(lang / "lang", [np.random.default_rng(0).normal(size=(50, 4))])
+    table = TransitionTable.of(model.trans)
+    phones = read_symbol_table(lang / "lang/phones.txt")
+    words = read_transcripts(lang / "lang", lang / "text")
+    assert words["u3"][-1] == read_symbol_table(lang / "lang/words.txt")["<unk>"]  # OOV mapped
+    graphs = compile_graphs(graph_compiler(model, lang / "lang"), words)
+    result = align_equal(graphs, {"u1": 60, "u2": 91, "u3": 4})
+    assert result.failed == ["u3"]  # 4 frames cannot pass 4+ phones of 3 states
+    for utt, n in (("u1", 60), ("u2", 91)):
+        ali = result.alignments[utt]
+        assert len(ali) == n
+        pieces = split_to_phones(table, ali)
+        assert sum(map(len, pieces)) == n
+        seq = [int(table.phone[p[0]]) for p in pieces]
+        assert seq == ali_to_phones(table, ali).tolist()
+        per_frame = ali_to_phones(table, ali, per_frame=True)
+        assert per_frame.tolist() == [
+            p for piece in pieces for p in [int(table.phone[piece[0]])] * len(piece)
+        ]
+        # every emitting state of the graph gets the same share of frames (+- 1)
+        states = [int(table.hmm_state[t]) for t in ali]
+        runs = np.diff(np.flatnonzero(np.diff([-1, *states, -1]) != 0))
+        assert runs.max() - runs.min() <= 1
+        names = [k for k, v in sorted(phones.items(), key=lambda kv: kv[1])]
+        spoken = [names[p] for p in seq if not names[p].startswith("sil")]
+        assert spoken == {"u1": ["aa_B", "bb_E", "cc_S"], "u2": ["bb_B", "cc_I", "aa_E"]}[utt]
+        assert (ali_to_pdf(table, ali) == table.pdf[ali]).all()
+
+
+def test_viterbi_alignment_finds_the_phone_boundaries(lang):
+    """Utterances of "x y" = (sil) aa bb cc (sil) whose feature means are the phone's:
+    after a few EM steps from equal alignments (flat start), Viterbi puts the phone
+    boundaries where the data changes."""
+    from paravg.gmm.accumulate import EstOptions, accumulate, estimate
+
+    rng = np.random.default_rng(1)
+    model = init_mono_model(lang / "lang", [rng.normal(size=(50, 2))])
+    table = TransitionTable.of(model.trans)
+    words = read_transcripts(lang / "lang", lang / "text")
+    feats, truth = {}, {}
+    for k in range(12):
+        durations = rng.integers([0, 6, 6, 6, 0], [12, 30, 30, 30, 12])
+        truth[f"u{k}"] = np.repeat([3, 0, 1, 2, 3], durations)
+        means = np.array([0.0, 5.0, 10.0, -5.0])[truth[f"u{k}"]]
+        feats[f"u{k}"] = (means[:, None] + 0.5 * rng.normal(size=(len(means), 2))).astype(
+            np.float32
+        )
+    graphs = compile_graphs(graph_compiler(model, lang / "lang"), {u: words["u1"] for u in feats})
+    ali = align_equal(graphs, {u: len(x) for u, x in feats.items()}).alignments
+    for _ in range(5):
+        estimate(
+            model, accumulate(model, feats, ali, table.pdf), EstOptions(min_gaussian_occupancy=1)
+        )
+        result = align(model, graphs, feats, AlignOptions(beam=10, retry_beam=40))
+        ali = result.alignments
+    assert result.failed == [] and result.frames == sum(map(len, feats.values()))
+    phones = read_symbol_table(lang / "lang/phones.txt")
+    base = {phones["aa_B"]: 0, phones["bb_E"]: 1, phones["cc_S"]: 2, phones["sil"]: 3}
+    agree = [
+        np.array([base.get(int(p), -1) for p in ali_to_phones(table, ali[u], per_frame=True)])
+        == truth[u]
+        for u in feats
+    ]
+    assert np.concatenate(agree).mean() > 0.95
+
+
+def test_alignment_files_round_trip(tmp_path):
+    alis = {"a": np.array([1, 2, 3], np.int32), "b": np.array([7] * 5, np.int32)}
+    for name in ("ali.1.ark", "ali.1.txt"):
+        write_alignments(tmp_path / name, alis)
+        back = read_alignments(tmp_path / name)
+        assert list(back) == ["a", "b"] and all((back[k] == alis[k]).all() for k in alis)
+    assert (tmp_path / "ali.1.txt").read_text() == "a 1 2 3\nb 7 7 7 7 7\n"
+
+
+def test_convert_to_the_same_tree_is_identity_and_tree_stats_count_frames(lang):
+    model = init_mono_model(lang / "lang", [np.random.default_rng(2).normal(size=(50, 3))])
+    table = TransitionTable.of(model.trans)
+    words = read_transcripts(lang / "lang", lang / "text")
+    graphs = compile_graphs(graph_compiler(model, lang / "lang"), words)
+    alis = align_equal(graphs, {"u1": 40, "u2": 50}).alignments
+    for ali in alis.values():
+        np.testing.assert_array_equal(convert_alignment(table, table, model.ctx, ali), ali)
+    feats = {u: np.random.default_rng(3).normal(size=(len(a), 3)) for u, a in alis.items()}
+    sil = [int(x) for x in (lang / "lang/phones/context_indep.csl").read_text().strip().split(":")]
+    stats = acc_tree_stats(table, feats, alis, ci_phones=sil)
+    assert stats.count.sum() == 90
+    # an event's central phone and pdf-class come from the frames' transition-ids
+    ali = np.concatenate(list(alis.values()))
+    centre = stats.events[:, 1]
+    for phone in set(table.phone[ali].tolist()):
+        assert stats.count[centre == phone].sum() == (table.phone[ali] == phone).sum()
+    # silence is context-independent: its events have no context keys
+    assert (stats.events[np.isin(centre, sil)][:, [0, 2]] == -1).all()
+
+
+def test_frame_and_boundary_agreement_by_hand():
+    from paravg.gmm.alignment import boundary_agreement, frame_agreement
+
+    phone_map = np.array([-1, 0, 1, 2, 2])  # our phones 3 and 4 are both label 2
+    ours = {"a": np.array([1, 1, 1, 2, 2, 2, 2, 4, 4, 4]), "extra": np.array([1])}
+    ref = {"a": np.array([0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2]), "missing": np.array([0, 0])}
+    # 10 frames compared (the reference is cut to ours): frames 2 and 7 differ
+    assert frame_agreement(ours, ref, phone_map) == pytest.approx(8 / 10)
+    # reference boundaries at 2 and 8; ours at 3 and 7: both within 1 frame, not within 0
+    assert boundary_agreement(ours, ref, phone_map, tolerance=1) == 1.0
+    assert boundary_agreement(ours, ref, phone_map, tolerance=0) == 0.0
