@@ -115,3 +115,43 @@ def test_sil_prob_zero_gives_a_lexicon_without_optional_silence():
     assert [a[2] for a in arcs if a[3] == str(sil_word)] == [str(lang.phones["sil_S"])]
     with_silence = lexicon_fst_text(make_lang(LEXICON, ["sil"], list(PHONES[1:])), False)
     assert f" {lang.phones['sil']} 0 " in with_silence  # the 0.5 lang offers silence arcs
+
+
+def _phone_strings(fst_text: str, max_phones: int) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """Every (phone string -> word string) path of an L text from state 0 to a final state,
+    up to ``max_phones`` non-epsilon phones (a depth-first walk of the arcs)."""
+    arcs, finals = {}, set()
+    for line in fst_text.splitlines():
+        f = line.split()
+        if len(f) >= 4:
+            arcs.setdefault(int(f[0]), []).append((int(f[1]), int(f[2]), int(f[3])))
+        elif f:
+            finals.add(int(f[0]))
+    found, stack = {}, [(0, (), ())]
+    while stack:
+        state, phones, words = stack.pop()
+        if state in finals:
+            found[phones] = words
+        for dst, phone, word in arcs.get(state, []):
+            p = phones + (phone,) if phone else phones
+            if len(p) <= max_phones:
+                stack.append((dst, p, words + (word,) if word else words))
+    return found
+
+
+def test_optional_silence_is_one_phone_at_the_start_between_and_after_words():
+    """make_lexicon_fst.py: start -> silence state is epsilon, so an utterance may begin
+    with one silence phone, not two (the arc into the silence state consumes nothing)."""
+    from paravg.graph.lang import lexicon_fst_text
+
+    lang = make_lang(LEXICON[:1], ["sil"], list(PHONES[1:]))
+    word, _, pron = lang.lexicon[0]
+    ids = tuple(lang.phones[p] for p in pron if not p.startswith("#"))
+    sil = lang.phones[lang.optional_silence]
+    paths = _phone_strings(lexicon_fst_text(lang, False), len(ids) + 3)
+    w = (lang.words[word],)
+    for shape in ((), (sil,)):
+        for tail in ((), (sil,)):
+            assert paths.get(shape + ids + tail) == w, (shape, tail)
+    assert (sil, sil) + ids not in paths  # the old L forced two silences at the start
+    assert (sil,) + ids + (sil, sil) not in paths
