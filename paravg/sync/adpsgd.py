@@ -99,7 +99,7 @@ def mixed_start(
     terms, coefs = [f["state_dict"] for f in files], [weights[k] for k in used]
     record = {
         "mixed": [str(models[k]) for k in used],
-        "weights": coefs,
+        "weights": list(coefs),
         "cut": [str(models[k]) for k in range(1, len(models)) if k not in used],
         "problems": list(problems.values()),
     }

@@ -239,3 +239,23 @@ def test_delay_by_one_cuts_by_the_objectives_of_the_jobs_the_starts_hold(tmp_pat
     close(starts[3], [7.5, 4.5, 6.0, 18.0])
     later = run(tmp_path / "later", "delay-by-one", D, worse_job(1, 3))
     close(later[3], [7.5, 4.5, 7.5, 16.5])
+
+
+def test_the_record_names_the_mix_its_weights_and_the_cut_edges(tmp_path):
+    """adpsgd.mixed_start on files: own start 2, partner 6 (objective 1.5 below: cut),
+    then within the threshold; own job 2 -> 5. Cut: 2 + 3 = 5; mixed: 4 + 3 = 7."""
+    from paravg.sync.adpsgd import mixed_start
+
+    for name, value in (("own", 2.0), ("partner", 6.0), ("end", 5.0)):
+        save(tmp_path / f"{name}.pt", {"w": torch.full((1,), value, dtype=torch.float64)})
+    models = [tmp_path / "own.pt", tmp_path / "partner.pt"]
+    for partner_objf, want, weights in ((-2.5, 5.0, [1.0]), (-1.5, 7.0, [0.5, 0.5])):
+        stats = []
+        for name, o in (("own", -1.0), ("partner", partner_objf)):
+            (tmp_path / f"{name}.json").write_text(json.dumps({"objf": o}))
+            stats.append(tmp_path / f"{name}.json")
+        start, record = mixed_start(models, stats, 1, 1.0, tmp_path / "end.pt", models[0])
+        close(start["state_dict"]["w"].tolist(), [want])
+        assert record["weights"] == weights
+        assert record["cut"] == ([str(models[1])] if len(weights) == 1 else [])
+        assert record["own_progress"] == [str(tmp_path / "end.pt"), str(models[0])]
