@@ -71,12 +71,15 @@ def archive_egs(egs_info: Mapping) -> int:
 
 def eg_window(egs_info: Mapping) -> int:
     """An eg's size as the minibatch rule sees it (``GetNnetExampleSize``): its stored
-    input window (:attr:`paravg.egs.info.EgsInfo.window`; frames_per_eg without contexts)."""
+    input window (:attr:`paravg.egs.info.EgsInfo.window`); frames_per_eg for an info
+    without the contexts (only rules keyed by eg size, ``E=…``, tell the two apart)."""
     from paravg.egs.info import EgsInfo
+    from paravg.errors import DataError
 
-    if "left_context" in egs_info:
+    try:
         return EgsInfo.from_dict(dict(egs_info)).window
-    return int(egs_info.get("frames_per_eg", 1))
+    except DataError:
+        return int(egs_info.get("frames_per_eg", 1))
 
 
 def job_size_warning(name: str, rule: MinibatchRule, eg_size: int, num_egs: int) -> str | None:
