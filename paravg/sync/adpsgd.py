@@ -36,10 +36,11 @@ learner left out of a matching, whose row is its own). Both ends of an edge see 
 two objectives, so they cut it together. In a pair this is Kaldi's rule exactly (the
 worse of two more than θ below the better is dropped), and the worse learner keeps its
 own model instead of taking the better one's (which would move the mean). The
-objectives are those of the jobs whose progress the mixed starts hold: the jobs of t
-(ring; every s_k^t is ``0.pt`` at t = 0, so nothing is cut that matters) or t − 1
-(delay-by-one, whose mix node may not wait for the jobs of t; none before s^2, which
-are all ``0.pt``). A large threshold (1000) switches the rule off.
+objectives are, for s^{t+1}, those of the jobs of t, which trained from the mixed starts
+s^t (ring, random-ring; every s_k^0 is ``0.pt``, so a cut at t = 0 changes nothing), or
+for delay-by-one those of the jobs of t − 2, whose progress the starts s^t hold (its mix
+node must not wait for the jobs of t; none before s^3: s^1 = s^0 = ``0.pt``). A large
+threshold (1000) switches the rule off.
 
 ``paravg.sync.decentralized`` keeps paravg's form before issue 37 (``gossip-average``,
 ``random-gossip-average``, ``d-psgd``: Kaldi's row-stochastic rule).
@@ -118,7 +119,7 @@ def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dic
     the registry names: the group's starts (own first) with their jobs' statistics, and
     the own job's end and start models whose displacement is added. The statistics are
     of iteration t − 1 for ring and random-ring (the jobs that trained from the mixed
-    starts), t − 2 for delay-by-one (the jobs whose progress they hold)."""
+    starts s^{t−1}), t − 3 for delay-by-one (the jobs whose progress s^{t−1} holds)."""
     own_end = (inputs.get("own_end") or [None])[0]
     own_start = (inputs.get("own_start") or [None])[0]
     return mixed_start(
