@@ -55,7 +55,10 @@ from _harness import REPO
 
 EMA_SWEEP = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98)  # decay per archive processed
 TIAN = ("average", "bmuf")
-CUI = ("average", "ring", "random-ring", "delay-by-one", "d-psgd")
+CUI = (
+    "average", "ring", "random-ring", "delay-by-one", "d-psgd", "gossip-average",
+    "random-gossip-average",
+)  # fmt: skip
 
 
 def read_json(path: Path) -> dict:
@@ -227,7 +230,7 @@ def learner_modes(run: Run, exp: str) -> list[dict] | None:
 def learners_table(run: Run) -> None:
     rows = {}
     for exp, plan in run.plans.items():
-        if plan.sync_cfg["method"] in ("ring", "delay-by-one", "d-psgd"):
+        if plan.sync_cfg["method"] in ("ring", "delay-by-one", "d-psgd", "gossip-average"):
             modes = learner_modes(run, exp)
             if modes:
                 rows[exp] = (plan, modes)

@@ -210,6 +210,7 @@ class ExperimentPlan:
         self.synced_start_mb = synced_start_mb
         self.synced_start_jobs = synced_start_jobs
         self.sync: SyncMethod = get_method(self.sync_cfg["method"])
+        self.mixing = self.sync.mixing_of(self.sync_cfg)  # None: no ring
         # the iteration whose jobs start from the synced model (paravg.resume.restart_iteration)
         self.restart_at = restart_at
         # where the chain is memoised across processes (paravg.fingerprint_memo); None:
@@ -374,7 +375,7 @@ class ExperimentPlan:
     def start_inputs(self, iteration: int, job: int) -> dict[str, list[str]]:
         """Role -> files job ``job`` of ``iteration`` forms its start model from."""
         refs = self.sync.start_inputs(
-            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"], self.mixing
         )
         if self.starts_from_synced(iteration):
             refs = self.sync.restart_inputs(iteration, self.schedule.jobs_per_iter)
@@ -383,7 +384,7 @@ class ExperimentPlan:
     def start_inputs_fingerprint(self, iteration: int, job: int) -> str:
         """The fingerprint the job outputs a start model is mixed from must carry."""
         refs = self.sync.start_inputs(
-            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"], self.mixing
         )
         stats = refs.get("stats") or refs.get("previous")
         return self.fingerprint(stats[0].t if stats else 0)
@@ -391,7 +392,7 @@ class ExperimentPlan:
     def mix_inputs(self, iteration: int, job: int) -> dict[str, list[str]]:
         """Role -> files the mix node of (``iteration``, ``job``) forms s_job^iteration from."""
         refs = self.sync.mix_inputs(
-            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"], self.mixing
         )
         return {role: [r.path(self.layout, self.name) for r in rs] for role, rs in refs.items()}
 
@@ -400,7 +401,7 @@ class ExperimentPlan:
         ``iteration`` − 1 ran with, the fingerprint its start stands for (index
         ``iteration``) and the one the neighbours' statistics must carry."""
         refs = self.sync.mix_inputs(
-            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"]
+            iteration, job, self.schedule.jobs_per_iter, self.trainer["srand"], self.mixing
         )
         stats = refs.get("stats")
         return MixRule(
@@ -514,10 +515,14 @@ class ExperimentPlan:
 
     def sync_fingerprint_part(self) -> dict:
         """The sync settings that change the start models (not EMA: never a start; BMUF's
-        keys of issue 37 as :func:`paravg.sync.bmuf_params.fingerprint_section` says)."""
-        part = {k: v for k, v in self.sync_cfg.items() if k != "ema"}
+        keys of issue 37 as :func:`paravg.sync.bmuf_params.fingerprint_section` says;
+        ``mixing`` as :meth:`~paravg.sync.registry.SyncMethod.mixing_fingerprint` says)."""
+        part = {k: v for k, v in self.sync_cfg.items() if k not in ("ema", "mixing")}
         if "bmuf" in part:
             part["bmuf"] = fingerprint_section(part["bmuf"], part.get("method") == "bmuf")
+        mixing = self.sync.mixing_fingerprint(self.sync_cfg)
+        if mixing is not None:
+            part["mixing"] = mixing
         return part
 
     def _chain_link(self, iteration: int, before: str) -> str:

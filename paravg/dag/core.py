@@ -27,7 +27,7 @@ from paravg.resume import (
     restart_iterations,
     resume_frontiers_of_run,
 )
-from paravg.scale_check import scale_warnings, warn_once
+from paravg.scale_check import archive_egs, eg_window, job_size_warning, scale_warnings, warn_once
 from paravg.sync.registry import get_method, methods_with
 
 
@@ -35,6 +35,17 @@ def egs_context(experiments: dict[str, dict]) -> tuple[int, int]:
     """Egs carry the widest context any experiment's model needs."""
     contexts = [model_context(e["model"]) for e in experiments.values()]
     return max(c[0] for c in contexts), max(c[1] for c in contexts)
+
+
+def job_size_warnings(plans: dict[str, ExperimentPlan], info: dict) -> list[str]:
+    """:func:`paravg.scale_check.job_size_warning` of every experiment, for a job of
+    iteration 1 (iteration 0 halves the minibatch: more, smaller minibatches)."""
+    found = []
+    for name, p in plans.items():
+        job = p.job(min(1, p.num_iters - 1), 0)
+        w = job_size_warning(name, job.minibatch_rule(), eg_window(info), archive_egs(info))
+        found += [w] if w else []
+    return found
 
 
 class RunCore:
@@ -97,6 +108,7 @@ class RunCore:
         )
         if not self.target_jobs:  # the main snakemake: settings that do not scale
             warn_once(scale_warnings({n: p.num_iters for n, p in plans.items()}, info))
+            warn_once(job_size_warnings(plans, info))
         return plans
 
     def _resumed_plans(self, info: dict) -> tuple[dict[str, ExperimentPlan], dict]:

@@ -1,4 +1,5 @@
-"""The start model of a decentralized job (ring, random-ring, delay-by-one, d-psgd).
+"""The start model of a decentralized job as paravg formed it before issue 37
+(``gossip-average``, ``random-gossip-average``, ``d-psgd``).
 
 The train job of these methods has no global model to read: its inputs are exactly the
 job outputs named by the method's :meth:`~paravg.sync.registry.SyncMethod.start_inputs`.
@@ -7,15 +8,15 @@ This module mixes them inside the job (so no extra node lies on the critical pat
     mixed  = (1/|A|) Σ_{k∈A} x_k      A = usable neighbours within ``objf_threshold`` of
                                         the best neighbour (all of them, normally); after
                                         iteration 0 only the best (Kaldi's rule)
-    s_j^t  = mixed,  x = w^{t−1}                        (ring, random-ring)
-    s_j^t  = mixed + (w_j^{t−2} − s_j^{t−2}),  x = s^{t−1}   (delay-by-one, t ≥ 2; s^1 = s^0)
+    s_j^t  = mixed,  x = w^{t−1}                        (gossip-average: adapt-then-combine)
     s_j^t  = mixed + (w_j^{t−1} − s_j^{t−1}),  x = s^{t−1}   (d-psgd)
 
-(:mod:`paravg.sync.delay_by_one`). The objective of neighbour k's last job decides A
-(delay-by-one: of the job whose displacement s_k^{t−1} holds; none before t = 3, where
-every s_k^{t−1} is ``0.pt``). The ring methods and d-psgd mix inside the train job, which
-keeps s_j^t as ``<t+1>/job<j>.start.pt`` where the method reads it later; delay-by-one
-mixes in its mix node per (t, j) (:func:`mix_node`), which writes that file.
+(:mod:`paravg.sync.delay_by_one`). The objective of neighbour k's last job decides A.
+Kaldi's rule makes the mixing row- but not doubly stochastic while it drops a neighbour
+(the mean of the learners moves); the ADPSGD methods (``ring``, ``random-ring``,
+``delay-by-one``) cut edges symmetrically instead (:mod:`paravg.sync.adpsgd`). d-psgd
+mixes inside the train job, which keeps s_j^t as ``<t+1>/job<j>.start.pt`` where the
+method reads it later.
 """
 
 from __future__ import annotations
@@ -74,33 +75,11 @@ def mixed_start(
     return out, record
 
 
-def mix_node(files: dict, sync: dict, iteration: int, outputs: dict, plan: dict) -> None:
-    """The mix node of (``iteration``, j) (the ``mix_node`` kind of
-    :data:`paravg.sync.nodes.NODE_KINDS`, run by :func:`~paravg.sync.nodes.run_node`,
-    which has checked the neighbours' statistics): s_j^iteration from the files the
-    registry's ``mix_inputs`` names, written atomically to ``outputs["model"]``, then its
-    record (how it was formed, its sha256, the plan's ``fingerprint`` and ``sync``) to
-    ``outputs["record"]``."""
-    from paravg.io import save_torch_atomic, write_json_atomic
-    from paravg.provenance import record_of
-
-    start, record = start_model(files, iteration, sync)
-    digest = save_torch_atomic(outputs["model"], start)
-    write_json_atomic(
-        outputs["record"],
-        {
-            "start": record,
-            **record_of("mix_node", {outputs["model"]: digest}),
-            "plan": {"fingerprint": plan["fingerprint"], "sync": sync},
-        },
-    )
-
-
 def start_model(inputs: dict, iteration: int, sync_cfg: dict) -> tuple[dict, dict]:
     """s_j^t of a decentralized job of ``iteration`` ≥ 1 from the start inputs the registry
-    names: the neighbours' end models of t − 1 (ring) or start models of t − 1
-    (delay-by-one, d-psgd: with their jobs' statistics, and the own job's end and start
-    models whose displacement is added)."""
+    names: the neighbours' end models of t − 1 (gossip-average) or start models of t − 1
+    (d-psgd: with their jobs' statistics, and the own job's end and start models whose
+    displacement is added)."""
     own_end = (inputs.get("own_end") or [None])[0]
     own_start = (inputs.get("own_start") or [None])[0]
     return mixed_start(

@@ -1,8 +1,13 @@
-"""Delay-by-one (ADPSGD, Cui et al., arXiv 2110.11199) and its undelayed form (D-PSGD).
+"""Delay-by-one (ADPSGD, Cui et al., arXiv 2110.11199) and its undelayed form (D-PSGD):
+the update, its stability at Kaldi's job size, and d-psgd's arithmetic.
 
 Notation (DESIGN.md, "Sync strategies"): job j of iteration t starts from s_j^t and ends
 with w_j^t; Δ_j^t = w_j^t − s_j^t is its displacement (its local progress); M is the
-mixing of the fixed ring (:mod:`paravg.sync.ring`, M(x)_j = mean of x_k, k ∈ {j−1, j, j+1}).
+mixing of the fixed ring (:mod:`paravg.sync.ring`: pairwise, ½ with the partner of the
+iteration's matching, the default of delay-by-one and ring since issue 37; or the
+neighbourhood, M(x)_j = mean of x_k, k ∈ {j−1, j, j+1}, d-psgd's). Delay-by-one's and
+ring's start models are formed by :mod:`paravg.sync.adpsgd` (with its symmetric edge
+rule); d-psgd's by :mod:`paravg.sync.decentralized` with :func:`mix_plus_displacement`.
 
 Cui et al. model asynchronous decentralized SGD as W_{k+1} = W_k T_k − α g(W_{k−1}):
 every step mixes the *current* weights of the neighbours, and the gradient applied is one
@@ -25,12 +30,13 @@ Kaldi job is many minibatches at N·ε, which can pull a learner back most of th
 towards where its training wants it. Write a learner's deviation from the mean along an
 eigenvector of M with eigenvalue λ as e, and its job's restoring pull as Δ̃ = −γ e + noise:
 
-    d-psgd:        e ← (λ − γ) e                 grows once γ > 1 + λ
-    delay-by-one:  z² − λ z + γ = 0              |z| = √γ < 1 for λ² < 4γ: slower, stable
-    ring:          e ← λ (1 − γ) e               always contracts
+    d-psgd, ring:    e ← (λ − γ) e               grows once γ > 1 + λ
+    delay-by-one:    z² − λ z + γ = 0            |z| = √γ < 1 for λ² < 4γ: slower, stable
+    gossip-average:  e ← λ (1 − γ) e             always contracts
 
-On a ring of N ≥ 4 (even) the most negative λ is −1/3 (the pattern +, −, +, − around the
-ring), so d-psgd's learners fly apart once one job restores more than 2/3 of a deviation,
+With three-way mixing on a ring of N ≥ 4 (even) the most negative λ is −1/3 (the pattern
++, −, +, − around the ring), so d-psgd's learners fly apart once one job restores more
+than 2/3 of a deviation (pairwise mixing has λ ∈ {0, 1} only: that needs γ > 1),
 while the mean still moves as averaging's. Measured on the demo (docs/sync-methods.md,
 "the learners"; ``benchmarks/bench_sync_paper.py``): γ climbs past 2/3 mid-training and the flipping
 mode grows ×1.04–1.15 per iteration until the objective threshold drops a learner.

@@ -107,7 +107,7 @@ NODE_KINDS: dict[str, NodeKind] = {
         NodeKind(
             "mix_node", "delay-by-one's start s_j^{t−1} of learner j, one per (t, j)",
             (("model", "job_start"), ("record", "job_start_record")),
-            "paravg.sync.decentralized:mix_node",
+            "paravg.sync.adpsgd:mix_node",
             mem_mb=2000,  # the 3 neighbours' starts and the own job's two models
             per_job=True, rule=MixRule, temporary=("model",), frontier="mix",
         ),

@@ -1,18 +1,19 @@
 """Sync methods in the real DAG: the edges each method implies, and a short end-to-end run.
 
-One tiny workspace (``tests/pipeline/tiny.yaml`` + six experiments, one per sync method,
+One tiny workspace (``tests/pipeline/tiny.yaml`` + seven experiments, one per sync method,
 three jobs each) is built up to the egs once; then
 
 * the DAG tests read ``snakemake --dry-run --forcerun init_model``'s job list (every job's input and
   output files) and check that EMA and consensus files never feed a train job, that a
-  ring job reads only its neighbours' outputs, a d-psgd job exactly its neighbours' start
-  models and its own job before, a delay-by-one job its mix node's start and its own job
-  before, and its mix node the neighbours' starts and its own job of two iterations
-  before (no job of the iteration before), and that the fan-in methods' jobs read only
-  ``<t>.pt``;
-* the end-to-end test runs the whole tiny pipeline for all six methods at once and checks
+  gossip-average job reads only its neighbours' outputs, a ring, random-ring or d-psgd job
+  exactly its partners' (neighbours') start models and its own job before, a delay-by-one
+  job its mix node's start and its own job before, and its mix node its partner's start
+  and its own job of two iterations before (no job of the iteration before), and that the
+  fan-in methods' jobs read only ``<t>.pt``;
+* the end-to-end test runs the whole tiny pipeline for all seven methods at once and checks
   each method's own files (BMUF state, consensus, EMA, EMA evaluation) and, from the kept
-  job models, that every decentralized start model is what its definition says.
+  job models, that every decentralized start model is what its definition says. With
+  N = 3 the pairwise methods leave one learner out of each iteration's matching.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .conftest import WARM, check_ok, run_snakemake
 pytestmark = pytest.mark.pipeline
 
 N = 3
-METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one", "d-psgd"]
+METHODS = ["average", "bmuf", "ring", "random-ring", "delay-by-one", "d-psgd", "gossip-average"]
 EMA = {"average", "ring"}  # EMA is independent of the method: two are enough
 BMUF_WARMUP = 1  # one block of plain averaging, then three CNTK blocks (default form)
 # 0.25 epochs of the tiny egs (6 archives x 8 frames) at 3 jobs = 4 iterations
@@ -126,12 +127,12 @@ def test_each_method_uses_its_own_rules(jobs):
     rules = {m: {j["rule"] for j in jobs if j["wildcards"].get("exp") == m} for m in METHODS}
     assert "average" in rules["average"] and "bmuf" not in rules["average"]
     assert "bmuf" in rules["bmuf"] and "average" not in rules["bmuf"]
-    for m in ("ring", "random-ring"):
-        assert "train_job" in rules[m] and "consensus" in rules[m]
-        assert not rules[m] & {"average", "bmuf"}, rules[m]
-    # d-psgd keeps every job's start model: the same job, one more output
-    assert {"train_job_keep_start", "consensus"} <= rules["d-psgd"]
-    assert not rules["d-psgd"] & {"train_job", "average", "bmuf", "mix_node"}
+    assert {"train_job", "consensus"} <= rules["gossip-average"]
+    assert not rules["gossip-average"] & {"train_job_keep_start", "average", "bmuf"}
+    # ring, random-ring and d-psgd keep every job's start model: the same job, one more output
+    for m in ("ring", "random-ring", "d-psgd"):
+        assert {"train_job_keep_start", "consensus"} <= rules[m]
+        assert not rules[m] & {"train_job", "average", "bmuf", "mix_node"}, rules[m]
     # delay-by-one's starts come from a mix node per (t, j)
     assert {"train_job", "mix_node", "consensus"} <= rules["delay-by-one"]
     assert not rules["delay-by-one"] & {"train_job_keep_start", "average", "bmuf"}
@@ -158,7 +159,7 @@ def test_global_methods_jobs_read_the_jobs_before_them_not_the_sync_node(jobs, e
         assert sorted(set(model_inputs(job, exp))) == sorted(set(expected)), (t, job["input"])
 
 
-@pytest.mark.parametrize("exp", ["ring", "random-ring", "delay-by-one", "d-psgd"])
+@pytest.mark.parametrize("exp", ["ring", "random-ring", "delay-by-one", "d-psgd", "gossip-average"])
 def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
     tj = train_jobs(jobs, exp)
     srand = 0
@@ -172,13 +173,17 @@ def test_decentralized_jobs_read_exactly_their_definition(jobs, exp):
             expected = [f"{d}0.pt"]
         elif exp == "delay-by-one":  # its mix node's start, and its own job before it
             expected = [f"{d}{t + 1}/job{j}.start.pt", f"{d}{t}/job{j}.json"]
-        elif exp == "d-psgd":  # M(s^{t−1}) + Δ^{t−1}
-            expected = [f"{d}{t}/job{k}.start.pt" for k in ring[j]]
+        elif exp in ("d-psgd", "ring", "random-ring"):  # M(s^{t−1}) + Δ^{t−1}
+            nb = neighbourhoods(exp, t, N, srand)[j]
+            if exp == "d-psgd":
+                assert nb == ring[j]
+            else:  # pairwise: j and its partner, or j alone (N = 3 is odd)
+                assert j in nb and len(nb) in (1, 2)
+            expected = [f"{d}{t}/job{k}.start.pt" for k in nb]
             expected += [f"{d}{t}/job{j}.pt", f"{d}{t}/job{j}.start.pt"]
         else:
             nb = neighbourhoods(exp, t, N, srand)[j]
-            if exp == "ring":
-                assert nb == ring[j]
+            assert nb == ring[j]
             seen_random.add((t, nb))
             expected = [f"{d}{t}/job{k}.pt" for k in nb]
         assert model_inputs(job, exp) == sorted(expected), (t, j)
@@ -189,7 +194,6 @@ def test_delay_by_one_mix_nodes_wait_for_no_neighbours_job(jobs):
     t − 1 (their mix nodes' files; 0.pt for t = 1) and the learner's own job of t − 2
     (Δ^{t−2}), never a job of t − 1, so it runs while the learner's job of t − 1 trains."""
     d = exp_prefix("delay-by-one")
-    ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
     mixes = {
         (int(x["wildcards"]["t"]) - 1, int(x["wildcards"]["j"])): x
         for x in jobs
@@ -198,8 +202,9 @@ def test_delay_by_one_mix_nodes_wait_for_no_neighbours_job(jobs):
     iters = max(t for t, _ in train_jobs(jobs, "delay-by-one")) + 1
     assert set(mixes) == {(t, j) for t in range(1, iters) for j in range(N)}
     for (t, j), mix in mixes.items():
+        nb = neighbourhoods("delay-by-one", t, N, 0)[j]  # j and its partner, or j alone
         assert mix["output"] == [f"{d}{t + 1}/job{j}.start.pt", f"{d}{t + 1}/job{j}.start.json"]
-        expected = [f"{d}{t}/job{k}.start.pt" if t > 1 else f"{d}0.pt" for k in ring[j]]
+        expected = [f"{d}{t}/job{k}.start.pt" if t > 1 else f"{d}0.pt" for k in nb]
         if t >= 2:  # Δ_j^{t−2}
             expected += [f"{d}{t - 1}/job{j}.pt"]
             expected += [f"{d}{t - 1}/job{j}.start.pt" if t > 2 else f"{d}0.pt"]
@@ -222,9 +227,8 @@ def test_end_to_end_all_methods(workdir):
         if m in EMA:
             assert (e / "ema" / f"{iters}.pt").exists()
             assert (e / "eval" / "ema" / "test.json").exists()
-    check_start_models(root / "ring", "ring")
-    check_start_models(root / "delay-by-one", "delay-by-one")
-    check_start_models(root / "d-psgd", "d-psgd")
+    for m in ("ring", "random-ring", "delay-by-one", "d-psgd", "gossip-average"):
+        check_start_models(root / m, m)
     check_bmuf_blocks(root / "bmuf")
 
 
@@ -250,16 +254,17 @@ def check_start_models(e: Path, method: str) -> None:
             return sd(e / "0.pt")
         return sd(e / f"{index}/job{k}.start.pt")
 
+    def objf(index: int, k: int) -> float:
+        return json.loads((e / f"{index}/job{k}.json").read_text())["objf"]
+
     ring = [tuple(sorted({(j - 1) % N, j, (j + 1) % N})) for j in range(N)]
     for t in range(1, num_iters(e)):
+        groups = neighbourhoods(method, t, N, 0)
         for j in range(N):
-            if method == "ring":  # the start is formed in memory: its record names the mix
+            if method == "gossip-average":  # formed in memory: its record names the mix
                 record = json.loads((e / f"{t + 1}/job{j}.json").read_text())["start"]
                 if t == 1:  # Kaldi's best job after iteration 0: the neighbourhood's best
-                    objf = {
-                        k: json.loads((e / f"1/job{k}.json").read_text())["objf"] for k in ring[j]
-                    }
-                    best = max(ring[j], key=lambda k: (objf[k], -k))
+                    best = max(ring[j], key=lambda k: (objf(1, k), -k))
                     mixed = [p.split(f"/{e.name}/")[-1] for p in record["mixed"]]
                     assert mixed == [f"1/job{best}.pt"], (t, j, record)
                     continue
@@ -268,7 +273,22 @@ def check_start_models(e: Path, method: str) -> None:
                 ) and all(f"/{t}/job" in p for p in record["mixed"]), (t, j, record)
                 continue
             start = sd(e / f"{t + 1}/job{j}.start.pt")
-            expected = mean([start_of(t, k) for k in ring[j]])  # M(s^{t−1})
+            if method == "d-psgd":  # M(s^{t−1}), Kaldi's rule (no job far below here)
+                expected = mean([start_of(t, k) for k in ring[j]])
+            else:  # W(s^{t−1}): 1/|G| per standing edge, the rest on the own start
+                # the objectives of the jobs whose progress the mixed starts hold
+                index = t - 2 if method == "delay-by-one" else t
+                cut = index >= 1  # delay-by-one: none before s^3 (every s^{t−1} is 0.pt)
+                weights = {
+                    k: 1 / len(groups[j])
+                    for k in groups[j]
+                    if k != j and not (cut and abs(objf(index, j) - objf(index, k)) > 1.0)
+                }
+                weights[j] = 1 - sum(weights.values())
+                expected = {
+                    name: sum(c * start_of(t, k)[name].double() for k, c in weights.items())
+                    for name in start
+                }
             own = t - 1 if method == "delay-by-one" else t  # whose displacement is added
             if own >= 1:
                 end, own_start = sd(e / f"{own}/job{j}.pt"), start_of(own, j)

@@ -478,3 +478,29 @@ def test_bmuf_keys_of_issue_37_keep_earlier_fingerprints():
     cntk, textbook = {"form": "cntk"}, {"form": "textbook", "warmup_blocks": 0}
     assert fp({"method": "average", "bmuf": cntk}) == fp({"method": "average", "bmuf": textbook})
     assert fp({"method": "bmuf", "bmuf": cntk}) != fp({"method": "bmuf", "bmuf": textbook})
+
+
+def test_sync_mixing_enters_the_fingerprint_where_it_changes_the_start_models():
+    """ring, random-ring and delay-by-one changed their update in issue 37 under the same
+    name: their fingerprint always carries the mixing (runs from before must not count
+    as done). d-psgd / gossip-average only off their default (neighbourhood), so their
+    runs made before keep their fingerprints; average and bmuf ignore the key."""
+
+    def fp(sync, jobs=2):
+        trainer = {"num_jobs_initial": jobs, "num_jobs_final": jobs}
+        return plans({"sync": sync, "trainer": trainer})["default"].fingerprint(3)
+
+    def part(sync):
+        return plans({"sync": sync, "trainer": {"num_jobs_initial": 2, "num_jobs_final": 2}})[
+            "default"
+        ].sync_fingerprint_part()
+
+    assert part({"method": "ring"})["mixing"] == "pairwise"
+    assert part({"method": "delay-by-one", "mixing": "neighbourhood"})["mixing"] == "neighbourhood"
+    assert "mixing" not in part({"method": "d-psgd"})
+    assert "mixing" not in part({"method": "d-psgd", "mixing": "neighbourhood"})
+    assert part({"method": "gossip-average", "mixing": "pairwise"})["mixing"] == "pairwise"
+    assert fp({"method": "ring"}) != fp({"method": "ring", "mixing": "neighbourhood"})
+    assert fp({"method": "d-psgd"}) == fp({"method": "d-psgd", "mixing": "neighbourhood"})
+    assert fp({"method": "average"}) == fp({"method": "average", "mixing": "pairwise"})
+    assert fp({"method": "bmuf"}) == fp({"method": "bmuf", "mixing": "neighbourhood"})

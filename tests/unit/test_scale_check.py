@@ -77,3 +77,36 @@ def test_a_kaldi_size_schedule_does_not_warn(tmp_path, caplog):
             "samples_per_iter": 400_000}  # fmt: skip
     dag_of(tmp_path, checkpoints=Info(info))[0].plan("default")
     assert warnings_of(caplog) == []
+
+
+@pytest.mark.parametrize(
+    "rule, num_egs, warns",
+    [
+        ("16,8", 97, None),  # sync_paper_lstm.yaml: 6 x 16, 1 chunk unused
+        ("16,8", 31, "leaves 7 of its 31 egs unused"),  # 16 + 8: jobs of two minibatches
+        ("1:16", 31, None),  # 16 + 15
+        ("16", 15, "trains no minibatch"),
+        ("1:16", 15, None),  # one minibatch of 15
+        ("256", 2500, None),  # the demo: 9 x 256, 196 (7.8 %) unused
+    ],
+)
+def test_a_job_that_drops_much_of_its_archive_warns_naming_the_options(rule, num_egs, warns):
+    from paravg.egs.minibatch import MinibatchRule
+
+    w = scale_check.job_size_warning("e", MinibatchRule.parse(rule), 48, num_egs)
+    if warns is None:
+        assert w is None
+        return
+    assert warns in w and "egs.samples_per_iter" in w and "trainer.minibatch_size" in w
+    assert "'1:16'" in w and f"{rule!r}" in w
+
+
+def test_the_plan_warns_when_an_archive_holds_less_than_one_minibatch(tmp_path, caplog):
+    """70 egs per archive against the demo's minibatch_size 256: the jobs train nothing."""
+    caplog.set_level(logging.WARNING, logger="paravg.plan")
+    info = {"num_archives": 5, "frames_per_eg": 8, "num_frames": 5 * 8 * 70,
+            "samples_per_iter": 70, "egs_per_archive": 70}  # fmt: skip
+    dag_of(tmp_path, checkpoints=Info(info))[0].plan("default")
+    (w,) = [m for m in warnings_of(caplog) if "minibatch" in m]
+    assert "experiment 'default': a job trains no minibatch" in w and "'256'" in w
+    assert scale_check.archive_egs({**info, "num_train_egs": 330}) == 66

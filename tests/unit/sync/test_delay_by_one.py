@@ -1,6 +1,7 @@
-"""Delay-by-one and d-psgd: the start-model formula, the edges, contraction without progress,
-and a multi-iteration simulation through the same files and functions the DAG uses,
-against the definitions (s_j^{t+1} = M(s^t)_j + Δ_j^{t−1}, resp. + Δ_j^t)."""
+"""Delay-by-one, d-psgd and the other ring methods: the start-model formula, the edges,
+contraction without progress, and a multi-iteration simulation through the same files and
+functions the DAG uses, against the definitions (s_j^{t+1} = M(s^t)_j + Δ_j^{t−1}, resp.
++ Δ_j^t; gossip-average M(w^t)_j)."""
 
 import itertools
 import json
@@ -12,7 +13,7 @@ from paravg.io import save_torch_atomic
 from paravg.layout import Layout
 from paravg.sync.decentralized import mixed_start
 from paravg.sync.delay_by_one import mix_plus_displacement
-from paravg.sync.registry import get_method
+from paravg.sync.registry import get_method, neighbourhoods
 from paravg.sync.ring import fixed_ring_order, ring_neighbourhoods
 from paravg.sync.tensors import mean
 
@@ -54,14 +55,14 @@ def test_d_psgd_job_reads_the_neighbours_starts_and_its_own_displacement():
             assert got["own_start"] == [f"r/exp/e/{t}/job{j}.start.pt"]
 
 
-def test_delay_by_one_mix_node_reads_no_job_of_the_iteration_before():
+@pytest.mark.parametrize("mixing", ["pairwise", "neighbourhood"])
+def test_delay_by_one_mix_node_reads_no_job_of_the_iteration_before(mixing):
     """Job (t, j) reads the start its mix node wrote and, for order, its own job of
     t − 1; the mix node reads the neighbours' starts of t − 1 (0.pt for t = 1), the own
     job of t − 2 and the objectives of the jobs whose progress those starts hold (t − 3):
     no neighbour's job of t − 1, so a slow neighbour never holds up job (t, j)."""
     m, L = get_method("delay-by-one"), Layout("r")
     n = 5
-    nb = ring_neighbourhoods(fixed_ring_order(n))
     per_iter = (n,) * 8
 
     def paths(refs):
@@ -73,12 +74,14 @@ def test_delay_by_one_mix_node_reads_no_job_of_the_iteration_before():
         m.mix_inputs(0, 3, per_iter, 0)
     e = "r/exp/e"
     for t in range(1, 7):
+        group = neighbourhoods("delay-by-one", t, n, 0, mixing)
+        nb = [[j, *(k for k in group[j] if k != j)] for j in range(n)]  # own first
         for j in range(n):
             assert paths(m.start_inputs(t, j, per_iter, 0)) == {
                 "mixed_start": [f"{e}/{t + 1}/job{j}.start.pt"],
                 "previous": [f"{e}/{t}/job{j}.json"],
             }
-            got = paths(m.mix_inputs(t, j, per_iter, 0))
+            got = paths(m.mix_inputs(t, j, per_iter, 0, mixing))
             starts = [f"{e}/{t}/job{k}.start.pt" if t > 1 else f"{e}/0.pt" for k in nb[j]]
             assert got["models"] == starts
             assert got.get("stats", []) == (
@@ -98,10 +101,10 @@ def test_delay_by_one_mix_node_reads_no_job_of_the_iteration_before():
             ]
 
 
-def form_start(method, t, j, per_iter, srand, layout, sync_cfg):
+def form_start(method, t, j, per_iter, srand, layout, sync_cfg, mixing=None):
     """s_j^t as the DAG forms it: in the job, or (delay-by-one) in the mix node of (t, j),
-    whose file the job then reads."""
-    from paravg.sync.decentralized import mix_node
+    whose file the job then reads (``mixing``: ``sync.mixing``, None: the method's)."""
+    from paravg.sync.adpsgd import mix_node
     from paravg.sync.start import form_start_model
 
     m = get_method(method)
@@ -115,8 +118,10 @@ def form_start(method, t, j, per_iter, srand, layout, sync_cfg):
             "record": layout.job_start_record("e", t + 1, j),
         }
         plan = {"fingerprint": None}  # the fake stats carry no plan
-        mix_node(paths(m.mix_inputs(t, j, per_iter, srand)), sync_cfg, t, outputs, plan)
-    return form_start_model(method, paths(m.start_inputs(t, j, per_iter, srand)), t, sync_cfg)
+        files = paths(m.mix_inputs(t, j, per_iter, srand, mixing))
+        mix_node(files, sync_cfg, t, outputs, plan)
+    files = paths(m.start_inputs(t, j, per_iter, srand, mixing))
+    return form_start_model(method, files, t, sync_cfg)
 
 
 def spread(models):
@@ -124,11 +129,12 @@ def spread(models):
     return max(float((m["w"] - mean).abs().max()) for m in models)
 
 
-@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd"])
+@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd", "ring"])
 def test_without_progress_the_learners_contract_at_every_iteration(tmp_path, method):
-    """Zero learning rate (w = s): s^{t+1} = M(s^t), so the spread around the mean
-    shrinks at every iteration (the earlier s^{t+1} = M(w^{t−1}) + Δ^t mixed each chain
-    only every other iteration and let the spread of s^{t−1} come back)."""
+    """Zero learning rate (w = s): s^{t+1} = M(s^t) (three-way mixing here), so the
+    spread around the mean shrinks at every iteration (the earlier s^{t+1} = M(w^{t−1}) +
+    Δ^t mixed each chain only every other iteration and let the spread of s^{t−1} come
+    back)."""
     n, iters = 5, 8
     m, layout = get_method(method), Layout(str(tmp_path))
     g = torch.Generator().manual_seed(1)
@@ -148,7 +154,8 @@ def test_without_progress_the_learners_contract_at_every_iteration(tmp_path, met
     for t in range(3, iters):
         new = []
         for j in range(n):
-            start, _ = form_start(method, t, j, (n,) * iters, 0, layout, {"objf_threshold": 1.0})
+            sync_cfg = {"objf_threshold": 1.0}
+            start, _ = form_start(method, t, j, (n,) * iters, 0, layout, sync_cfg, "neighbourhood")
             mixed = sum(starts[t][k]["w"] for k in ring_neighbourhoods(fixed_ring_order(n))[j])
             assert torch.allclose(start["state_dict"]["w"], mixed / 3, atol=1e-12)
             new.append(start["state_dict"])
@@ -177,7 +184,10 @@ def save(path, sd):
     save_torch_atomic(path, {"format": "paravg.tdnn.v1", "state_dict": sd, "meta": {}})
 
 
-@pytest.mark.parametrize("method", ["delay-by-one", "d-psgd", "ring", "random-ring"])
+METHODS = ["delay-by-one", "d-psgd", "ring", "random-ring", "gossip-average"]
+
+
+@pytest.mark.parametrize("method", [*METHODS, "random-gossip-average"])
 def test_simulation_through_files_matches_the_definition(tmp_path, method):
     n, iters, srand = 4, 6, 3
     m = get_method(method)
@@ -189,9 +199,11 @@ def test_simulation_through_files_matches_the_definition(tmp_path, method):
     w_ref = []
     for t in range(iters):
         w_ref.append([fake_train(s_ref[t][j], t, j) for j in range(n)])
-        if method in ("delay-by-one", "d-psgd"):
-            # s^{t+1} = M(s^t) + Δ^{t−1} (delay-by-one, Δ^{−1} = 0) or + Δ^t (d-psgd)
-            mixed = ring_mix(s_ref[t], ring_neighbourhoods(fixed_ring_order(n)))
+        nb = neighbourhoods(method, t + 1, n, srand)
+        if not method.endswith("gossip-average"):
+            # s^{t+1} = M(s^t) + Δ^{t−1} (delay-by-one, Δ^{−1} = 0) or + Δ^t (the others);
+            # the objectives are within the threshold: no edge is cut, no neighbour dropped
+            mixed = ring_mix(s_ref[t], nb)
             own = t - 1 if method == "delay-by-one" else t
             nxt = [
                 {
@@ -201,9 +213,6 @@ def test_simulation_through_files_matches_the_definition(tmp_path, method):
                 for j in range(n)
             ]
         else:
-            from paravg.sync.registry import neighbourhoods
-
-            nb = neighbourhoods(method, t + 1, n, srand)
             if t == 0:  # Kaldi's best job after iteration 0: the neighbourhood's best
                 nxt = [w_ref[0][max(nb[j], key=objf_of)] for j in range(n)]
             else:
@@ -263,7 +272,7 @@ def flipping_mode(models) -> float:
     [
         ("d-psgd", 0.5, 0.5 + 1 / 3),  # |λ − γ| with λ = −1/3: contracts
         ("d-psgd", 0.8, 0.8 + 1 / 3),  # γ > 1 + λ = 2/3: the learners fly apart
-        ("ring", 0.8, (1 - 0.8) / 3),  # the displacement is mixed too: |λ (1 − γ)|
+        ("gossip-average", 0.8, (1 - 0.8) / 3),  # the displacement is mixed: |λ (1 − γ)|
         ("delay-by-one", 0.8, 0.8**0.5),  # z² − λ z + γ = 0: complex roots, |z| = √γ
     ],
 )
@@ -284,7 +293,7 @@ def test_own_progress_overshoots_the_flipping_mode_when_jobs_restore_strongly(
     sizes = []
     for _ in range(iters):
         ends = [restoring_job(s, gamma) for s in starts]
-        if method == "ring":
+        if method == "gossip-average":
             new = ring_mix(ends, nb)
         else:
             mixed = ring_mix(starts, nb)

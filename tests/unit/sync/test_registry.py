@@ -34,7 +34,12 @@ def test_registry_covers_exactly_the_configurable_methods():
     assert sorted(SYNC_METHODS) == sorted(enum)
     with pytest.raises(ConfigError, match="known"):
         get_method("gossip")
-    assert sorted(DECENTRALIZED) == ["d-psgd", "delay-by-one", "random-ring", "ring"]
+    assert sorted(DECENTRALIZED) == [
+        "d-psgd", "delay-by-one", "gossip-average", "random-gossip-average", "random-ring", "ring"
+    ]  # fmt: skip
+    adpsgd = {n: m.mixing for n, m in SYNC_METHODS.items() if m.adpsgd}
+    assert adpsgd == {"ring": "pairwise", "random-ring": "pairwise", "delay-by-one": "pairwise"}
+    assert {get_method(n).mixing for n in DECENTRALIZED if n not in adpsgd} == {"neighbourhood"}
 
 
 def test_node_and_synced_model_per_method():
@@ -96,12 +101,32 @@ def test_bmuf_jobs_read_the_jobs_and_the_state_of_the_block_before():
     assert {r: [f.path(L, "e") for f in fs] for r, fs in node.items()} == later
 
 
-def test_ring_jobs_read_only_their_neighbours_of_the_previous_iteration():
+def test_gossip_jobs_read_only_their_neighbours_of_the_previous_iteration():
     for t in (1, 2, 9):
         for j in range(6):
-            got = paths("ring", t, j, (6,) * 10)["models"]
+            got = paths("gossip-average", t, j, (6,) * 10)["models"]
             want = [f"r/exp/e/{t}/job{k}.pt" for k in sorted({(j - 1) % 6, j, (j + 1) % 6})]
             assert got == want
+
+
+def test_ring_jobs_read_their_partners_start_and_their_own_job():
+    """ADPSGD on the fixed ring of 6, pairwise: iteration 1 pairs (0,1) (2,3) (4,5),
+    iteration 2 (1,2) (3,4) (5,0), and so on; job j reads its own start then its partner's
+    (the starts of t − 1), both jobs' statistics, and its own job of t − 1."""
+    partner = {1: [1, 0, 3, 2, 5, 4], 2: [5, 2, 1, 4, 3, 0]}
+    for t in (1, 2, 3, 4):
+        for j in range(6):
+            k = partner[2 - t % 2][j]
+            got = paths("ring", t, j, (6,) * 10)
+            assert got == {
+                "models": [f"r/exp/e/{t}/job{j}.start.pt", f"r/exp/e/{t}/job{k}.start.pt"],
+                "stats": [f"r/exp/e/{t}/job{j}.json", f"r/exp/e/{t}/job{k}.json"],
+                "own_end": [f"r/exp/e/{t}/job{j}.pt"],
+                "own_start": [f"r/exp/e/{t}/job{j}.start.pt"],
+            }
+    refs = get_method("ring").start_inputs(2, 0, (6,) * 10, 0, "neighbourhood")
+    assert [r.job for r in refs["models"]] == [0, 1, 5]  # own first, then the neighbours
+    assert get_method("ring").writes_start and get_method("random-ring").writes_start
 
 
 def test_random_ring_edges_are_seeded_and_redrawn():
@@ -110,7 +135,8 @@ def test_random_ring_edges_are_seeded_and_redrawn():
     n = 6
 
     def edges(t, srand):
-        return [tuple(paths("random-ring", t, j, (n,) * 12, srand)["models"]) for j in range(n)]
+        method = "random-gossip-average"  # random-ring before issue 37: the end models
+        return [tuple(paths(method, t, j, (n,) * 12, srand)["models"]) for j in range(n)]
 
     # Pinned literals (computed once with the ring derivation of the first runs): a change
     # here breaks resuming every existing random-ring run, whose finished iterations mixed
@@ -135,6 +161,10 @@ def test_random_ring_edges_are_seeded_and_redrawn():
         # every job's output is read by exactly three jobs (mean-preserving mixing)
         readers = [sum(1 for x in e for p in x if p.endswith(f"job{k}.pt")) for k in range(n)]
         assert readers == [3] * n
+    for m in ("random-gossip-average", "random-ring"):
+        assert neighbourhoods(m, 4, n, 5, "neighbourhood") == [
+            tuple(sorted(int(p[-4]) for p in x)) for x in edges(4, 5)
+        ]
     assert neighbourhoods("random-ring", 4, n, 5) != neighbourhoods("random-ring", 5, n, 5)
 
 
