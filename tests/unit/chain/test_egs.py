@@ -2,6 +2,7 @@
 utterance's supervision into exactly the pieces of its paths, and the flat table gives
 the numerator the batched graph the FSTs give it."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -76,3 +77,27 @@ def test_chunk_supervisions_are_weighted_and_batch_like_the_fsts(chain_models, d
     torch.testing.assert_close(lp2, lp3)
     with pytest.raises(ValueError, match="one length"):
         table.numerator_graph([5], 6)
+
+
+def test_prepare_chain_and_the_supervision_of_an_archive(tmp_path):
+    """The run's chain setup from frame targets (4 phones: 8 pdfs), then every eg of an
+    archive (keys ``<utt>-<first>``) gets the supervision of its output frames; an eg
+    past its utterance's end an empty row; a minibatch's numerator is finite."""
+    from paravg.chain.prepare import archive_supervision, load_chain, prepare_chain
+
+    rng = np.random.default_rng(0)
+    targets = {}
+    for u in range(6):
+        runs = rng.integers(0, 4, size=12)
+        lens = rng.integers(3, 9, size=12)
+        targets[f"utt-{u}"] = np.repeat(runs, lens)
+    info = prepare_chain(targets.values(), 4, tmp_path / "chain")
+    assert info["num_pdfs"] == 8 and info["num_phones"] == 4
+    setup = load_chain(tmp_path / "chain")
+    keys = ["utt-3-9", "utt-0-0", "utt-1-30", f"utt-2-{len(targets['utt-2']) - 5}"]
+    table = archive_supervision(keys, [12] * 4, targets, setup, SupervisionOptions())
+    assert table.has_supervision().tolist() == [True, True, True, False]
+    assert table.frames.tolist() == [4, 4, 4, 0]
+    graph = table.numerator_graph([0, 1, 2], setup.num_pdfs)
+    logp = numerator_logprob(graph, torch.zeros(4, 3, 8, dtype=torch.float64))
+    assert torch.isfinite(logp).all() and (logp < 0).all()
