@@ -190,14 +190,21 @@ class ChainComputer:
 
 
 @torch.no_grad()
-def chain_subset_stats(model, prefix: str | os.PathLike, minibatch_size: int = 64) -> dict:
+def chain_subset_stats(
+    model, prefix: str | os.PathLike, minibatch_size: int = 64, batchnorm_test_mode: bool = True
+) -> dict:
     """``nnet3-chain-compute-prob``: the chain and xent objectives per frame of every eg
-    with supervision of the egs ``prefix`` (diagnostics, combination)."""
+    with supervision of the egs ``prefix`` (diagnostics; combination scores with
+    ``batchnorm_test_mode`` false and dropout off, as ``nnet3-chain-combine``)."""
     from paravg.egs import EgsArchive
 
     archive = EgsArchive(prefix)
     comp = ChainComputer(archive, model.model_cfg, model.num_targets)
-    model.eval()
+    if batchnorm_test_mode:
+        model.eval()
+    else:
+        model.set_dropout_proportion(0.0)
+        model.train()
     stats = ChainStats()
     for mb in comp.minibatches(model, minibatch_size, keep_last=True):
         comp.objective(model, mb, stats)

@@ -227,6 +227,7 @@ class TrainDag:
         inputs = {
             "models": self.plan(exp).combine_models(),
             "egs": self.egs.subset_files("combine"),
+            **self.chain.subset_inputs(exp, ("combine",)),
         }
         if exp in self.run.experiments_with_ema() and self.config["combine"]["ema"] != "none":
             inputs["ema"] = self.final_ema_model(exp)

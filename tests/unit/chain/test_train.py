@@ -97,3 +97,32 @@ def test_a_chain_job_improves_the_chain_objective(tmp_path):
     after = chain_subset_stats(model, prefix)
     assert after["chain_objf"] > before["chain_objf"] + 0.2, (before, after)
     assert after["xent_objf"] > before["xent_objf"], (before, after)
+
+
+def test_combination_scores_the_chain_objective_and_a_chain_model_has_no_priors(tmp_path):
+    """``nnet3-chain-combine``: the candidates scored by their chain objective on the
+    combine egs (batch-norm in training mode); ``final.pt`` keeps zero priors."""
+    from paravg.combine import combine_models
+    from paravg.io import read_json
+    from paravg.nnet.model_file import load_model_file, model_to_file_dict
+    from paravg.priors import adjust_priors
+
+    prefix = write_chain_egs(tmp_path)
+    paths = []
+    model = chain_model(seed=2)
+    for it in range(3):
+        spec = job_spec(iteration=it + 1, minibatch_size=8, learning_rate=0.005)
+        train_one_job(model, EgsArchive(prefix), spec, torch.device("cpu"))
+        paths.append(tmp_path / f"{it}.pt")
+        torch.save(model_to_file_dict(model, {"iteration": it}), paths[-1])
+    summary = combine_models(paths, prefix, 3, tmp_path / "combined.pt", tmp_path / "c.json")
+    newest = chain_model()
+    newest.load_state_dict(load_model_file(paths[-1])["state_dict"])
+    expected = chain_subset_stats(newest, prefix, batchnorm_test_mode=False)["chain_objf"]
+    assert summary["objective_by_num_models"]["1"] == pytest.approx(expected, rel=1e-6)
+    assert -2.0 < summary["objective"] < 0
+    out = tmp_path / "final.pt"
+    adjust_priors(tmp_path / "combined.pt", [prefix], 50, out, tmp_path / "f.json")
+    final = load_model_file(out)
+    assert torch.equal(final["state_dict"]["log_priors"], torch.zeros(2 * K))
+    assert read_json(tmp_path / "f.json")["priors"].startswith("none")
