@@ -126,3 +126,19 @@ def test_combination_scores_the_chain_objective_and_a_chain_model_has_no_priors(
     final = load_model_file(out)
     assert torch.equal(final["state_dict"]["log_priors"], torch.zeros(2 * K))
     assert read_json(tmp_path / "f.json")["priors"].startswith("none")
+
+
+def test_a_chain_job_reproduces_its_bits_and_its_seed_shuffles_the_egs(tmp_path):
+    """The same start, archive and seed give the same model bits (a rerun job, a resume);
+    another job seed another order of the egs, so other bits."""
+    from tests.unit.dummies import trained_twice
+
+    prefix = write_chain_egs(tmp_path)
+    spec = job_spec(iteration=2, minibatch_size=8, learning_rate=0.005, dropout_proportion=0.1)
+    a, stats = trained_twice(lambda: chain_model(seed=3), EgsArchive(prefix), spec)
+    assert stats["chain"]["frames"] > 0
+    b = chain_model(seed=3)
+    train_one_job(
+        b, EgsArchive(prefix), job_spec(**{**spec.__dict__, "job": 0}), torch.device("cpu")
+    )
+    assert not torch.equal(a.state_dict()["output.weight"], b.state_dict()["output.weight"])
