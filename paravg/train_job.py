@@ -89,8 +89,15 @@ def add_l2_regularization(
     (``scale`` = egs in the minibatch × ``l2_regularize_factor``)."""
     for comp, ds in zip(model.components(), deltas, strict=True):
         if comp.l2_regularize:
+            rate = lr * learning_rate_factor(comp)
             for param, d in zip(comp.update_params(), ds, strict=True):
-                d.add_(param.detach(), alpha=-2.0 * scale * lr * comp.l2_regularize)
+                d.add_(param.detach(), alpha=-2.0 * scale * rate * comp.l2_regularize)
+
+
+def learning_rate_factor(comp) -> float:
+    """Kaldi's ``learning-rate-factor`` of a component (1 unless set: a chain model's
+    ``output-xent`` has ``0.5 / xent_regularize``, :func:`chain_job`)."""
+    return getattr(comp, "learning_rate_factor", 1.0)
 
 
 def apply_max_change(
@@ -198,7 +205,10 @@ def train_one_job(
             (-objf).backward()
             objective.add(logp.detach(), labels, weights)
             num_egs = feats.shape[0]
-        deltas = [comp.delta(spec.learning_rate) for comp in model.components()]
+        deltas = [
+            comp.delta(spec.learning_rate * learning_rate_factor(comp))
+            for comp in model.components()
+        ]
         if regularized:
             scale = num_egs * spec.l2_regularize_factor
             add_l2_regularization(model, deltas, spec.learning_rate, scale)
@@ -266,6 +276,8 @@ def chain_job(model: AcousticModel, archive: EgsArchive, spec: JobSpec, device):
     from paravg.egs.shuffle import buffer_shuffle_order
 
     computer = ChainComputer(archive, model.model_cfg, model.num_targets, device)
+    if computer.opts.xent_regularize > 0:  # run_tdnn_1d: output-xent learns 0.5 / x faster
+        model.output_xent.learning_rate_factor = 0.5 / computer.opts.xent_regularize
     order = buffer_shuffle_order(archive.num_egs, spec.shuffle_buffer_size, spec.seed)
     rule = spec.minibatch_rule()
     size = max(hi for _, hi in rule.ranges_for(archive.meta.window))

@@ -94,6 +94,7 @@ def test_a_chain_job_improves_the_chain_objective(tmp_path):
         stats = train_one_job(model, EgsArchive(prefix), spec, torch.device("cpu"))
     assert stats["num_minibatches"] >= 2 and stats["chain"]["failed_minibatches"] == 0
     assert stats["objf"] == stats["chain"]["chain_objf"] and np.isfinite(stats["objf"])
+    assert model.output_xent.learning_rate_factor == pytest.approx(5.0)  # 0.5 / 0.1
     after = chain_subset_stats(model, prefix)
     assert after["chain_objf"] > before["chain_objf"] + 0.2, (before, after)
     assert after["xent_objf"] > before["xent_objf"], (before, after)
