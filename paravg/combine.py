@@ -81,6 +81,10 @@ def combine_objective(file_dict: dict, archive: EgsArchive) -> float:
     ``nnet3-combine``'s ``ComputeObjf`` with its defaults: dropout off, batch-norm in
     training mode (each minibatch normalised by its own statistics)."""
     model = build_model(file_dict)
+    if getattr(model, "objective", "xent") == "chain":  # nnet3-chain-combine: the chain objf
+        from paravg.chain.train import chain_subset_stats
+
+        return chain_subset_stats(model, archive.prefix, batchnorm_test_mode=False)["chain_objf"]
     batches = all_minibatches(archive, model.left_context, model.right_context, COMBINE_MINIBATCH)
     stats = evaluate_minibatches(model, batches, torch.device("cpu"), batchnorm_test_mode=False)
     return stats.logprob

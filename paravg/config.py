@@ -259,6 +259,7 @@ def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:
             "(Kaldi rounds the chunk widths up to multiples of it and scores every f-th "
             "frame of a chunk); remove it or use a frame-eg family"
         )
+    _check_chain(where, exp["model"], family, egs)
     extra = sorted(k for k in trainer_keys_of_others(family) if k in exp["trainer"])
     if extra:
         raise ConfigError(
@@ -268,6 +269,28 @@ def _check_chunk_egs(name: str, egs: dict, exp: dict) -> None:
     if "num_chunk_per_minibatch" in exp["trainer"]:
         MinibatchRule.parse(
             exp["trainer"]["num_chunk_per_minibatch"], f"{where}.trainer.num_chunk_per_minibatch"
+        )
+
+
+def _check_chain(where: str, model: dict, family, egs: dict) -> None:
+    """``model.objective: chain`` (docs/chain.md): a TDNN-F on frame egs whose
+    ``frames_per_eg`` is a multiple of f (a chain eg's output frames are its frames 0, f,
+    2f, ...; Kaldi's chain egs are whole multiples); ``model.chain`` only with it."""
+    chain = model.get("objective", "xent") == "chain"
+    if "chain" in model and not chain:
+        raise ConfigError(f"{where}.model.chain is set but model.objective is not chain")
+    if not chain:
+        return
+    f = model.get("frame_subsampling_factor", 1)
+    if not family.chain:
+        raise ConfigError(
+            f"{where}.model.objective chain trains the {', '.join(families_with(chain=True))} "
+            f"family only, not {family.name}"
+        )
+    if egs["frames_per_eg"] % f or egs["frames_per_eg"] < 2 * f:
+        raise ConfigError(
+            f"{where}.model.objective chain: egs.frames_per_eg ({egs['frames_per_eg']}) "
+            f"must be a multiple of model.frame_subsampling_factor ({f}), at least 2 of them"
         )
 
 

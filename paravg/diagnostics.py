@@ -10,6 +10,7 @@ the parameter change of every updatable component: ‖θ_t − θ_{t−1}‖_F a
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -20,8 +21,22 @@ from paravg.nnet.acoustic import AcousticModel
 from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import evaluate_minibatches
 
+log = logging.getLogger(__name__)
+
 
 def subset_stats(model: AcousticModel, prefix: str | Path, minibatch_size: int = 512) -> dict:
+    if getattr(model, "objective", "xent") == "chain":  # nnet3-chain-compute-prob
+        from paravg.chain.train import chain_subset_stats
+
+        stats = chain_subset_stats(model, prefix)
+        log.info(
+            "%s: chain objective %.4f, xent objective %.4f per frame over %d frames",
+            Path(prefix).name,
+            stats["chain_objf"],
+            stats["xent_objf"],
+            stats["frames"],
+        )
+        return stats
     archive = EgsArchive(prefix)
     batches = all_minibatches(archive, model.left_context, model.right_context, minibatch_size)
     return evaluate_minibatches(model, batches, torch.device("cpu")).as_dict()

@@ -114,6 +114,8 @@ def adjust_priors(
     Kaldi's ``prior_subset_size`` (egs per prior job)."""
     file_dict = load_model_file(model_in)
     model = build_model(file_dict)
+    if getattr(model, "objective", "xent") == "chain":  # chain models have no priors
+        return _no_priors(file_dict, model_out, summary_out)
     priors, sample = average_posterior(model, archives, num_egs, srand)
     priors = priors / priors.sum()
     old = file_dict["state_dict"]["log_priors"].double().exp()
@@ -129,6 +131,19 @@ def adjust_priors(
         **sample,
         "prior_entropy": float(-(priors * priors.clamp_min(1e-20).log()).sum()),
         "kl_from_previous_priors": kl,
+    }
+    write_json_atomic(summary_out, summary)
+    return summary
+
+
+def _no_priors(file_dict: dict, model_out: str | Path, summary_out: str | Path) -> dict:
+    """A chain model's ``final.pt``: the combined model as it is (its ``log_priors`` stay
+    zero: the chain output is the decoder's log-likelihood, acoustic scale 1.0)."""
+    digest = save_torch_atomic(model_out, file_dict)
+    summary = {
+        **record_of("priors", {model_out: digest}),
+        "combined_from": file_dict.get("meta", {}).get("combined_models"),
+        "priors": "none (model.objective chain)",
     }
     write_json_atomic(summary_out, summary)
     return summary

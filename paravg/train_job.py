@@ -89,8 +89,15 @@ def add_l2_regularization(
     (``scale`` = egs in the minibatch × ``l2_regularize_factor``)."""
     for comp, ds in zip(model.components(), deltas, strict=True):
         if comp.l2_regularize:
+            rate = lr * learning_rate_factor(comp)
             for param, d in zip(comp.update_params(), ds, strict=True):
-                d.add_(param.detach(), alpha=-2.0 * scale * lr * comp.l2_regularize)
+                d.add_(param.detach(), alpha=-2.0 * scale * rate * comp.l2_regularize)
+
+
+def learning_rate_factor(comp) -> float:
+    """Kaldi's ``learning-rate-factor`` of a component (1 unless set: a chain model's
+    ``output-xent`` has ``0.5 / xent_regularize``, :func:`chain_job`)."""
+    return getattr(comp, "learning_rate_factor", 1.0)
 
 
 def apply_max_change(
@@ -164,30 +171,46 @@ def train_one_job(
     reader = chunk_minibatches if spec.chunk_training else frame_minibatches
     where = {} if spec.chunk_training else {"frame": spec.frame}
     momentum, carried = spec.momentum, None  # D of the module docstring
-    for mb in reader(
-        archive,
-        **where,
-        left_context=model.left_context,
-        right_context=model.right_context,
-        minibatch_size=spec.minibatch_rule(),
-        buffer_size=spec.shuffle_buffer_size,
-        seed=spec.seed,
-    ):
-        feats = mb.feats.to(device)
-        ivec = mb.ivectors.to(device) if (mb.ivectors is not None and model.ivector_dim) else None
-        labels, weights = mb.labels.to(device), mb.weights.to(device)
+    chain = chain_job(model, archive, spec, device)  # None: cross-entropy
+    batches = (
+        chain[0]
+        if chain is not None
+        else reader(
+            archive,
+            **where,
+            left_context=model.left_context,
+            right_context=model.right_context,
+            minibatch_size=spec.minibatch_rule(),
+            buffer_size=spec.shuffle_buffer_size,
+            seed=spec.seed,
+        )
+    )
+    for mb in batches:
         for p in model.parameters():
             p.grad = None
-        if spec.chunk_training:
-            logp = chunk_outputs(model, feats, ivec, mb.chunk, **deriv_times(spec, model, mb))
+        if chain is not None:  # paravg.chain.train: LF-MMI + xent_regularize · output-xent
+            chain[1].objective(model, mb, chain[2]).backward()
+            num_egs = len(mb.rows)
         else:
-            logp = model(feats, ivec)[:, 0]
-        objf = weighted_logprob(logp, labels, weights)
-        (-objf).backward()
-        objective.add(logp.detach(), labels, weights)
-        deltas = [comp.delta(spec.learning_rate) for comp in model.components()]
+            feats = mb.feats.to(device)
+            ivec = (
+                mb.ivectors.to(device) if (mb.ivectors is not None and model.ivector_dim) else None
+            )
+            labels, weights = mb.labels.to(device), mb.weights.to(device)
+            if spec.chunk_training:
+                logp = chunk_outputs(model, feats, ivec, mb.chunk, **deriv_times(spec, model, mb))
+            else:
+                logp = model(feats, ivec)[:, 0]
+            objf = weighted_logprob(logp, labels, weights)
+            (-objf).backward()
+            objective.add(logp.detach(), labels, weights)
+            num_egs = feats.shape[0]
+        deltas = [
+            comp.delta(spec.learning_rate * learning_rate_factor(comp))
+            for comp in model.components()
+        ]
         if regularized:
-            scale = feats.shape[0] * spec.l2_regularize_factor
+            scale = num_egs * spec.l2_regularize_factor
             add_l2_regularization(model, deltas, spec.learning_rate, scale)
         if momentum:
             if carried is not None:
@@ -208,12 +231,21 @@ def train_one_job(
     if spec.straggler_factor > 1.0:  # benchmarking aid (simulate.straggler)
         time.sleep((spec.straggler_factor - 1.0) * elapsed)
     n = max(steps.num_minibatches, 1)
-    return {
+    if chain is not None:  # the chain objective per frame is the job's objf
+        summary = chain[2].as_dict()
+        objf, accuracy, frames = summary["chain_objf"], None, summary["frames"]
+        if not frames:
+            objf = -100000.0
+    else:
+        summary = None
+        objf = objective.logprob if objective.weight > 0 else -100000.0
+        accuracy, frames = objective.accuracy, objective.weight
+    out = {
         "iteration": spec.iteration,
         "job": spec.job,
-        "objf": objective.logprob if objective.weight > 0 else -100000.0,
-        "accuracy": objective.accuracy,
-        "frames": objective.weight,
+        "objf": objf,
+        "accuracy": accuracy,
+        "frames": frames,
         "lr": spec.learning_rate,
         "minibatch_size": spec.effective_minibatch(),
         "frame": spec.frame,
@@ -228,6 +260,28 @@ def train_one_job(
         "max_change_global": steps.global_limited / n,
         "skipped_updates": steps.skipped,
     }
+    if summary is not None:
+        out["chain"] = summary
+    return out
+
+
+def chain_job(model: AcousticModel, archive: EgsArchive, spec: JobSpec, device):
+    """A chain model's (minibatches, :class:`paravg.chain.train.ChainComputer`,
+    :class:`~paravg.chain.train.ChainStats`): egs with supervision, buffer-shuffled as
+    the cross-entropy job's, merged into minibatches of the rule's largest size
+    (``nnet3-chain-merge-egs``); None for a cross-entropy model."""
+    if getattr(model, "objective", "xent") != "chain":
+        return None
+    from paravg.chain.train import ChainComputer, ChainStats
+    from paravg.egs.shuffle import buffer_shuffle_order
+
+    computer = ChainComputer(archive, model.model_cfg, model.num_targets, device)
+    if computer.opts.xent_regularize > 0:  # run_tdnn_1d: output-xent learns 0.5 / x faster
+        model.output_xent.learning_rate_factor = 0.5 / computer.opts.xent_regularize
+    order = buffer_shuffle_order(archive.num_egs, spec.shuffle_buffer_size, spec.seed)
+    rule = spec.minibatch_rule()
+    size = max(hi for _, hi in rule.ranges_for(archive.meta.window))
+    return computer.minibatches(model, size, order), computer, ChainStats()
 
 
 def simulated_job(model: AcousticModel, spec: JobSpec) -> dict:

@@ -18,7 +18,7 @@ rule init_model:
         model=from_dag("model_config"),
         use_ivector=from_dag("uses_ivectors"),
         srand=from_dag("srand"),
-        num_targets=config["data"]["num_targets"],
+        num_targets=from_dag("chain.num_outputs"),  # a chain model's: its tree's pdfs
     log:
         LAYOUT.log("init_model", "{exp}"),
     benchmark:

@@ -99,5 +99,7 @@ class Dag(RunCore):
         self.egs = EgsDag(self)
         self.ivector = IvectorDag(self)
         self.train = TrainDag(self, self.egs, wait_for_block)
+        self.chain = self.train.chain  # rules/chain.smk
+        self.chain.supervision_options()  # chain experiments agree on their supervision
         self.recognition = Recognition(self, self.train, self.ivector)
         self.results = ResultsDag(self, self.data, self.ivector, self.train, self.recognition)

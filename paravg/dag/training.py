@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from paravg.dag.chain import ChainDag
 from paravg.dag.core import RunCore
 from paravg.dag.egs import EgsDag
 
@@ -44,6 +45,7 @@ class TrainDag:
     ) -> None:
         self.run, self.egs = run, egs
         self.config, self.layout, self.plan = run.config, run.layout, run.plan
+        self.chain = ChainDag(run, egs)  # model.objective: chain (rules/chain.smk)
         self._wait_for_block = wait_for_block or (lambda exp, b: None)
 
     # ------------------------------------------------------------ init, training jobs
@@ -65,6 +67,7 @@ class TrainDag:
         return {
             "egs": self.egs.archive_mark(p.job_archive(it, j)),
             **dag_edges(p.start_inputs(it, j)),
+            **self.chain.job_inputs(exp, p.job_archive(it, j)),
         }
 
     def job_params(self, exp: str, t: int, j: int) -> dict:
@@ -191,7 +194,7 @@ class TrainDag:
         }
         if t > 0:
             inputs["prev"] = p.synced_model(t - 1)
-        return inputs
+        return {**inputs, **self.chain.subset_inputs(exp, ("valid_diag", "train_diag"))}
 
     def all_diagnostics(self, exp: str) -> list[str]:
         """diag/<t>.json of every model of ``exp``: off the critical path, read by the report."""
@@ -224,6 +227,7 @@ class TrainDag:
         inputs = {
             "models": self.plan(exp).combine_models(),
             "egs": self.egs.subset_files("combine"),
+            **self.chain.subset_inputs(exp, ("combine",)),
         }
         if exp in self.run.experiments_with_ema() and self.config["combine"]["ema"] != "none":
             inputs["ema"] = self.final_ema_model(exp)

@@ -17,6 +17,16 @@ def model_megabytes(model_cfg: dict, feat_dim: int, ivector_dim: int, num_target
     return family_of(model_cfg).megabytes(model_cfg, feat_dim, ivector_dim, num_targets)
 
 
+def model_objective(model_cfg: dict) -> str:
+    """``model.objective``: ``xent`` (absent; cross-entropy on frame targets) or ``chain``
+    (LF-MMI, :mod:`paravg.chain`: the TDNN-F's ``output`` without softmax and an
+    ``output-xent`` branch)."""
+    objective = model_cfg.get("objective", "xent")
+    if objective not in ("xent", "chain"):
+        raise ValueError(f"model.objective must be xent or chain, got {objective!r}")
+    return objective
+
+
 def frame_subsampling_factor(model_cfg: dict) -> int:
     """``model.frame_subsampling_factor`` f ≥ 1: the network has an output every f input
     frames (a low frame rate; absent: 1, every 10-ms frame an output). The context above

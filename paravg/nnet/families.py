@@ -82,6 +82,7 @@ class ModelFamily:
     section_hint: str = ""  # what a required section holds, for the error naming it
     dropout: bool = False
     l2_regularize: bool = False
+    chain: bool = False  # trains with model.objective chain (paravg.chain.train)
     check: Callable[[dict, str], None] | None = None  # (model config, "experiments.<name>")
     trainer_keys: tuple[str, ...] = ()  # trainer options only this family takes
     trainer_defaults: dict = field(default_factory=dict)
@@ -144,6 +145,7 @@ FAMILIES: dict[str, ModelFamily] = {
             section_defaults=True,
             dropout=True,
             l2_regularize=True,
+            chain=True,
             check=fc.check_tdnnf,
         ),
         ModelFamily(

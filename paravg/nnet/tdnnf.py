@@ -53,6 +53,7 @@ from torch import nn
 from paravg.nnet.acoustic import LayerStackModel
 from paravg.nnet.affine import Affine, plain_affine_factory
 from paravg.nnet.batchnorm import BatchNorm
+from paravg.nnet.context import model_objective
 from paravg.nnet.dropout import GeneralDropout
 from paravg.nnet.relu import DEFAULT_SELF_REPAIR_SCALE, RectifiedLinear
 from paravg.nnet.rows import Times, append, rows_of, take
@@ -247,7 +248,40 @@ class TdnnfModel(LayerStackModel):
             int(cfg["prefinal_small_dim"]), num_targets, model_cfg["max_change_output"]
         )
         self.output.l2_regularize = float(cfg["output_l2_regularize"])
+        self.objective = model_objective(model_cfg)
+        if self.objective == "chain":  # run_tdnn_1d's xent branch from prefinal-l
+            self.prefinal_xent = PrefinalLayer(
+                "prefinal-xent",
+                int(cfg["linear_dim"]),
+                int(cfg["prefinal_big_dim"]),
+                int(cfg["prefinal_small_dim"]),
+                mc,
+                l2,
+                repair,
+                affine_factory,
+            )
+            self.output_xent = affine_factory(
+                int(cfg["prefinal_small_dim"]), num_targets, model_cfg["max_change_output"]
+            )
+            self.output_xent.l2_regularize = float(cfg["output_l2_regularize"])
         self._levels: dict[tuple[int, int], list[Times]] = {}
+
+    def _named_components(self) -> list[tuple[str, nn.Module]]:
+        named = super()._named_components()
+        if self.objective == "chain":
+            named += [*self.prefinal_xent.parts(), ("output-xent.affine", self.output_xent)]
+        return named
+
+    def init_parameters(self, seed: int) -> None:
+        """As every layer stack; a chain model's ``output-xent`` is zero too (Kaldi's
+        ``output-layer`` default ``param-stddev=0``)."""
+        super().init_parameters(seed)
+        if self.objective == "chain":
+            with torch.no_grad():
+                self.output.weight.zero_()
+                self.output.bias.zero_()
+                self.output_xent.weight.zero_()
+                self.output_xent.bias.zero_()
 
     # ------------------------------------------------------------------ training hooks
     def relus(self) -> list[RectifiedLinear]:
@@ -283,18 +317,38 @@ class TdnnfModel(LayerStackModel):
             levels.append(layer.input_times(levels[-1]))
         return levels[::-1]
 
-    def forward(
-        self, feats: torch.Tensor, ivectors: torch.Tensor | None = None, stride: int = 1
-    ) -> torch.Tensor:
-        """(B, T, D) features [+ i-vectors] → (B, ⌈(T − left − right) / stride⌉, C)
-        log-probs at the window's output frames 0, stride, 2·stride, …, each layer
-        computed only at the times those outputs need."""
+    def _prefinal_l(self, feats, ivectors, stride):
+        """The output of every layer but the prefinal one, and the times of the last
+        two levels."""
         key = (feats.shape[1], stride)
         levels = self._levels.get(key)
         if levels is None:  # one walk per window length and stride
             levels = self.level_times(self.output_times(feats.shape[1], stride))
             self._levels[key] = levels
         h = self.lda(self.lda_rows(feats, ivectors, levels[0], self.input_rows(levels[0])))
-        for layer, have, times in zip(self.layers, levels[:-1], levels[1:], strict=True):
+        for layer, have, times in zip(self.layers[:-1], levels[:-2], levels[1:-1], strict=True):
             h = layer(h, have, times)
-        return torch.log_softmax(self.output(h), dim=-1)
+        return h, levels[-2], levels[-1]
+
+    def forward(
+        self, feats: torch.Tensor, ivectors: torch.Tensor | None = None, stride: int = 1
+    ) -> torch.Tensor:
+        """(B, T, D) features [+ i-vectors] → (B, ⌈(T − left − right) / stride⌉, C)
+        log-probs at the window's output frames 0, stride, 2·stride, …, each layer
+        computed only at the times those outputs need. A chain model
+        (``model.objective: chain``) gives its ``output`` without softmax."""
+        h, have, times = self._prefinal_l(feats, ivectors, stride)
+        y = self.output(self.layers[-1](h, have, times))
+        return y if self.objective == "chain" else torch.log_softmax(y, dim=-1)
+
+    def chain_forward(
+        self, feats: torch.Tensor, ivectors: torch.Tensor | None = None, stride: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chain model's two outputs: ``output`` (no softmax) and ``output-xent``
+        (log-softmax), each (B, frames, C)."""
+        if self.objective != "chain":
+            raise ValueError("chain_forward needs model.objective: chain")
+        h, have, times = self._prefinal_l(feats, ivectors, stride)
+        y = self.output(self.layers[-1](h, have, times))
+        xent = self.output_xent(self.prefinal_xent(h, have, times))
+        return y, torch.log_softmax(xent, dim=-1)

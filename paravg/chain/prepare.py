@@ -1,0 +1,150 @@
+"""A run's chain setup from its frame targets, and the supervision of its egs archives:
+the steps of Kaldi's ``local/chain/run_tdnn.sh`` before training (``gen_topo.py``, the
+tree, ``chain-est-phone-lm``, ``chain-make-den-fst``) and ``steps/nnet3/chain/get_egs.sh``'s
+supervision part.
+
+* :func:`prepare_chain` (the ``chain_den`` rule): the chain topology over phones
+  ``1 … num_targets`` (target ``k`` is phone ``k + 1``; phone 1, target 0, is silence),
+  a monophone tree (``MonophoneContextDependency``: pdfs ``2 (p − 1)`` forward and
+  ``2 (p − 1) + 1`` self-loop), the phone LM of the training targets' phone runs, the den
+  and normalisation FSTs. Files in ``DIR``: ``topo``, ``phone_lm.fst``, ``den.fst``,
+  ``normalization.fst``, ``info.json`` (``num_pdfs``, ``num_phones``, the phone LM's
+  and the den FST's sizes).
+* :func:`archive_supervision` (the ``chain_sup`` rule, one per egs archive or subset):
+  the weighted supervision of every eg of a paravg egs archive, rows in the archive's
+  order (so the egs stage's split and shuffle serve chain egs unchanged): eg
+  ``<utt>-<first_frame>`` with ``F`` frames gets output frames
+  ``first_frame / f …`` (:class:`paravg.chain.egs.ChunkSupervisor`), written as
+  :class:`paravg.chain.egs.SupervisionTable` files beside the archive.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from paravg.chain.egs import ChunkSupervisor, SupervisionTable, output_frames, targets_to_phones
+from paravg.chain.phone_lm import LanguageModelOptions, estimate_phone_lm
+from paravg.chain.supervision import SupervisionOptions
+from paravg.errors import DataError
+from paravg.io import read_json, write_json_atomic, write_text_atomic
+
+CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
+
+
+@dataclass
+class ChainSetup:
+    """The models a chain job needs: tree, transition model, den and normalisation FSTs."""
+
+    num_phones: int
+    num_pdfs: int
+    ctx_dep: object
+    trans_model: object
+    den_fst: object
+    normalization_fst: object
+
+
+def _models(num_phones: int):
+    import kaldi_hmm_gmm
+
+    from paravg.chain.topology import chain_topology
+
+    topo = chain_topology(list(range(2, num_phones + 1)), [1])
+    classes = list(topo.get_phone_to_num_pdf_classes())
+    ctx_dep = kaldi_hmm_gmm.monophone_context_dependency(list(range(1, num_phones + 1)), classes)
+    return ctx_dep, kaldi_hmm_gmm.TransitionModel(ctx_dep, topo)
+
+
+def prepare_chain(
+    frame_targets: Iterable[Sequence[int]],
+    num_targets: int,
+    out_dir: str | os.PathLike,
+    lm_opts: LanguageModelOptions | None = None,
+) -> dict:
+    """Write the chain setup of targets ``0 … num_targets − 1`` to ``out_dir``; returns
+    its ``info.json``."""
+    from paravg.chain.den_fst import create_denominator_fst
+    from paravg.chain.den_graph import normalization_fst
+    from paravg.chain.topology import chain_topo_text
+
+    if num_targets < 1:
+        raise DataError(f"chain: num_targets must be >= 1, got {num_targets}")
+    sentences = []
+    for targets in frame_targets:
+        t = np.asarray(targets)
+        if len(t) and (t.min() < 0 or t.max() >= num_targets):
+            raise DataError(f"chain: targets outside 0..{num_targets - 1}")
+        if len(t):
+            sentences.append(targets_to_phones(t)[0])
+    if not sentences:
+        raise DataError("chain: no training targets for the phone LM")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx_dep, trans_model = _models(num_targets)
+    lm, _ = estimate_phone_lm(sentences, lm_opts)
+    den, _ = create_denominator_fst(lm, ctx_dep, trans_model)
+    write_text_atomic(out / "topo", chain_topo_text(range(2, num_targets + 1), [1]))
+    lm.write(str(out / "phone_lm.fst"))
+    den.write(str(out / "den.fst"))
+    normalization_fst(den).write(str(out / "normalization.fst"))
+    info = {
+        "num_phones": num_targets,
+        "num_pdfs": int(trans_model.num_pdfs),
+        "tree": "monophone",
+        "phone_lm_states": int(lm.num_states),
+        "den_states": int(den.num_states),
+    }
+    write_json_atomic(out / "info.json", info)
+    return info
+
+
+def load_chain(chain_dir: str | os.PathLike) -> ChainSetup:
+    """The :class:`ChainSetup` that :func:`prepare_chain` wrote."""
+    import kaldifst
+
+    d = Path(chain_dir)
+    info = read_json(d / "info.json")
+    ctx_dep, trans_model = _models(int(info["num_phones"]))
+    fsts = [kaldifst.StdVectorFst.read(str(d / n)) for n in ("den.fst", "normalization.fst")]
+    if any(f is None for f in fsts):
+        raise DataError(f"{d}: den.fst / normalization.fst cannot be read")
+    return ChainSetup(int(info["num_phones"]), int(info["num_pdfs"]), ctx_dep, trans_model, *fsts)
+
+
+def _split_key(key: str) -> tuple[str, int]:
+    utt, _, first = key.rpartition("-")
+    if not utt or not first.lstrip("-").isdigit():
+        raise DataError(f"eg key {key!r} is not <utt>-<first_frame>")
+    return utt, int(first)
+
+
+def archive_supervision(
+    keys: Sequence[str],
+    widths: Sequence[int],
+    targets: Mapping[str, np.ndarray],
+    setup: ChainSetup,
+    opts: SupervisionOptions,
+) -> SupervisionTable:
+    """The supervision table of egs ``keys`` (``<utt>-<first_frame>``) of ``widths``
+    frames each (one output-frame count per table: Kaldi merges egs of one structure)."""
+    f = opts.frame_subsampling_factor
+    frames = {output_frames(w, f) for w in widths}
+    if len(frames) > 1:
+        raise DataError(f"chain egs of several output lengths {sorted(frames)}")
+    num_out = frames.pop() if frames else 1
+    chunkers: dict[str, ChunkSupervisor] = {}
+    fsts = []
+    for key in keys:
+        utt, first = _split_key(key)
+        if utt not in chunkers:
+            if utt not in targets:
+                raise DataError(f"eg {key}: utterance {utt} has no targets")
+            chunkers[utt] = ChunkSupervisor(
+                targets[utt], setup.ctx_dep, setup.trans_model, setup.normalization_fst, opts
+            )
+        fsts.append(chunkers[utt].chunk(first, num_out))
+    return SupervisionTable.from_fsts(fsts, num_out)

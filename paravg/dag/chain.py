@@ -1,0 +1,121 @@
+"""The chain stage's answers (``rules/chain.smk``; package :mod:`paravg.chain`; torch-free).
+
+Only a run with a ``model.objective: chain`` experiment has chain rules' jobs:
+
+* ``chain_den`` (Kaldi's ``gen_topo.py``, tree, ``chain-est-phone-lm``,
+  ``chain-make-den-fst``): ``<egs>/chain/`` from the train set's targets;
+* ``chain_sup`` / ``chain_sup_subset``: the supervision of every eg of training archive
+  ``a`` / of a subset (``valid_diag``, ``train_diag``, ``combine``), beside it
+  (``<prefix>.chain.*.npy``, :class:`paravg.chain.egs.SupervisionTable`).
+
+A chain experiment's train jobs, diagnostics and ``init_model`` take these as inputs
+(:meth:`ChainDag.job_inputs`, :meth:`ChainDag.subset_inputs`); a cross-entropy
+experiment's inputs are what they were. The supervision is shared by the run's chain
+experiments, so they must agree on its options (the frame subsampling factor and the
+tolerances): :meth:`ChainDag.supervision_options` says so at start-up.
+"""
+
+from __future__ import annotations
+
+from paravg.dag.core import RunCore
+from paravg.dag.egs import EGS_SUBSETS, EgsDag
+from paravg.errors import ConfigError
+
+#: ``model.chain`` keys that change the supervision (the rest only the objective)
+SUPERVISION_KEYS = ("left_tolerance", "right_tolerance")
+CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
+TABLE_FIELDS = (
+    "state_offsets",
+    "arc_offsets",
+    "frames",
+    "start",
+    "arc_src",
+    "arc_dst",
+    "arc_pdf",
+    "arc_frame",
+    "arc_logp",
+    "final_logp",
+)  # paravg.chain.egs.TABLE_FIELDS (that module needs kaldifst; the DAG does not)
+
+
+class ChainDag:
+    """Chain files of one run: ``PARAVG.chain``."""
+
+    def __init__(self, run: RunCore, egs: EgsDag) -> None:
+        self.run, self.egs, self.layout = run, egs, run.layout
+        self.experiments = [
+            e for e, cfg in run.experiments.items() if cfg["model"].get("objective") == "chain"
+        ]
+
+    def is_chain(self, exp: str) -> bool:
+        return exp in self.experiments
+
+    def supervision_options(self) -> dict:
+        """``frame_subsampling_factor``, ``left_tolerance``, ``right_tolerance`` of the
+        run's chain supervision (the defaults of :data:`paravg.chain.train.CHAIN_DEFAULTS`
+        for absent keys); raises when two chain experiments differ."""
+        seen: dict[tuple, str] = {}
+        for exp in self.experiments:
+            model = self.run.experiments[exp]["model"]
+            chain = model.get("chain") or {}
+            key = (
+                int(model.get("frame_subsampling_factor", 1)),
+                *(chain.get(k, 5) for k in SUPERVISION_KEYS),
+            )
+            seen.setdefault(key, exp)
+        if len(seen) > 1:
+            raise ConfigError(
+                "chain experiments share the egs' supervision: "
+                f"{sorted(seen.values())} differ in model.frame_subsampling_factor or "
+                f"model.chain.{'/'.join(SUPERVISION_KEYS)}"
+            )
+        f, left, right = next(iter(seen)) if seen else (1, 5, 5)
+        return {"frame_subsampling_factor": f, "left_tolerance": left, "right_tolerance": right}
+
+    def chain_dir(self) -> str:
+        """``<egs>/chain`` (:func:`paravg.chain.train.chain_dir_of` finds it from an
+        archive's prefix)."""
+        return f"{self.layout.egs_dir()}/chain"
+
+    def den_files(self) -> dict[str, str]:
+        d = self.chain_dir()
+        return {name.replace(".", "_"): f"{d}/{name}" for name in CHAIN_FILES}
+
+    def table_files(self, prefix: str) -> list[str]:
+        return [f"{prefix}.chain.{name}.npy" for name in TABLE_FIELDS]
+
+    def archive_table(self, a) -> list[str]:
+        return self.table_files(self.layout.egs_prefix(a))
+
+    def subset_table(self, name: str) -> list[str]:
+        return self.table_files(self.layout.egs_subset_prefix(name))
+
+    def num_outputs(self, exp: str) -> int:
+        """The network's outputs: the targets, or for a chain experiment the chain
+        monophone tree's pdfs (two pdf-classes per phone, :mod:`paravg.chain.prepare`)."""
+        k = int(self.run.config["data"]["num_targets"])  # 0: the egs' (init_model)
+        if not self.is_chain(exp):
+            return k
+        return 2 * (k or int(self.run.egs_info()["num_targets"]))
+
+    def job_inputs(self, exp: str, archive: int) -> dict:
+        """The chain inputs of a train job on ``archive`` (none for cross-entropy)."""
+        if not self.is_chain(exp):
+            return {}
+        return {"chain_den": self.den_files()["den_fst"], "chain_sup": self.archive_table(archive)}
+
+    def subset_inputs(self, exp: str, names=EGS_SUBSETS) -> dict:
+        """The chain inputs of a job reading the subsets ``names`` (diagnostics)."""
+        if not self.is_chain(exp):
+            return {}
+        tables = [f for name in names for f in self.subset_table(name)]
+        return {"chain_den": self.den_files()["den_fst"], "chain_sup": tables}
+
+    def all_files(self) -> list[str]:
+        """Every chain file of the run (after the egs checkpoint); none without chain."""
+        if not self.experiments:
+            return []
+        n = self.run.egs_info()["num_archives"]
+        tables = [f for a in range(n) for f in self.archive_table(a)]
+        subsets = [f for name in EGS_SUBSETS for f in self.subset_table(name)]
+        return [*self.den_files().values(), *tables, *subsets]

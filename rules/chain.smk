@@ -1,0 +1,78 @@
+# chain stage rules (model.objective: chain; package paravg.chain, docs/chain.md): only a
+# run with a chain experiment has jobs of them (its train jobs and diagnostics ask).
+#   chain_den: Kaldi's gen_topo.py + tree + chain-est-phone-lm + chain-make-den-fst, from
+#     the train set's targets (target k is chain phone k + 1) -> <egs>/chain/
+#   chain_sup (per archive a) / chain_sup_subset: the supervision of every eg, cut per
+#     chunk from its utterance's (SupervisionSplitter) and weighted by the normalisation
+#     FST, beside the archive (<prefix>.chain.*.npy): get_egs.sh's supervision part
+
+if PARAVG.chain.experiments:
+    # the chain decoding and export are not built yet (docs/chain.md, "What is left")
+    print(
+        f"chain experiment(s) {PARAVG.chain.experiments}: training, diagnostics, "
+        "combination and final.pt only; their evaluation, decoding and export treat the "
+        "chain output as a cross-entropy model's (docs/chain.md)",
+        file=sys.stderr,
+    )
+
+
+rule chain_den:
+    input:
+        targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
+        info=LAYOUT.egs_info(),
+    output:
+        **PARAVG.chain.den_files(),
+    params:
+        num_targets=config["data"]["num_targets"],  # 0: the egs info's
+    log:
+        LAYOUT.log("chain_den", "all"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    # the phone LM's counts and the den FST (a few thousand states at most)
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    script:
+        "../scripts/chain_den.py"
+
+
+rule chain_sup:
+    input:
+        meta=LAYOUT.egs_prefix("{a}") + ".meta.json",
+        targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
+        den=PARAVG.chain.den_files()["den_fst"],
+        normalization=PARAVG.chain.den_files()["normalization_fst"],
+    output:
+        PARAVG.chain.archive_table("{a}"),
+    params:
+        prefix=lambda wildcards: LAYOUT.egs_prefix(wildcards.a),
+        options=PARAVG.chain.supervision_options(),
+    log:
+        LAYOUT.log("chain_sup", "{a}"),
+    conda:
+        "../envs/paravg.yaml"
+    threads: 1
+    # one utterance's supervision at a time, the archive's table (~100 arcs per eg)
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    script:
+        "../scripts/chain_sup.py"
+
+
+use rule chain_sup as chain_sup_subset with:
+    input:
+        meta=LAYOUT.egs_subset_prefix("{name}") + ".meta.json",
+        targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
+        den=PARAVG.chain.den_files()["den_fst"],
+        normalization=PARAVG.chain.den_files()["normalization_fst"],
+    output:
+        PARAVG.chain.subset_table("{name}"),
+    params:
+        prefix=lambda wildcards: LAYOUT.egs_subset_prefix(wildcards.name),
+        options=PARAVG.chain.supervision_options(),
+    log:
+        LAYOUT.log("chain_sup", "{name}"),
+    wildcard_constraints:
+        name="valid_diag|train_diag|combine",

@@ -1,0 +1,30 @@
+"""Rule chain_sup / chain_sup_subset: the chain supervision of every eg of an archive,
+beside it (paravg.chain.prepare.archive_supervision)."""
+
+import logging
+from pathlib import Path
+
+from paravg.chain.prepare import archive_supervision, load_chain
+from paravg.chain.supervision import SupervisionOptions
+from paravg.egs.archive import ArchiveMeta, read_keys
+from paravg.kaldi_io import load_scp
+from paravg.logs import setup_logging
+
+setup_logging(snakemake.log[0])
+prefix = snakemake.params.prefix
+meta = ArchiveMeta.load(f"{prefix}.meta.json")
+keys = read_keys(prefix)
+table = load_scp(snakemake.input.targets_scp)
+utts = {k.rpartition("-")[0] for k in keys}
+targets = {u: table[u] for u in utts if u in table}
+opts = SupervisionOptions(**snakemake.params.options)
+setup = load_chain(Path(snakemake.input.den).parent)
+sup = archive_supervision(keys, [meta.frames_per_eg] * len(keys), targets, setup, opts)
+sup.save(prefix)
+logging.getLogger("chain_sup").info(
+    "%s: %d egs, %d with supervision, %d arcs",
+    prefix,
+    sup.num_rows,
+    int(sup.has_supervision().sum()),
+    len(sup.arc_src),
+)

@@ -1,0 +1,74 @@
+"""The chain stage in the DAG (paravg/dag/chain.py): a chain experiment's train jobs,
+diagnostics and combination read the den graph and their egs' supervision; a
+cross-entropy experiment's inputs are unchanged; chain experiments share one
+supervision."""
+
+import pytest
+
+from paravg.errors import ConfigError
+from tests.unit.test_dag import Checkpoints, dag_of
+
+INFO9 = {"num_archives": 12, "frames_per_eg": 9, "num_frames": 1, "num_targets": 40}
+CHAIN = {"family": "tdnnf", "frame_subsampling_factor": 3, "objective": "chain"}
+
+
+class Checkpoints9(Checkpoints):
+    def egs_info(self):
+        super().egs_info()
+        return INFO9
+
+
+def chain_dag(tmp_path, experiments):
+    overrides = {"egs": {"frames_per_eg": 9}, "experiments": experiments}
+    return dag_of(tmp_path, overrides, Checkpoints9())[0]
+
+
+def test_chain_jobs_read_the_den_graph_and_their_archives_supervision(tmp_path):
+    dag = chain_dag(tmp_path, {"ce": {}, "lfmmi": {"model": CHAIN}})
+    egs = f"{tmp_path}/results/egs"
+    assert dag.chain.experiments == ["lfmmi"]
+    job = dag.train.job_inputs("lfmmi", 1, 0)
+    archive = job["egs"].removesuffix(".meta.json")
+    assert job["chain_den"] == f"{egs}/chain/den.fst"
+    assert f"{archive}.chain.arc_src.npy" in job["chain_sup"]
+    assert len(job["chain_sup"]) == 10
+    assert not {"chain_den", "chain_sup"} & set(dag.train.job_inputs("ce", 1, 0))
+    diag = dag.train.diag_inputs("lfmmi", 1)
+    assert f"{egs}/valid_diag.chain.frames.npy" in diag["chain_sup"]
+    assert f"{egs}/train_diag.chain.frames.npy" in diag["chain_sup"]
+    assert "chain_sup" not in dag.train.diag_inputs("ce", 1)
+    # the network's outputs: the monophone chain tree's pdfs (the egs' 40 targets)
+    assert dag.chain.num_outputs("lfmmi") == 80
+    assert dag.chain.num_outputs("ce") == 0  # the egs' count, as before
+    assert dag.chain.supervision_options() == {
+        "frame_subsampling_factor": 3,
+        "left_tolerance": 5,
+        "right_tolerance": 5,
+    }
+    files = dag.chain.all_files()
+    assert f"{egs}/egs.11.chain.final_logp.npy" in files
+    assert f"{egs}/combine.chain.final_logp.npy" in files
+
+
+def test_a_run_without_chain_has_no_chain_files(tmp_path):
+    dag = chain_dag(tmp_path, {"ce": {}})
+    assert dag.chain.experiments == [] and dag.chain.all_files() == []
+
+
+def test_chain_experiments_must_share_their_supervision(tmp_path):
+    other = {**CHAIN, "chain": {"left_tolerance": 2}}
+    with pytest.raises(ConfigError, match="share the egs' supervision"):
+        chain_dag(tmp_path, {"a": {"model": CHAIN}, "b": {"model": other}})
+
+
+@pytest.mark.parametrize(
+    "model, egs, message",
+    [
+        ({**CHAIN, "family": "tdnn"}, 9, "trains the tdnnf family only"),
+        (CHAIN, 8, "must be a multiple of model.frame_subsampling_factor"),
+        ({"chain": {"xent_regularize": 0.2}}, 9, "model.objective is not chain"),
+    ],
+)
+def test_chain_config_checks(tmp_path, model, egs, message):
+    with pytest.raises(ConfigError, match=message):
+        dag_of(tmp_path, {"egs": {"frames_per_eg": egs}, "experiments": {"x": {"model": model}}})
