@@ -16,7 +16,9 @@ source. With ``x`` the nnet output (T, B, P), in log space:
 
 Numerators are small (a few states per frame), so the log domain costs little; the
 occupancies are also the targets of the ``output-xent`` branch (Kaldi's
-``xent_output_deriv``). :class:`NumeratorLogLike` is the ``torch.autograd.Function``.
+``xent_output_deriv``). The objective joins both as
+``log P + Σ γ·(x − stop_gradient(x))``, whose gradient is ``γ`` (one pass, no autograd
+through the frame loop).
 """
 
 from __future__ import annotations
@@ -169,23 +171,3 @@ def num_forward_backward(graph: NumeratorGraph, x: torch.Tensor):
     deriv = x.new_zeros(T * B * P)
     deriv.index_add_(0, (frames * B + graph.seq) * P + graph.pdf, occ)
     return logp, deriv.view(T, B, P)
-
-
-class NumeratorLogLike(torch.autograd.Function):
-    """``log P_b`` of the numerator with the explicit backward (its occupancies)."""
-
-    @staticmethod
-    def forward(ctx, x, graph: NumeratorGraph):
-        logp, deriv = num_forward_backward(graph, x)
-        ctx.deriv = deriv
-        return logp
-
-    @staticmethod
-    def backward(ctx, grad_logp):
-        deriv = ctx.deriv
-        return deriv * grad_logp.to(deriv.dtype)[None, :, None], None
-
-
-def numerator_logprob(graph: NumeratorGraph, x: torch.Tensor) -> torch.Tensor:
-    """Differentiable per-sequence numerator ``log P`` of ``x`` (T, B, P)."""
-    return NumeratorLogLike.apply(x, graph)
