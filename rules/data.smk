@@ -33,6 +33,38 @@ rule demo_corpus:
         "../scripts/demo_corpus.py"
 
 
+# ---------------------------------------------------------------- lhotse_to_kaldi (manifest sets)
+# A set of data.sets given as lhotse manifests (recordings/supervisions.jsonl[.gz] beside
+# a targets file; paravg.lhotse) becomes a Kaldi data dir under results/lhotse/<set>,
+# every manifest error naming its file and line; prepare_data then reads that dir.
+if PARAVG.data.lhotse_sets():
+
+    rule lhotse_to_kaldi:
+        input:
+            from_dag("data.manifest_inputs"),
+        output:
+            LAYOUT.results + "/lhotse/{set}/wav.scp",
+            LAYOUT.results + "/lhotse/{set}/utt2spk",
+            LAYOUT.results + "/lhotse/{set}/report.json",
+        wildcard_constraints:
+            set=PARAVG.data.lhotse_set_pattern(),
+        params:
+            src=lambda wc: config["data"]["sets"][wc.set],
+            dst=lambda wc: PARAVG.data.converted_dir(wc.set),
+            sample_rate=config["data"]["sample_rate"],
+        log:
+            LAYOUT.log("lhotse_to_kaldi", "{set}"),
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # The manifests' lines (a few hundred bytes per supervision); headers only.
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/lhotse_to_kaldi.py"
+
+
 # ---------------------------------------------------------------- prepare_data (features helper)
 # Validate a Kaldi data dir (tables, targets, audio headers) and write the normalised copy
 # every later stage reads. Pipes in wav.scp are run by the feature stage, not here.

@@ -37,10 +37,38 @@ class DataDag:
         return {s: self.layout.demo_file(f"{s}/wav.scp") for s in demo_set_names(self.config)}
 
     def source_dir(self, set_: str) -> str:
+        """The Kaldi data dir prepare_data reads: data.sets' (or the demo's), or for a set
+        given as lhotse manifests the Kaldi dir rule lhotse_to_kaldi made of them."""
         sets = self.data_sets()
         if set_ not in sets:
             raise ConfigError(f"data set {set_!r} is not configured; data.sets has {sorted(sets)}")
-        return sets[set_]
+        return self.converted_dir(set_) if set_ in self.lhotse_sets() else sets[set_]
+
+    # ------------------------------------------------------------ lhotse manifests
+    def lhotse_sets(self) -> dict[str, str]:
+        """Sets of data.sets given as a directory of lhotse manifests (paravg.lhotse)."""
+        from paravg.lhotse import is_manifest_dir
+
+        return {s: p for s, p in self.config["data"]["sets"].items() if is_manifest_dir(p)}
+
+    def converted_dir(self, set_: str) -> str:
+        """Where rule lhotse_to_kaldi writes the Kaldi dir of a manifest set."""
+        return f"{self.layout.results}/lhotse/{set_}"
+
+    def converted_files(self, set_: str) -> list[str]:
+        from paravg.lhotse import CONVERTED_FILES
+
+        return [f"{self.converted_dir(set_)}/{name}" for name in CONVERTED_FILES]
+
+    def manifest_inputs(self, set_: str) -> list[str]:
+        """The manifests, targets file and its archives of a manifest set."""
+        from paravg.lhotse import manifest_source_files
+
+        return [str(f) for f in manifest_source_files(self.config["data"]["sets"][set_])]
+
+    def lhotse_set_pattern(self) -> str:
+        """lhotse_to_kaldi's ``{set}`` wildcard: exactly the manifest sets."""
+        return "|".join(re.escape(s) for s in self.lhotse_sets()) or "(?!)"
 
     def check_data_dirs(self) -> None:
         """Every set the run uses (the training set and each eval set) has its data.sets
@@ -50,7 +78,7 @@ class DataDag:
         for set_ in self.run.prepared_sets():
             if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
                 continue
-            src = self.source_dir(set_)
+            src = self.data_sets()[set_]  # the configured dir (lhotse manifests too)
             if not Path(src).is_dir():
                 raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
 
@@ -62,6 +90,8 @@ class DataDag:
 
         if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
             return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
+        if set_ in self.lhotse_sets():  # the Kaldi dir its manifests become
+            return self.converted_files(set_)
         return [str(f) for f in source_files(self.source_dir(set_))]
 
     def prepared_reports(self) -> dict[str, str]:
