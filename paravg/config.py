@@ -117,6 +117,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     schema = load_schema(schema_path)
     _validate(config, schema, "")
     resolved_experiments(config, schema_path)
+    check_perturb(config)
     own, train = config["data"]["sets"], config["data"]["train_set"]
     if not uses_demo(config):
         missing = [s for s in config["eval_sets"] if s not in own]
@@ -137,6 +138,38 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
             f"(dev only with demo.dev_fraction > 0){beside}"
         )
     return config
+
+
+def perturbed_train_set(config: dict) -> str | None:
+    """The set the model trains on when ``data.perturb`` asks for copies: ``<train>_sp``
+    (speed factors given; Kaldi's ``data/train_sp``) or ``<train>_vp`` (volume only), made
+    from the prepared ``data.train_set`` by rule ``perturb_data``; None when off."""
+    perturb, train = config["data"]["perturb"], config["data"]["train_set"]
+    if perturb["speed"]:
+        return f"{train}_sp"
+    return f"{train}_vp" if perturb["volume"] else None
+
+
+def check_perturb(config: dict) -> None:
+    """``data.perturb``'s cross-key rules: ``scale_low <= scale_high`` (when volume is
+    on), and the perturbed set's name is no configured set's."""
+    perturb = config["data"]["perturb"]
+    if perturb["volume"] and perturb["scale_low"] > perturb["scale_high"]:
+        raise ConfigError(
+            f"data.perturb.scale_low = {perturb['scale_low']} is above data.perturb."
+            f"scale_high = {perturb['scale_high']}: the gains are drawn from "
+            "[scale_low, scale_high]"
+        )
+    name = perturbed_train_set(config)
+    if name is None:
+        return
+    demo = demo_set_names(config) if uses_demo(config) else []
+    taken = {*config["data"]["sets"], *config["eval_sets"], *demo}
+    if name in taken:
+        raise ConfigError(
+            f"data.perturb: the perturbed training set is called {name!r}, but that name "
+            f"is already a set of this run (data.sets, eval_sets or the demo's): rename it"
+        )
 
 
 def uses_demo(config: dict) -> bool:

@@ -33,6 +33,38 @@ rule demo_corpus:
         "../scripts/demo_corpus.py"
 
 
+# ---------------------------------------------------------------- lhotse_to_kaldi (manifest sets)
+# A set of data.sets given as lhotse manifests (recordings/supervisions.jsonl[.gz] beside
+# a targets file; paravg.lhotse) becomes a Kaldi data dir under results/lhotse/<set>,
+# every manifest error naming its file and line; prepare_data then reads that dir.
+if PARAVG.data.lhotse_sets():
+
+    rule lhotse_to_kaldi:
+        input:
+            from_dag("data.manifest_inputs"),
+        output:
+            LAYOUT.results + "/lhotse/{set}/wav.scp",
+            LAYOUT.results + "/lhotse/{set}/utt2spk",
+            LAYOUT.results + "/lhotse/{set}/report.json",
+        wildcard_constraints:
+            set=PARAVG.data.lhotse_set_pattern(),
+        params:
+            src=lambda wc: config["data"]["sets"][wc.set],
+            dst=lambda wc: PARAVG.data.converted_dir(wc.set),
+            sample_rate=config["data"]["sample_rate"],
+        log:
+            LAYOUT.log("lhotse_to_kaldi", "{set}"),
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # The manifests' lines (a few hundred bytes per supervision); headers only.
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        script:
+            "../scripts/lhotse_to_kaldi.py"
+
+
 # ---------------------------------------------------------------- prepare_data (features helper)
 # Validate a Kaldi data dir (tables, targets, audio headers) and write the normalised copy
 # every later stage reads. Pipes in wav.scp are run by the feature stage, not here.
@@ -51,6 +83,8 @@ rule prepare_data:
         targets_scp=LAYOUT.data_file("{set}", "targets.scp"),
         origin=LAYOUT.data_file("{set}", "origin"),
         report=LAYOUT.data_file("{set}", "report.json"),
+    wildcard_constraints:
+        set=PARAVG.data.prepared_set_pattern(),  # not the perturbed set (perturb_data)
     params:
         data_dir=from_dag("layout.data_dir"),  # where the prepared set is written
         src=from_dag("data.source_dir"),
@@ -69,6 +103,40 @@ rule prepare_data:
         runtime=60,
     script:
         "../scripts/prepare_data.py"
+
+
+# ---------------------------------------------------------------- perturb_data (data.perturb)
+# Kaldi's utils/data/perturb_data_dir_speed_3way.sh + perturb_data_dir_volume.sh as one
+# job (paravg.perturb): the prepared training set's copies (audio resampled and scaled
+# into one WAV archive, ids prefixed sp<f>-, utt2uniq, targets stretched to the copies'
+# frames), written to a temporary dir that replaces results/data/<train>_sp at the end.
+if PARAVG.data.perturbed_set():
+
+    rule perturb_data:
+        input:
+            **PARAVG.data.perturb_inputs(),
+        output:
+            **PARAVG.data.perturb_outputs(),
+        params:
+            src=LAYOUT.data_dir(PARAVG.source_train_set),
+            dst=LAYOUT.data_dir(PARAVG.data.perturbed_set()),
+            perturb=config["data"]["perturb"],
+            sample_rate=config["data"]["sample_rate"],
+            snip_edges=config["features"]["snip_edges"],  # the copies' frame counts
+        log:
+            LAYOUT.log("perturb_data", PARAVG.data.perturbed_set()),
+        benchmark:
+            LAYOUT.benchmark("perturb_data", PARAVG.data.perturbed_set())
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        # One recording and its copies in memory (float64: 8 bytes a sample, ~4 copies),
+        # plus every target vector of the set (~100 bytes per frame in the worst case).
+        resources:
+            mem_mb=4000,
+            runtime=240,
+        script:
+            "../scripts/perturb_data.py"
 
 
 # ---------------------------------------------------------------- check_data_sets (the gate)

@@ -34,7 +34,7 @@ if RECOGNITION.per_enabled:
 
     rule graph_phones:
         input:
-            targets=LAYOUT.targets_scp(PARAVG.train_set),
+            targets=LAYOUT.targets_scp(PARAVG.source_train_set),  # the source, not its copies
         output:
             RECOGNITION.graph_outputs("phones"),
         params:

@@ -11,7 +11,7 @@ if PARAVG.ivector.enabled:
     rule ivector_pca:
         input:
             feats=PARAVG.ivector.train_data()["feats"],
-            cmvn=LAYOUT.feats_file(config["data"]["train_set"], "cmvn.scp"),
+            cmvn=LAYOUT.feats_file(PARAVG.train_set, "cmvn.scp"),
         output:
             pca=LAYOUT.ivector_pca(),
         params:

@@ -33,7 +33,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch==2.13.0 is pinned: a bare `torch` would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[dev,lhotse]" 2>&1 | grep -v "^WARNING: Location" || true
 # paravg's executors (executor/: paravg-slurm, paravg-warm): a regular install, since Snakemake does not find
 # executor plugins installed in editable mode.
 .venv/bin/python -m pip install -q --no-deps --force-reinstall ./executor 2>&1 \

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from paravg import resources
-from paravg.config import resolved_experiments
+from paravg.config import perturbed_train_set, resolved_experiments
 from paravg.devices import training_gpus
 from paravg.io import read_json
 from paravg.layout import Layout
@@ -208,8 +208,21 @@ class RunCore:
 
     # ------------------------------------------------------------ sets
     @property
-    def train_set(self) -> str:
+    def source_train_set(self) -> str:
+        """``data.train_set``: the prepared set the training data comes from."""
         return self.config["data"]["train_set"]
+
+    @property
+    def train_set(self) -> str:
+        """The set the features, i-vector models and egs are made of: the perturbed
+        copies of ``data.train_set`` when ``data.perturb`` asks for them
+        (:func:`paravg.config.perturbed_train_set`), else ``data.train_set`` itself."""
+        return perturbed_train_set(self.config) or self.source_train_set
+
+    def prepared_sets(self) -> list[str]:
+        """The sets rule prepare_data checks and writes: ``data.train_set`` and every
+        eval set (the perturbed copies are rule perturb_data's)."""
+        return list(dict.fromkeys([self.source_train_set, *self.eval_sets]))
 
     @property
     def eval_sets(self) -> list[str]:

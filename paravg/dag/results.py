@@ -97,7 +97,7 @@ class ResultsDag:
         """Stage name -> the files and directories of its digest (paravg.digests)."""
         L, all_sets = self.layout, self.run.all_sets()
         stages = {"corpus (demo)": [L.demo_dir()]} if self.data.uses_demo() else {}
-        for s in all_sets:
+        for s in dict.fromkeys([*self.run.prepared_sets(), *all_sets]):  # + perturbed
             stages[f"data/{s}"] = [L.data_dir(s)]
         for s in all_sets:
             stages[f"features/{s}"] = [L.feats_dir(s)]
