@@ -162,8 +162,7 @@ def iter_table(
             parts = text.split()
             if num_fields is not None and len(parts) != num_fields:
                 raise DataError(
-                    f"{path}:{lineno}: expected {num_fields} fields, found {len(parts)}: "
-                    f"{text!r}"
+                    f"{path}:{lineno}: expected {num_fields} fields, found {len(parts)}: {text!r}"
                 )
             if len(parts) < min_fields:
                 raise DataError(
