@@ -1,14 +1,25 @@
 """paravg.resources: the mem_mb formulas grow with the sizes that bound each job (the
 measured peaks are checked in tests/pipeline/test_resources.py)."""
 
+import json
+
 import yaml
 
+from paravg import resources
 from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.dag import Dag
-from paravg.resources import BASE_MB, egs_archive_mem_mb, ubm_init_mem_mb
+from paravg.resources import (
+    BASE_MB,
+    JOB_SHARE,
+    RUNTIME_FLOOR_MIN,
+    JobData,
+    egs_archive_mem_mb,
+    rule_mem_mb,
+    rule_runtime,
+    ubm_init_mem_mb,
+)
 
-RULES = ("ubm_init", "ubm_gselect", "ubm_acc", "extractor_post", "extractor_acc", "egs_split",
-         "egs_archive")  # fmt: skip
+RULES = tuple(resources.RULES)
 
 
 def dag_with(tmp_path, overlay):
@@ -18,9 +29,48 @@ def dag_with(tmp_path, overlay):
 
 def test_every_rule_declares_at_least_the_base_rounded_to_100(tmp_path):
     dag = dag_with(tmp_path, {})
+    assert set(RULES) == set(JOB_SHARE)
     for rule in RULES:
         mb = dag.mem_mb(rule)
         assert mb >= BASE_MB and mb % 100 == 0, (rule, mb)
+        assert dag.runtime(rule) == RUNTIME_FLOOR_MIN, rule  # no data yet: the floor
+
+
+def test_runtime_and_memory_grow_with_what_the_job_reads():
+    """A job reading 100 h gets more minutes than the floor wherever its CPU is per hour
+    (measured CPU x 10), and the rules holding a line per utterance more memory."""
+    cfg = validate_config(deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), {}))
+    small, big = JobData(1_000, 1.0, 22), JobData(120_000, 100.0, 22)
+    for rule in ("compute_features", "ubm_gselect", "extractor_acc", "egs_split"):
+        assert rule_runtime(rule, cfg, big) > rule_runtime(rule, cfg, small) >= 10, rule
+    # compute_features: 12 CPU-s per hour x 100 h x 10 / 60 = 200 minutes
+    assert rule_runtime("compute_features", cfg, big) == 200
+    for rule in ("prepare_data", "merge_features", "egs", "egs_split", "merge_ivectors"):
+        assert rule_mem_mb(rule, cfg, big) >= rule_mem_mb(rule, cfg, small) + 200, rule
+    for rule in ("ubm_init", "ubm_gselect", "extractor_post", "egs_archive", "extractor_est"):
+        assert rule_mem_mb(rule, cfg, big) == rule_mem_mb(rule, cfg, small), rule  # bounded
+    # the PCA reads at most pca_max_utts utterances, the UBM init ubm_num_frames frames
+    huge = JobData(1_200_000, 1000.0, 22)
+    assert (
+        rule_runtime("ivector_pca", cfg, huge) == rule_runtime("ivector_pca", cfg, big) // 10 * 10
+    )
+    assert rule_runtime("ubm_init", cfg, huge) == rule_runtime("ubm_init", cfg, big)
+
+
+def test_a_jobs_share_comes_from_the_set_report_or_its_source(tmp_path):
+    """prepare_data counts the source's utt2spk (10 s an utterance) before the set is
+    prepared; afterwards every job reads its share (1/nj) of report.json's figures."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "utt2spk").write_text("".join(f"u{i} s\n" for i in range(720)))
+    dag = dag_with(tmp_path / "res", {"data": {"sets": {"train": str(src)}}, "eval_sets": []})
+    assert dag.job_data("prepare_data", "train") == JobData(720, 2.0)
+    report = tmp_path / "res" / "data" / "train" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"num_utterances_kept": 700, "duration_s_checked": 7200.0}))
+    assert dag.job_data("merge_features", "train") == JobData(700, 2.0)
+    assert dag.job_data("ubm_gselect") == JobData(350, 1.0)  # ivector.nj 2, the train set
+    assert dag.job_data("egs_archive").window == 22 and dag.job_data("egs").utterances == 700
 
 
 def test_the_kaldi_scale_settings_raise_what_their_sizes_bound(tmp_path):
