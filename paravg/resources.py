@@ -166,6 +166,7 @@ JOB_SHARE: dict[str, tuple[str | None, str | None]] = {
     "compute_features": ("set", "features"),
     "merge_features": ("set", None),
     "compute_cmvn": ("set", None),
+    "ubm_subset": ("train", None),
     "ivector_pca": ("train", None),
     "ubm_init": ("train", None),
     "ubm_gselect": ("train", "ivector"),
@@ -183,6 +184,9 @@ JOB_SHARE: dict[str, tuple[str | None, str | None]] = {
     "egs_subsets": (None, None),
 }
 
+#: Rules that read the UBM's data: with ``ivector.ubm_subset_utts`` only the subset.
+UBM_SUBSET_RULES = ("ivector_pca", "ubm_init", "ubm_gselect", "ubm_acc")
+
 #: Bytes each held utterance adds (measured growth between two corpus sizes, x 2; the
 #: targets of ``prepare_data`` at a generous 10 s an utterance, 4 bytes a frame).
 PER_UTT_BYTES = {
@@ -193,6 +197,7 @@ PER_UTT_BYTES = {
     "egs_split": 3_000,
     "extract_ivectors": 2_000,
     "merge_ivectors": 2_000,
+    "ubm_subset": 1_000,
 }
 
 #: CPU seconds per hour of audio the job reads, at the default config (64 Gaussians,
@@ -290,6 +295,7 @@ RULES: dict[str, RuleCost] = {
     "compute_features": RuleCost(_none, _per_hour("compute_features")),
     "merge_features": RuleCost(_per_utt("merge_features"), _per_hour("merge_features")),
     "compute_cmvn": RuleCost(_per_utt("compute_cmvn"), _per_hour("compute_cmvn")),
+    "ubm_subset": RuleCost(_per_utt("ubm_subset"), _none),
     "ivector_pca": RuleCost(_none, _pca_cpu),
     "ubm_init": RuleCost(_iv(ubm_init_mem_mb), _ubm_init_cpu),
     "ubm_gselect": RuleCost(_iv(ubm_gselect_mem_mb), _per_hour("ubm_gselect")),

@@ -8,10 +8,34 @@ if PARAVG.ivector.enabled:
 
     IV = config["ivector"]
 
+    if IV["ubm_subset_utts"]:
+
+        # utils/subset_data_dir.sh <train> <ubm_subset_utts>: the PCA's and UBM's data.
+        rule ubm_subset:
+            input:
+                unpack(from_dag("ivector.train_data")),
+                cmvn=LAYOUT.feats_file(config["data"]["train_set"], "cmvn.scp"),
+            output:
+                feats=LAYOUT.ubm_subset("feats.scp"),
+                spk2utt=LAYOUT.ubm_subset("spk2utt"),
+                cmvn=LAYOUT.ubm_subset("cmvn.scp"),
+            params:
+                num_utts=IV["ubm_subset_utts"],
+            log:
+                LAYOUT.log("ubm_subset", "ubm"),
+            conda:
+                "../envs/paravg.yaml"
+            threads: 1
+            resources:
+                mem_mb=from_dag("mem_mb", "ubm_subset"),  # paravg/resources.py
+                runtime=from_dag("runtime", "ubm_subset"),
+            script:
+                "../scripts/ubm_subset.py"
+
     rule ivector_pca:
         input:
-            feats=PARAVG.ivector.train_data()["feats"],
-            cmvn=LAYOUT.feats_file(config["data"]["train_set"], "cmvn.scp"),
+            feats=PARAVG.ivector.ubm_data()["feats"],
+            cmvn=PARAVG.ivector.pca_cmvn(),
         output:
             pca=LAYOUT.ivector_pca(),
         params:
@@ -33,7 +57,7 @@ if PARAVG.ivector.enabled:
 
     rule ubm_init:
         input:
-            unpack(from_dag("ivector.train_data")),
+            unpack(from_dag("ivector.ubm_data")),
             pca=rules.ivector_pca.output.pca,
         output:
             ubm=LAYOUT.ubm(0),
@@ -62,7 +86,7 @@ if PARAVG.ivector.enabled:
 
     rule ubm_gselect:
         input:
-            unpack(from_dag("ivector.train_data")),
+            unpack(from_dag("ivector.ubm_data")),
             pca=rules.ivector_pca.output.pca,
             ubm=rules.ubm_init.output.ubm,
         output:
@@ -87,7 +111,7 @@ if PARAVG.ivector.enabled:
 
     rule ubm_acc:
         input:
-            unpack(from_dag("ivector.train_data")),
+            unpack(from_dag("ivector.ubm_data")),
             pca=rules.ivector_pca.output.pca,
             ubm=LAYOUT.ubm("{it}"),
             gselect=LAYOUT.ubm_gselect("{j}"),

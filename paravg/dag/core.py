@@ -148,6 +148,9 @@ class RunCore:
         if which is None:
             return resources.JobData(window=window)
         utts, hours = self._set_size(self.train_set if which == "train" else set_)
+        subset = self.config["ivector"]["ubm_subset_utts"]
+        if rule in resources.UBM_SUBSET_RULES and 0 < subset < utts:
+            utts, hours = subset, hours * subset / utts
         nj = self.config[nj_section]["nj"] if nj_section else 1
         return resources.JobData(math.ceil(utts / nj), hours / nj, window)
 

@@ -90,3 +90,20 @@ def test_the_formulas_are_monotone_in_their_sizes():
     assert egs_archive_mem_mb(400_000, 22, 40, 100, True) < egs_archive_mem_mb(
         400_000, 22, 40, 100, False
     )
+
+
+def test_the_ubm_subset_feeds_the_pca_and_ubm_only_and_shrinks_their_share(tmp_path):
+    """ivector.ubm_subset_utts: the PCA and UBM rules read rule ubm_subset's data dir (and
+    their jobs declare the subset's share), the extractor the whole training set."""
+    dag = dag_with(tmp_path, {"ivector": {"ubm_subset_utts": 100}})
+    assert dag.ivector.ubm_data()["feats"].endswith("ivector/ubm_subset/feats.scp")
+    assert dag.ivector.pca_cmvn().endswith("ivector/ubm_subset/cmvn.scp")
+    assert dag.ivector.train_data()["feats"].endswith("train/feats.scp")
+    report = tmp_path / "data" / "train" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"num_utterances_kept": 400, "duration_s_checked": 3600.0}))
+    assert dag.job_data("ubm_gselect") == JobData(50, 0.125)
+    assert dag.job_data("extractor_post") == JobData(200, 0.5)
+    plain = dag_with(tmp_path / "plain", {})
+    assert plain.ivector.ubm_data() == plain.ivector.train_data()
+    assert plain.ivector.pca_cmvn().endswith("train/cmvn.scp")
