@@ -57,6 +57,7 @@ __all__ = [
     "classify_rxfilename",
     "int32_vector_bytes",
     "iter_int_vectors",
+    "iter_scp",
     "iter_table",
     "load_scp",
     "merge_scps",
@@ -360,14 +361,17 @@ class ScpTable(Mapping):
         self.max_open = max_open
         self._entries: dict[str, tuple[RxFilename, int]] = {}
         for row in iter_table(path, min_fields=2, require_sorted=False, keys=keys):
-            where = f"{self.path}:{row.lineno}"
-            rx = parse_rxfilename(row.rest, where)
-            if rx.kind == "pipe":
-                raise DataError(
-                    f"{where}: utterance {row.key!r}: {rx.text!r} is a command; only wav.scp "
-                    "entries may be pipes"
-                )
-            self._entries[row.key] = (rx, row.lineno)
+            self._add(row)
+
+    def _add(self, row: TableLine) -> None:
+        where = f"{self.path}:{row.lineno}"
+        rx = parse_rxfilename(row.rest, where)
+        if rx.kind == "pipe":
+            raise DataError(
+                f"{where}: utterance {row.key!r}: {rx.text!r} is a command; only wav.scp "
+                "entries may be pipes"
+            )
+        self._entries[row.key] = (rx, row.lineno)
 
     def where(self, key: str) -> str:
         return f"{self.path}:{self._entries[key][1]}: utterance {key!r}"
@@ -410,6 +414,24 @@ class ScpTable(Mapping):
 
     def __del__(self) -> None:
         self.close()
+
+
+def iter_scp(
+    path: str | os.PathLike, wanted: Container[str] | None = None
+) -> Iterator[tuple[str, str, Any]]:
+    """``(key, where, object)`` of each line of an scp (of the ``wanted`` keys; every
+    line is checked as :class:`ScpTable` checks it) in file order, the file read line by
+    line: only one line's index is held (a pass over a corpus's targets or i-vectors that
+    keeps nothing per utterance)."""
+    table = ScpTable(path, keys=())
+    try:
+        for row in iter_table(path, min_fields=2, require_sorted=False):
+            table._add(row)
+            if wanted is None or row.key in wanted:
+                yield row.key, table.where(row.key), table[row.key]
+            del table._entries[row.key]
+    finally:
+        table.close()
 
 
 def load_scp(path: str | os.PathLike, keys: Container[str] | None = None) -> ScpTable:

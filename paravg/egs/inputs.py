@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from paravg.errors import DataError
-from paravg.kaldi_io import load_scp, read_int_table, table_dict
+from paravg.kaldi_io import iter_table, load_scp, read_int_table, table_dict
 
 __all__ = ["read_int_table", "read_scp_keys", "read_table"]  # used by the egs modules
 
@@ -35,8 +35,8 @@ def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
 
 
 def read_scp_keys(path: str | os.PathLike) -> list[str]:
-    """Keys of a ``.scp`` file, in file order."""
-    return list(read_table(path, columns=0))
+    """Keys of a ``.scp`` file, in file order (streamed: no line held but its key)."""
+    return [row.key for row in iter_table(path, require_sorted=False)]
 
 
 def read_ivector_period(path: str | os.PathLike) -> int:

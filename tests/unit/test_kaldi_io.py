@@ -18,6 +18,7 @@ from paravg.kaldi_io import (
     Place,
     classify_rxfilename,
     iter_int_vectors,
+    iter_scp,
     iter_table,
     load_scp,
     merge_scps,
@@ -141,6 +142,24 @@ def test_an_scp_read_for_some_keys_holds_only_those_and_reads_them_alike(tmp_pat
         np.testing.assert_array_equal(part[key], whole[key])
         assert part.where(key) == whole.where(key)  # the same line numbers in errors
     assert "u04" not in part
+
+
+def test_iter_scp_streams_the_wanted_objects_with_their_places(tmp_path):
+    """The egs plan's pass over targets and i-vectors: the objects of the wanted keys in
+    file order, each with the place an error names, as the whole table gives them; a
+    pipe on any line is still refused."""
+    rng = np.random.default_rng(3)
+    mats = {f"u{i}": rng.standard_normal((2 + i, 2)).astype(np.float32) for i in range(5)}
+    write_ark_scp(mats.items(), tmp_path / "a.ark", tmp_path / "a.scp")
+    whole = load_scp(tmp_path / "a.scp")
+    got = list(iter_scp(tmp_path / "a.scp", {"u1", "u4"}))
+    assert [(k, w) for k, w, _ in got] == [(k, whole.where(k)) for k in ("u1", "u4")]
+    for key, _, value in got:
+        np.testing.assert_array_equal(value, mats[key])
+    assert [k for k, _, _ in iter_scp(tmp_path / "a.scp")] == list(mats)
+    (tmp_path / "p.scp").write_text((tmp_path / "a.scp").read_text() + "v touch x |\n")
+    with pytest.raises(DataError, match=r"p\.scp:6: utterance 'v'.*only wav\.scp"):
+        list(iter_scp(tmp_path / "p.scp", {"u0"}))
 
 
 def test_iter_table_streams_what_read_table_reads_with_its_checks(tmp_path):
