@@ -15,9 +15,16 @@ jobs) and prints per stage, side by side:
 
 Sizes are the training audio in hours (``results/data/train/report.json``).
 
+Then, at the largest size, each rule's declared resources (``mem_mb`` and ``runtime``
+from ``paravg/resources.py`` through the Dag, which reads each job's share of the corpus
+from the workspace's reports) beside the largest measured figures of its jobs: the peak
+RSS over ``mem_mb`` and CPU seconds over ``runtime`` x 60, each at most 1 where the
+formula holds (the benchmark-size check of ``tests/pipeline/test_resources.py``).
+
     .venv/bin/python benchmarks/bench_data_scale.py                  # 20 and 60 minutes
     .venv/bin/python benchmarks/bench_data_scale.py --minutes 10 30 --keep /tmp/scale
     .venv/bin/python benchmarks/bench_data_scale.py --minutes 10 30 --keep /tmp/scale --reuse
+    .venv/bin/python benchmarks/bench_data_scale.py --minutes 10 30 --keep /tmp/scale --no-run
 
 About 3 minutes of 2 cores at 20 + 60 minutes (half of it the TTS demo corpus).
 """
@@ -39,7 +46,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from paravg.config import REPO_CONFIG, deep_merge, validate_config  # noqa: E402
+from paravg.dag import Dag  # noqa: E402
 from paravg.logs import read_job_resources  # noqa: E402
+from paravg.resources import JOB_SHARE  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -79,6 +89,40 @@ def stage_resources(ws: Path) -> dict[str, dict]:
         s["cpu_s"] += r["cpu_s"]
         s["max_rss_mb"] = max(s["max_rss_mb"], r["max_rss_mb"])
     return out
+
+
+def declared_table(ws: Path) -> tuple[str, bool]:
+    """Markdown table: per rule with a formula, the largest job's measured peak RSS and
+    CPU s beside its declared ``mem_mb`` and ``runtime`` (the ratios: at most 1 where the
+    formula holds); and whether every job's figures held."""
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    cfg = deep_merge(cfg, yaml.safe_load((ws / "overlay.yaml").read_text()))
+    dag = Dag(validate_config(deep_merge(cfg, {"results": str(ws / "results")})))
+    lines = [
+        "| stage | peak RSS MiB | mem_mb | RSS / mem_mb | CPU s | runtime min | CPU / runtime |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    holds = True
+    for rule in sorted(JOB_SHARE, key=lambda r: _ORDER.index(r) if r in _ORDER else 99):
+        rows = []
+        for log in sorted((ws / "logs" / rule).glob("*.log")):
+            r = read_job_resources(log)
+            if r is None:
+                continue
+            set_ = log.stem.split(".")[0] if JOB_SHARE[rule][0] == "set" else None
+            rows.append(
+                (r["max_rss_mb"], dag.mem_mb(rule, set_), r["cpu_s"], dag.runtime(rule, set_))
+            )
+        if not rows:
+            continue
+        mem = max(rows, key=lambda x: x[0] / x[1])
+        cpu = max(rows, key=lambda x: x[2] / x[3])
+        holds &= all(rss <= mb and c <= 60 * m for rss, mb, c, m in rows)
+        lines.append(
+            f"| {rule} | {mem[0]:.0f} | {mem[1]} | {mem[0] / mem[1]:.3f} | {cpu[2]:.1f} | "
+            f"{cpu[3]} | {cpu[2] / (60 * cpu[3]):.4f} |"
+        )
+    return "\n".join(lines), holds
 
 
 def training_hours(ws: Path) -> float:
@@ -159,25 +203,34 @@ def main() -> None:
         help="keep the --keep workspaces that exist (snakemake builds only what is missing; "
         "each job's log keeps the resources of the run that made it)",
     )
+    ap.add_argument(
+        "--no-run",
+        action="store_true",
+        help="only read the --keep workspaces that exist (no snakemake): the tables again",
+    )
     args = ap.parse_args()
     if len(args.minutes) < 2:
         ap.error("give two or more --minutes")
-    if args.reuse and not args.keep:
-        ap.error("--reuse needs --keep")
+    if (args.reuse or args.no_run) and not args.keep:
+        ap.error("--reuse and --no-run need --keep")
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_data_scale."))
     sizes, stats = [], []
     try:
         for minutes in sorted(args.minutes):
             ws = base / f"minutes{minutes:g}"
-            if ws.exists() and not args.reuse:
-                shutil.rmtree(ws)
-            wall = run_size(ws, minutes, args.cores, args.timeout)
+            if args.no_run:
+                wall = float("nan")
+            else:
+                if ws.exists() and not args.reuse:
+                    shutil.rmtree(ws)
+                wall = run_size(ws, minutes, args.cores, args.timeout)
             hours = training_hours(ws)
             sizes.append((minutes, hours, wall))
             stats.append(stage_resources(ws))
             print(
                 f"{minutes:g} min: {hours:.2f} h of training audio, {wall:.0f} s wall", flush=True
             )
+        declared, holds = declared_table(base / f"minutes{max(args.minutes):g}")
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -192,6 +245,9 @@ def main() -> None:
         + "; k = d log y / d log hours between the two largest sizes (CPU 1: linear, "
         "RSS 0: bounded)"
     )
+    print(f"\ndeclared resources at {max(args.minutes):g} min (largest job of each rule):\n")
+    print(declared)
+    print("\nevery job within its declared mem_mb and runtime:", "yes" if holds else "NO")
 
 
 if __name__ == "__main__":
