@@ -160,6 +160,32 @@ def table(sizes: list[tuple[float, float, float]], stats: list[dict[str, dict]])
     return "\n".join(lines)
 
 
+def extrapolation(
+    sizes: list[tuple[float, float, float]], stats: list[dict[str, dict]], hours: float
+) -> str:
+    """Markdown table: per stage, from the two largest sizes, the growth of the largest
+    job's peak RSS per training hour (nj as configured) and both figures carried linearly
+    to ``hours`` of training audio (CPU: all the stage's jobs, at the largest size's CPU
+    per hour; RSS: the largest job, its peak + the growth per hour x the hours added)."""
+    (_, h1, _), (_, h2, _) = sizes[-2], sizes[-1]
+    rules = sorted(set(stats[-1]), key=lambda r: _order(stats[-1], r))
+    lines = [
+        f"| stage | CPU s per training hour | CPU h at {hours:g} h | RSS growth MB per "
+        f"training hour | peak RSS at {hours:g} h (MB) |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in rules:
+        a = stats[-2].get(rule, {"cpu_s": 0.0, "max_rss_mb": 0.0})
+        b = stats[-1][rule]
+        slope = (b["max_rss_mb"] - a["max_rss_mb"]) / (h2 - h1)
+        per_hour = b["cpu_s"] / h2
+        at = b["max_rss_mb"] + max(slope, 0.0) * (hours - h2)
+        lines.append(
+            f"| {rule} | {per_hour:.1f} | {per_hour * hours / 3600:.1f} | {slope:.2f} | {at:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 _ORDER = [
     "demo_corpus",
     "prepare_data",
@@ -203,6 +229,7 @@ def main() -> None:
         help="keep the --keep workspaces that exist (snakemake builds only what is missing; "
         "each job's log keeps the resources of the run that made it)",
     )
+    ap.add_argument("--hours", type=float, default=1000.0, help="training hours to extrapolate to")
     ap.add_argument(
         "--no-run",
         action="store_true",
@@ -245,6 +272,8 @@ def main() -> None:
         + "; k = d log y / d log hours between the two largest sizes (CPU 1: linear, "
         "RSS 0: bounded)"
     )
+    print(f"\ncarried linearly to {args.hours:g} h of training audio:\n")
+    print(extrapolation(sizes, stats, args.hours))
     print(f"\ndeclared resources at {max(args.minutes):g} min (largest job of each rule):\n")
     print(declared)
     print("\nevery job within its declared mem_mb and runtime:", "yes" if holds else "NO")
