@@ -11,9 +11,10 @@ rule in :data:`RULES`, reached through ``PARAVG.mem_mb(rule)`` / ``PARAVG.runtim
 
 ``BASE_MB`` (2,000, what these rules declared before) is the job's interpreter, numpy and
 paravg (40-60 MB measured; a job forked from paravg-warm counts the forkserver's shared
-pages too), one utterance's matrices and the set's ``feats.scp`` index the i-vector jobs
-still read whole (~1-1.4 KB per utterance of the set, measured: ~1.7 GB at 1,000 h of
-3-s utterances, within the base). Where a job holds a larger table per utterance
+pages too), one utterance's matrices and the ``spk2utt`` and ``feats.scp`` lines of the
+job's share of the set (each i-vector job holds only its own speakers' ``feats.scp``
+lines; ~1 KB per utterance: ~40 MB at 1,000 h of 3-s utterances with ``ivector.nj`` 30).
+Where a job holds a larger table per utterance
 (the prepared set's tables in ``prepare_data``, ``feats.scp`` in ``merge_features``, the
 egs plan's lengths), its working set counts :data:`PER_UTT_BYTES` for each utterance it
 holds (measured growth, x 2): ``prepare_data`` at 1,000 h of 3-s utterances declares

@@ -91,8 +91,15 @@ def speaker_posterior_stream(
 
 
 def _job(feats_scp: PathLike, spk2utt: PathLike, job: int, nj: int):
-    source = data.FeatureSource(feats_scp)
-    speakers = data.job_speakers(data.read_spk2utt(spk2utt), source, job, nj, str(spk2utt))
+    """The features of job ``job``'s speakers (only their ``feats.scp`` lines are held:
+    the job's memory grows with its share of the set, not with the set) and the
+    speakers."""
+    if not 0 <= job < nj:
+        raise ValueError(f"job {job} is outside 0..{nj - 1}")
+    spk2utt_map = data.read_spk2utt(spk2utt)
+    mine = {u for spk in data.split_speakers(spk2utt_map, nj)[job] for u in spk2utt_map[spk]}
+    source = data.FeatureSource(feats_scp, mine)
+    speakers = data.job_speakers(spk2utt_map, source, job, nj, str(spk2utt))
     return source, speakers
 
 
@@ -404,9 +411,7 @@ def extract_online(
     extractor = IvectorExtractor.load(extractor_path)
     gmm = ubm.DiagGmm.load(ubm_path)
     pipeline = IvectorFeaturePipeline.load(pca)
-    spk2utt_map = data.read_spk2utt(spk2utt)
-    source = data.FeatureSource(feats_scp)
-    speakers = data.job_speakers(spk2utt_map, source, job, nj, str(spk2utt))
+    source, speakers = _job(feats_scp, spk2utt, job, nj)
     if utts_per_spk_max > 0:
         speakers = data.pseudo_speakers(speakers, utts_per_spk_max)
 
