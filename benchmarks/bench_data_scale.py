@@ -15,9 +15,16 @@ jobs) and prints per stage, side by side:
 
 Sizes are the training audio in hours (``results/data/train/report.json``).
 
+Then, at the largest size, each rule's declared resources (``mem_mb`` and ``runtime``
+from ``paravg/resources.py`` through the Dag, which reads each job's share of the corpus
+from the workspace's reports) beside the largest measured figures of its jobs: the peak
+RSS over ``mem_mb`` and CPU seconds over ``runtime`` x 60, each at most 1 where the
+formula holds (the benchmark-size check of ``tests/pipeline/test_resources.py``).
+
     .venv/bin/python benchmarks/bench_data_scale.py                  # 20 and 60 minutes
     .venv/bin/python benchmarks/bench_data_scale.py --minutes 10 30 --keep /tmp/scale
     .venv/bin/python benchmarks/bench_data_scale.py --minutes 10 30 --keep /tmp/scale --reuse
+    .venv/bin/python benchmarks/bench_data_scale.py --minutes 10 30 --keep /tmp/scale --no-run
 
 About 3 minutes of 2 cores at 20 + 60 minutes (half of it the TTS demo corpus).
 """
@@ -39,7 +46,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from paravg.config import REPO_CONFIG, deep_merge, validate_config  # noqa: E402
+from paravg.dag import Dag  # noqa: E402
 from paravg.logs import read_job_resources  # noqa: E402
+from paravg.resources import JOB_SHARE  # noqa: E402
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -81,6 +91,40 @@ def stage_resources(ws: Path) -> dict[str, dict]:
     return out
 
 
+def declared_table(ws: Path) -> tuple[str, bool]:
+    """Markdown table: per rule with a formula, the largest job's measured peak RSS and
+    CPU s beside its declared ``mem_mb`` and ``runtime`` (the ratios: at most 1 where the
+    formula holds); and whether every job's figures held."""
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    cfg = deep_merge(cfg, yaml.safe_load((ws / "overlay.yaml").read_text()))
+    dag = Dag(validate_config(deep_merge(cfg, {"results": str(ws / "results")})))
+    lines = [
+        "| stage | peak RSS MiB | mem_mb | RSS / mem_mb | CPU s | runtime min | CPU / runtime |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    holds = True
+    for rule in sorted(JOB_SHARE, key=lambda r: _ORDER.index(r) if r in _ORDER else 99):
+        rows = []
+        for log in sorted((ws / "logs" / rule).glob("*.log")):
+            r = read_job_resources(log)
+            if r is None:
+                continue
+            set_ = log.stem.split(".")[0] if JOB_SHARE[rule][0] == "set" else None
+            rows.append(
+                (r["max_rss_mb"], dag.mem_mb(rule, set_), r["cpu_s"], dag.runtime(rule, set_))
+            )
+        if not rows:
+            continue
+        mem = max(rows, key=lambda x: x[0] / x[1])
+        cpu = max(rows, key=lambda x: x[2] / x[3])
+        holds &= all(rss <= mb and c <= 60 * m for rss, mb, c, m in rows)
+        lines.append(
+            f"| {rule} | {mem[0]:.0f} | {mem[1]} | {mem[0] / mem[1]:.3f} | {cpu[2]:.1f} | "
+            f"{cpu[3]} | {cpu[2] / (60 * cpu[3]):.4f} |"
+        )
+    return "\n".join(lines), holds
+
+
 def training_hours(ws: Path) -> float:
     report = json.loads((ws / "results" / "data" / "train" / "report.json").read_text())
     return report["duration_s_checked"] / 3600.0
@@ -113,6 +157,32 @@ def table(sizes: list[tuple[float, float, float]], stats: list[dict[str, dict]])
         k_rss = exponent(per[-2]["max_rss_mb"], per[-1]["max_rss_mb"], hours[-2], hours[-1])
         note = f" ({missing} logs without a resource line)" if missing else ""
         lines.append(f"| {rule}{note} | {jobs} | {cpu} | {k_cpu} | {rss} | {k_rss} |")
+    return "\n".join(lines)
+
+
+def extrapolation(
+    sizes: list[tuple[float, float, float]], stats: list[dict[str, dict]], hours: float
+) -> str:
+    """Markdown table: per stage, from the two largest sizes, the growth of the largest
+    job's peak RSS per training hour (nj as configured) and both figures carried linearly
+    to ``hours`` of training audio (CPU: all the stage's jobs, at the largest size's CPU
+    per hour; RSS: the largest job, its peak + the growth per hour x the hours added)."""
+    (_, h1, _), (_, h2, _) = sizes[-2], sizes[-1]
+    rules = sorted(set(stats[-1]), key=lambda r: _order(stats[-1], r))
+    lines = [
+        f"| stage | CPU s per training hour | CPU h at {hours:g} h | RSS growth MB per "
+        f"training hour | peak RSS at {hours:g} h (MB) |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in rules:
+        a = stats[-2].get(rule, {"cpu_s": 0.0, "max_rss_mb": 0.0})
+        b = stats[-1][rule]
+        slope = (b["max_rss_mb"] - a["max_rss_mb"]) / (h2 - h1)
+        per_hour = b["cpu_s"] / h2
+        at = b["max_rss_mb"] + max(slope, 0.0) * (hours - h2)
+        lines.append(
+            f"| {rule} | {per_hour:.1f} | {per_hour * hours / 3600:.1f} | {slope:.2f} | {at:,.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -159,25 +229,35 @@ def main() -> None:
         help="keep the --keep workspaces that exist (snakemake builds only what is missing; "
         "each job's log keeps the resources of the run that made it)",
     )
+    ap.add_argument("--hours", type=float, default=1000.0, help="training hours to extrapolate to")
+    ap.add_argument(
+        "--no-run",
+        action="store_true",
+        help="only read the --keep workspaces that exist (no snakemake): the tables again",
+    )
     args = ap.parse_args()
     if len(args.minutes) < 2:
         ap.error("give two or more --minutes")
-    if args.reuse and not args.keep:
-        ap.error("--reuse needs --keep")
+    if (args.reuse or args.no_run) and not args.keep:
+        ap.error("--reuse and --no-run need --keep")
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_data_scale."))
     sizes, stats = [], []
     try:
         for minutes in sorted(args.minutes):
             ws = base / f"minutes{minutes:g}"
-            if ws.exists() and not args.reuse:
-                shutil.rmtree(ws)
-            wall = run_size(ws, minutes, args.cores, args.timeout)
+            if args.no_run:
+                wall = float("nan")
+            else:
+                if ws.exists() and not args.reuse:
+                    shutil.rmtree(ws)
+                wall = run_size(ws, minutes, args.cores, args.timeout)
             hours = training_hours(ws)
             sizes.append((minutes, hours, wall))
             stats.append(stage_resources(ws))
             print(
                 f"{minutes:g} min: {hours:.2f} h of training audio, {wall:.0f} s wall", flush=True
             )
+        declared, holds = declared_table(base / f"minutes{max(args.minutes):g}")
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -192,6 +272,11 @@ def main() -> None:
         + "; k = d log y / d log hours between the two largest sizes (CPU 1: linear, "
         "RSS 0: bounded)"
     )
+    print(f"\ncarried linearly to {args.hours:g} h of training audio:\n")
+    print(extrapolation(sizes, stats, args.hours))
+    print(f"\ndeclared resources at {max(args.minutes):g} min (largest job of each rule):\n")
+    print(declared)
+    print("\nevery job within its declared mem_mb and runtime:", "yes" if holds else "NO")
 
 
 if __name__ == "__main__":

@@ -402,7 +402,6 @@ def check_target_lengths(
     (``egs.targets_length_tolerance``). The error names the utterance and its place in
     the user's targets file (through the prepared dir's :class:`Origin`)."""
     prepared = Path(prepared)
-    origin = read_origin(prepared)
     lengths = {key: vec.size for key, vec, _ in iter_int_vectors(prepared / "targets.scp")}
     worst = 0
     for utt, frames in utt2num_frames.items():
@@ -410,6 +409,7 @@ def check_target_lengths(
             continue
         diff = lengths[utt] - frames
         if abs(diff) > tolerance:
+            origin = read_origin(prepared)  # its per-utterance tables only for the error
             src = (
                 origin.targets_of(utt)
                 if origin

@@ -39,7 +39,7 @@ import os
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -57,6 +57,8 @@ __all__ = [
     "classify_rxfilename",
     "int32_vector_bytes",
     "iter_int_vectors",
+    "iter_scp",
+    "iter_table",
     "load_scp",
     "merge_scps",
     "parse_rxfilename",
@@ -118,48 +120,73 @@ def read_table(
     ``min_fields``. Keys must be unique and, when ``require_sorted``, in ``LC_ALL=C``
     order (``utils/validate_data_dir.sh`` checks ``sort -k1,1 -u`` equality).
     """
+    return list(
+        iter_table(
+            path, num_fields=num_fields, min_fields=min_fields, require_sorted=require_sorted
+        )
+    )
+
+
+def iter_table(
+    path: str | os.PathLike,
+    *,
+    num_fields: int | None = None,
+    min_fields: int = 2,
+    require_sorted: bool = True,
+    keys: Container[str] | None = None,
+) -> Iterator[TableLine]:
+    """The lines of a Kaldi table as :func:`read_table` checks them, read line by line.
+
+    With ``keys``, only the lines of those keys are yielded, and only they are checked
+    for duplicates (every line is still checked for its fields and order): what the
+    caller holds grows with the keys it asked for, not with the file, as Kaldi's
+    ``RandomAccessTableReader`` of a sorted scp reads only the lines it is asked for.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: missing file")
-    raw = path.read_bytes()
-    check_no_byte_order_mark(raw, path)
-    lines: list[TableLine] = []
     seen: dict[str, int] = {}
-    prev: TableLine | None = None
-    last = raw.count(b"\n") + 1
-    for lineno, bline in enumerate(raw.split(b"\n"), start=1):
-        if not bline.strip():
-            if lineno == last and not bline:
-                break  # the empty string after the final newline
-            raise DataError(f"{path}:{lineno}: empty line (Kaldi tables have none)")
-        try:
-            text = bline.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: not valid UTF-8 ({exc})") from exc
-        parts = text.split()
-        if num_fields is not None and len(parts) != num_fields:
-            raise DataError(
-                f"{path}:{lineno}: expected {num_fields} fields, found {len(parts)}: {text!r}"
-            )
-        if len(parts) < min_fields:
-            raise DataError(
-                f"{path}:{lineno}: expected at least {min_fields} fields, found "
-                f"{len(parts)}: {text!r}"
-            )
-        key = parts[0]
-        if key in seen:
-            raise DataError(f"{path}:{lineno}: duplicate key {key!r} (first on line {seen[key]})")
-        if require_sorted and prev is not None and key < prev.key:
-            raise DataError(
-                f"{path}:{lineno}: not sorted: key {key!r} comes after {prev.key!r} "
-                f"(line {prev.lineno}); Kaldi needs LC_ALL=C order: "
-                f"LC_ALL=C sort -k1,1 -o {path} {path}"
-            )
-        seen[key] = lineno
-        entry = TableLine(key, tuple(parts[1:]), lineno, text.strip()[len(key) :].strip())
-        lines.append(entry)
-        prev = entry
-    return lines
+    prev_key: str | None = None
+    prev_lineno = 0
+    with open(path, "rb") as f:
+        for lineno, bline in enumerate(f, start=1):
+            if lineno == 1:
+                check_no_byte_order_mark(bline, path)
+            if bline.endswith(b"\n"):
+                bline = bline[:-1]
+            if not bline.strip():
+                raise DataError(f"{path}:{lineno}: empty line (Kaldi tables have none)")
+            try:
+                text = bline.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: not valid UTF-8 ({exc})") from exc
+            parts = text.split()
+            if num_fields is not None and len(parts) != num_fields:
+                raise DataError(
+                    f"{path}:{lineno}: expected {num_fields} fields, found {len(parts)}: {text!r}"
+                )
+            if len(parts) < min_fields:
+                raise DataError(
+                    f"{path}:{lineno}: expected at least {min_fields} fields, found "
+                    f"{len(parts)}: {text!r}"
+                )
+            key = parts[0]
+            kept = keys is None or key in keys
+            if kept and key in seen:
+                raise DataError(
+                    f"{path}:{lineno}: duplicate key {key!r} (first on line {seen[key]})"
+                )
+            if require_sorted and prev_key is not None and key < prev_key:
+                raise DataError(
+                    f"{path}:{lineno}: not sorted: key {key!r} comes after {prev_key!r} "
+                    f"(line {prev_lineno}); Kaldi needs LC_ALL=C order: "
+                    f"LC_ALL=C sort -k1,1 -o {path} {path}"
+                )
+            prev_key, prev_lineno = key, lineno
+            if not kept:
+                continue
+            seen[key] = lineno
+            yield TableLine(key, tuple(parts[1:]), lineno, text.strip()[len(key) :].strip())
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -322,23 +349,29 @@ class ScpTable(Mapping):
 
     Values must be offsets (``ark:offset``) or plain files; a pipe (``cmd |``) is refused
     with an error naming the line: only ``wav.scp`` entries are ever run. At most
-    ``max_open`` archives stay open.
+    ``max_open`` archives stay open. With ``keys``, only those keys' lines are kept (the
+    file is streamed: a job that needs a slice of a corpus's scp holds that slice).
     """
 
-    def __init__(self, path: str | os.PathLike, max_open: int = 4):
+    def __init__(
+        self, path: str | os.PathLike, max_open: int = 4, keys: Container[str] | None = None
+    ):
         self._open: OrderedDict[str, BinaryIO] = OrderedDict()
         self.path = str(path)
         self.max_open = max_open
         self._entries: dict[str, tuple[RxFilename, int]] = {}
-        for row in read_table(path, min_fields=2, require_sorted=False):
-            where = f"{self.path}:{row.lineno}"
-            rx = parse_rxfilename(row.rest, where)
-            if rx.kind == "pipe":
-                raise DataError(
-                    f"{where}: utterance {row.key!r}: {rx.text!r} is a command; only wav.scp "
-                    "entries may be pipes"
-                )
-            self._entries[row.key] = (rx, row.lineno)
+        for row in iter_table(path, min_fields=2, require_sorted=False, keys=keys):
+            self._add(row)
+
+    def _add(self, row: TableLine) -> None:
+        where = f"{self.path}:{row.lineno}"
+        rx = parse_rxfilename(row.rest, where)
+        if rx.kind == "pipe":
+            raise DataError(
+                f"{where}: utterance {row.key!r}: {rx.text!r} is a command; only wav.scp "
+                "entries may be pipes"
+            )
+        self._entries[row.key] = (rx, row.lineno)
 
     def where(self, key: str) -> str:
         return f"{self.path}:{self._entries[key][1]}: utterance {key!r}"
@@ -383,9 +416,28 @@ class ScpTable(Mapping):
         self.close()
 
 
-def load_scp(path: str | os.PathLike) -> ScpTable:
-    """An :class:`ScpTable` of ``path`` (the one scp reader of paravg)."""
-    return ScpTable(path)
+def iter_scp(
+    path: str | os.PathLike, wanted: Container[str] | None = None
+) -> Iterator[tuple[str, str, Any]]:
+    """``(key, where, object)`` of each line of an scp (of the ``wanted`` keys; every
+    line is checked as :class:`ScpTable` checks it) in file order, the file read line by
+    line: only one line's index is held (a pass over a corpus's targets or i-vectors that
+    keeps nothing per utterance)."""
+    table = ScpTable(path, keys=())
+    try:
+        for row in iter_table(path, min_fields=2, require_sorted=False):
+            table._add(row)
+            if wanted is None or row.key in wanted:
+                yield row.key, table.where(row.key), table[row.key]
+            del table._entries[row.key]
+    finally:
+        table.close()
+
+
+def load_scp(path: str | os.PathLike, keys: Container[str] | None = None) -> ScpTable:
+    """An :class:`ScpTable` of ``path`` (the one scp reader of paravg); with ``keys``,
+    of those keys' lines only."""
+    return ScpTable(path, keys=keys)
 
 
 # ------------------------------------------------------------------------------ int vectors

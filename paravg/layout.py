@@ -189,6 +189,11 @@ class Layout:
     def ivector_pca(self) -> str:
         return f"{self.ivector_dir()}/pca.npz"
 
+    def ubm_subset(self, name: str) -> str:
+        """``ubm_subset/<name>``: the utterances the PCA and UBM are trained on with
+        ``ivector.ubm_subset_utts`` (``feats.scp``, ``spk2utt``, ``cmvn.scp``)."""
+        return f"{self.ivector_dir()}/ubm_subset/{name}"
+
     def ubm(self, it: Index, ext: str = "npz") -> str:
         """``ubm.<it>.npz`` (the diagonal UBM at the start of EM iteration it) or its .json."""
         return f"{self.ivector_dir()}/ubm.{it}.{ext}"

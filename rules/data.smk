@@ -99,8 +99,8 @@ rule prepare_data:
     # Text tables and all targets of one set are held in memory (~100 bytes per frame of
     # targets in the worst case); audio is only header-checked. Minutes even for 1000 h.
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=from_dag("mem_mb", "prepare_data"),  # paravg/resources.py
+        runtime=from_dag("runtime", "prepare_data"),
     script:
         "../scripts/prepare_data.py"
 

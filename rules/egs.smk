@@ -32,8 +32,8 @@ checkpoint egs:
     # Text tables plus one pass over every target vector and i-vector matrix (lengths
     # only are kept: ~100 bytes per utterance). Minutes even for 1000 h.
     resources:
-        mem_mb=2000,
-        runtime=60,
+        mem_mb=from_dag("mem_mb", "egs"),  # paravg/resources.py
+        runtime=from_dag("runtime", "egs"),
     script:
         "../scripts/egs_plan.py"
 
@@ -54,10 +54,10 @@ rule egs_split:
     threads: 1
     # Streams its utterance list twice (count, then write); holds one 8-MB buffer of egs
     # (paravg.egs.split.BUFFER_BYTES), written to its pieces with pwrite (no memory map),
-    # plus the train set's scp indices (~1.5 KB per utterance): paravg/resources.py.
+    # plus its own utterances' scp lines (~3 KB each; the corpus's scp streamed past).
     resources:
-        mem_mb=PARAVG.mem_mb("egs_split"),
-        runtime=120,
+        mem_mb=from_dag("mem_mb", "egs_split"),  # paravg/resources.py
+        runtime=from_dag("runtime", "egs_split"),
     script:
         "../scripts/egs_split.py"
 
@@ -81,8 +81,8 @@ rule egs_archive:
     # memory-mapped output: one archive, ~(lc+F+rc) x D x 2 bytes per eg, plus its keys
     # (~100 bytes per eg): ~0.6 GB at Kaldi's 400k egs per archive, 40-dim features.
     resources:
-        mem_mb=PARAVG.mem_mb("egs_archive"),  # paravg/resources.py
-        runtime=60,
+        mem_mb=from_dag("mem_mb", "egs_archive"),  # paravg/resources.py
+        runtime=from_dag("runtime", "egs_archive"),
     script:
         "../scripts/egs_archive.py"
 
@@ -107,8 +107,8 @@ rule egs_subsets:
     # All egs of the held-out and train-subset utterances in memory (Kaldi: 300 + 300
     # utterances, ~(lc+F+rc)/F x their features, float16: a few hundred MB at most).
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=from_dag("mem_mb", "egs_subsets"),  # paravg/resources.py
+        runtime=from_dag("runtime", "egs_subsets"),
     script:
         "../scripts/egs_subsets.py"
 

@@ -34,8 +34,8 @@ rule compute_features:
     # 230 MB float32). Runs at several hundred x real time per core, so an hour of the
     # set's audio per job takes well under a minute; 60 min leaves room for slow pipes.
     resources:
-        mem_mb=2000,
-        runtime=60,
+        mem_mb=from_dag("mem_mb", "compute_features"),  # paravg/resources.py
+        runtime=from_dag("runtime", "compute_features"),
     script:
         "../scripts/compute_features.py"
 
@@ -79,8 +79,8 @@ rule merge_features:
     # Concatenates small text files and reads the set's targets once (int32 vectors:
     # 4-5 bytes per frame, ~2 GB for 1000 h at 100 frames/s in the worst case).
     resources:
-        mem_mb=1000,
-        runtime=10,
+        mem_mb=from_dag("mem_mb", "merge_features"),  # paravg/resources.py
+        runtime=from_dag("runtime", "merge_features"),
     script:
         "../scripts/merge_features.py"
 
@@ -101,7 +101,7 @@ rule compute_cmvn:
     threads: 1
     # Reads every feature matrix once, one utterance at a time (I/O bound).
     resources:
-        mem_mb=2000,
-        runtime=60,
+        mem_mb=from_dag("mem_mb", "compute_cmvn"),  # paravg/resources.py
+        runtime=from_dag("runtime", "compute_cmvn"),
     script:
         "../scripts/compute_cmvn.py"

@@ -8,10 +8,34 @@ if PARAVG.ivector.enabled:
 
     IV = config["ivector"]
 
+    if IV["ubm_subset_utts"]:
+
+        # utils/subset_data_dir.sh <train> <ubm_subset_utts>: the PCA's and UBM's data.
+        rule ubm_subset:
+            input:
+                unpack(from_dag("ivector.train_data")),
+                cmvn=LAYOUT.feats_file(PARAVG.train_set, "cmvn.scp"),
+            output:
+                feats=LAYOUT.ubm_subset("feats.scp"),
+                spk2utt=LAYOUT.ubm_subset("spk2utt"),
+                cmvn=LAYOUT.ubm_subset("cmvn.scp"),
+            params:
+                num_utts=IV["ubm_subset_utts"],
+            log:
+                LAYOUT.log("ubm_subset", "ubm"),
+            conda:
+                "../envs/paravg.yaml"
+            threads: 1
+            resources:
+                mem_mb=from_dag("mem_mb", "ubm_subset"),  # paravg/resources.py
+                runtime=from_dag("runtime", "ubm_subset"),
+            script:
+                "../scripts/ubm_subset.py"
+
     rule ivector_pca:
         input:
-            feats=PARAVG.ivector.train_data()["feats"],
-            cmvn=LAYOUT.feats_file(PARAVG.train_set, "cmvn.scp"),
+            feats=PARAVG.ivector.ubm_data()["feats"],
+            cmvn=PARAVG.ivector.pca_cmvn(),
         output:
             pca=LAYOUT.ivector_pca(),
         params:
@@ -26,14 +50,14 @@ if PARAVG.ivector.enabled:
         threads: 1
         # Reads each utterance once; holds one (2c+1)D x (2c+1)D scatter matrix.
         resources:
-            mem_mb=2000,
-            runtime=30,
+            mem_mb=from_dag("mem_mb", "ivector_pca"),  # paravg/resources.py
+            runtime=from_dag("runtime", "ivector_pca"),
         script:
             "../scripts/ivector_pca.py"
 
     rule ubm_init:
         input:
-            unpack(from_dag("ivector.train_data")),
+            unpack(from_dag("ivector.ubm_data")),
             pca=rules.ivector_pca.output.pca,
         output:
             ubm=LAYOUT.ubm(0),
@@ -55,14 +79,14 @@ if PARAVG.ivector.enabled:
         # block of frames x Gaussians temporaries (at most 256 MiB, ubm.BLOCK_BYTES):
         # mem_mb from paravg/resources.py.
         resources:
-            mem_mb=PARAVG.mem_mb("ubm_init"),
-            runtime=120,
+            mem_mb=from_dag("mem_mb", "ubm_init"),  # paravg/resources.py
+            runtime=from_dag("runtime", "ubm_init"),
         script:
             "../scripts/ubm_init.py"
 
     rule ubm_gselect:
         input:
-            unpack(from_dag("ivector.train_data")),
+            unpack(from_dag("ivector.ubm_data")),
             pca=rules.ivector_pca.output.pca,
             ubm=rules.ubm_init.output.ubm,
         output:
@@ -80,14 +104,14 @@ if PARAVG.ivector.enabled:
         # One utterance at a time; the index table (frames x num_gselect int32) is
         # written in chunks of 50,000 frames (frame_table.CHUNK_FRAMES: 6 MB).
         resources:
-            mem_mb=PARAVG.mem_mb("ubm_gselect"),  # paravg/resources.py
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "ubm_gselect"),  # paravg/resources.py
+            runtime=from_dag("runtime", "ubm_gselect"),
         script:
             "../scripts/ubm_gselect.py"
 
     rule ubm_acc:
         input:
-            unpack(from_dag("ivector.train_data")),
+            unpack(from_dag("ivector.ubm_data")),
             pca=rules.ivector_pca.output.pca,
             ubm=LAYOUT.ubm("{it}"),
             gselect=LAYOUT.ubm_gselect("{j}"),
@@ -106,8 +130,8 @@ if PARAVG.ivector.enabled:
         threads: 1
         # One utterance at a time plus one chunk of the job's gselect table.
         resources:
-            mem_mb=PARAVG.mem_mb("ubm_acc"),  # paravg/resources.py
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "ubm_acc"),  # paravg/resources.py
+            runtime=from_dag("runtime", "ubm_acc"),
         script:
             "../scripts/ubm_acc.py"
 
@@ -129,8 +153,8 @@ if PARAVG.ivector.enabled:
         threads: 1
         # nj accumulators of Gaussians x dim doubles.
         resources:
-            mem_mb=1000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "ubm_est"),  # paravg/resources.py
+            runtime=from_dag("runtime", "ubm_est"),
         script:
             "../scripts/ubm_est.py"
 
@@ -149,8 +173,8 @@ if PARAVG.ivector.enabled:
         threads: 1
         # Gaussians x (dim x ivector_dim + dim x dim) doubles (512 x 5600 x 8 B = 23 MB).
         resources:
-            mem_mb=1000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "extractor_init"),  # paravg/resources.py
+            runtime=from_dag("runtime", "extractor_init"),
         script:
             "../scripts/extractor_init.py"
 
@@ -176,8 +200,8 @@ if PARAVG.ivector.enabled:
         # Posteriors are computed once (Kaldi too) and kept for every EM iteration,
         # written in chunks of 50,000 frames (frame_table.CHUNK_FRAMES).
         resources:
-            mem_mb=PARAVG.mem_mb("extractor_post"),  # paravg/resources.py
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "extractor_post"),  # paravg/resources.py
+            runtime=from_dag("runtime", "extractor_post"),
         script:
             "../scripts/extractor_post.py"
 
@@ -203,8 +227,8 @@ if PARAVG.ivector.enabled:
         # Stats: Gaussians x (dim x ivector_dim + ivector_dim^2 + dim^2) doubles
         # (Kaldi's 512 x 100 x 40 extractor: about 70 MB), one chunk of posteriors.
         resources:
-            mem_mb=PARAVG.mem_mb("extractor_acc"),  # paravg/resources.py
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "extractor_acc"),  # paravg/resources.py
+            runtime=from_dag("runtime", "extractor_acc"),
         script:
             "../scripts/extractor_acc.py"
 
@@ -225,8 +249,8 @@ if PARAVG.ivector.enabled:
         threads: 1
         # nj accumulators in memory at once (see extractor_acc).
         resources:
-            mem_mb=2000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "extractor_est"),  # paravg/resources.py
+            runtime=from_dag("runtime", "extractor_est"),
         script:
             "../scripts/extractor_est.py"
 
@@ -253,8 +277,8 @@ if PARAVG.ivector.enabled:
         threads: 1
         # One utterance at a time; the model is small.
         resources:
-            mem_mb=2000,
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "extract_ivectors"),  # paravg/resources.py
+            runtime=from_dag("runtime", "extract_ivectors"),
         script:
             "../scripts/extract_ivectors.py"
 
@@ -273,7 +297,7 @@ if PARAVG.ivector.enabled:
         threads: 1
         # Concatenates small text files.
         resources:
-            mem_mb=500,
-            runtime=5,
+            mem_mb=from_dag("mem_mb", "merge_ivectors"),  # paravg/resources.py
+            runtime=from_dag("runtime", "merge_ivectors"),
         script:
             "../scripts/merge_ivectors.py"

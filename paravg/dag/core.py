@@ -10,6 +10,7 @@ inputs, not DAG jobs). It answers no rule by itself; the stages do.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -72,6 +73,7 @@ class RunCore:
         self.experiments = resolved_experiments(config)
         self._checkpoint_egs_info = checkpoint_egs_info
         self.target_jobs = list(target_jobs)
+        self._set_sizes: dict[tuple[str, int], tuple[int, float]] = {}  # job_data's
         info_path = Path(self.layout.egs_info())
         # Plans from the egs info.json when it exists at parse time (thousands of jobs then
         # need no edge to the checkpoint; a job checks at run time that the egs are still
@@ -132,29 +134,67 @@ class RunCore:
             self._plans = self._make_plans(self._checkpoint_egs_info())
         return self._plans[exp]
 
-    def mem_mb(self, rule: str) -> int:
-        """Rule ``rule``'s declared ``mem_mb``, from its formula in :mod:`paravg.resources`
-        (the egs' window from the experiments' widest context, as the egs plan's)."""
+    # ------------------------------------------------------------ resources
+    #: Seconds an utterance is taken for before its set's audio has been measured (the
+    #: source's utterance count is all prepare_data knows; generous, as Kaldi's 3-10 s).
+    ASSUMED_UTT_S = 10.0
+
+    def mem_mb(self, rule: str, set_: str | None = None) -> int:
+        """Rule ``rule``'s declared ``mem_mb`` (of the job of ``set_``, where the rule has
+        a ``set`` wildcard), from its formula in :mod:`paravg.resources`."""
+        return resources.rule_mem_mb(rule, self.config, self.job_data(rule, set_))
+
+    def runtime(self, rule: str, set_: str | None = None) -> int:
+        """Rule ``rule``'s declared ``runtime`` (minutes), from :mod:`paravg.resources`."""
+        return resources.rule_runtime(rule, self.config, self.job_data(rule, set_))
+
+    def job_data(self, rule: str, set_: str | None = None) -> resources.JobData:
+        """What one job of ``rule`` reads (:class:`paravg.resources.JobData`): its share
+        (:data:`paravg.resources.JOB_SHARE`) of the set's utterances and hours, from the
+        prepared set's ``report.json``, or before it exists from the source's ``utt2spk``
+        (prepare_data; at :data:`ASSUMED_UTT_S` an utterance), else nothing (a dry run of a new set:
+        Snakemake asks again when the job's inputs exist, before it runs it). The egs'
+        window is the experiments' widest context, as the egs plan's."""
+        which, nj_section = resources.JOB_SHARE[rule]
+        window = self._egs_window() if rule.startswith("egs") else 0
+        if which is None:
+            return resources.JobData(window=window)
+        utts, hours = self._set_size(self.train_set if which == "train" else set_)
+        subset = self.config["ivector"]["ubm_subset_utts"]
+        if rule in resources.UBM_SUBSET_RULES and 0 < subset < utts:
+            utts, hours = subset, hours * subset / utts
+        nj = self.config[nj_section]["nj"] if nj_section else 1
+        return resources.JobData(math.ceil(utts / nj), hours / nj, window)
+
+    def _set_size(self, set_: str | None) -> tuple[int, float]:
+        """(utterances, hours) of ``set_``: its report.json, else its source's utt2spk."""
+        if set_ is None:
+            return 0, 0.0
+        report = Path(self.layout.data_file(set_, "report.json"))
+        if report.is_file():
+            key = (str(report), report.stat().st_mtime_ns)
+            if key not in self._set_sizes:
+                r = read_json(report)
+                self._set_sizes[key] = (r["num_utterances_kept"], r["duration_s_checked"] / 3600)
+            return self._set_sizes[key]
+        sets = self.config["data"]["sets"]
+        src = Path(sets[set_]) if set_ in sets else Path(self.layout.demo_file(set_))
+        utt2spk = src / "utt2spk"
+        if not utt2spk.is_file():
+            return 0, 0.0
+        with open(utt2spk, "rb") as f:
+            utts = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        return utts, utts * self.ASSUMED_UTT_S / 3600
+
+    def _egs_window(self) -> int:
+        """Input frames per eg (left context + frames per eg + right context)."""
         from paravg.egs.info import EgsInfo
         from paravg.egs.plan import EgsOptions
 
-        iv, egs = self.config["ivector"], self.config["egs"]
-        if rule == "egs_split":
-            return resources.egs_split_mem_mb()
-        if rule == "egs_archive":
-            left, right = egs_context(self.experiments)
-            fields = EgsOptions.from_config(egs, left, right).info_fields()
-            shape = dict(num_archives=1, egs_per_archive=0, num_frames=0, feat_dim=0)
-            window = EgsInfo(**fields, **shape, ivector_dim=0, ivector_period=0, num_targets=0)
-            ivector_dim = iv["dim"] if iv["enabled"] else 0
-            return resources.egs_archive_mem_mb(
-                egs["samples_per_iter"],
-                window.window,
-                self.config["features"]["num_ceps"],
-                ivector_dim,
-                egs["compress"],
-            )
-        return resources.IVECTOR_MEM_MB[rule](iv)
+        left, right = egs_context(self.experiments)
+        fields = EgsOptions.from_config(self.config["egs"], left, right).info_fields()
+        shape = dict(num_archives=1, egs_per_archive=0, num_frames=0, feat_dim=0)
+        return EgsInfo(**fields, **shape, ivector_dim=0, ivector_period=0, num_targets=0).window
 
     def index_after_frontier(self, kind: str) -> str:
         """Wildcard regex of ``t`` for the per-iteration rule ``kind`` (train, node, ema,

@@ -30,6 +30,24 @@ class IvectorDag:
             "spk2utt": self.layout.data_file(train, "spk2utt"),
         }
 
+    def ubm_data(self) -> dict[str, str]:
+        """Features and speakers the PCA and UBM are trained on: the training set, or with
+        ``ivector.ubm_subset_utts`` its subset (rule ubm_subset, as Kaldi's recipes run
+        ``train_diag_ubm.sh`` on ``subset_data_dir.sh``'s quarter of the data)."""
+        if not self.config["ivector"]["ubm_subset_utts"]:
+            return self.train_data()
+        return {
+            "feats": self.layout.ubm_subset("feats.scp"),
+            "spk2utt": self.layout.ubm_subset("spk2utt"),
+        }
+
+    def pca_cmvn(self) -> str:
+        """The CMVN statistics the PCA sums (its global CMN): the subset's speakers' with
+        ``ivector.ubm_subset_utts`` (``subset_data_dir.sh`` filters ``cmvn.scp``)."""
+        if self.config["ivector"]["ubm_subset_utts"]:
+            return self.layout.ubm_subset("cmvn.scp")
+        return self.layout.feats_file(self.run.train_set, "cmvn.scp")
+
     def final_ubm(self) -> str:
         return self.layout.ubm(self.config["ivector"]["ubm_num_iters"])
 

@@ -15,13 +15,14 @@ Length rules (``src/nnet3bin/nnet3-get-egs.cc``):
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from paravg.errors import DataError
-from paravg.kaldi_io import load_scp, read_int_table, table_dict
+from paravg.kaldi_io import iter_table, load_scp, read_int_table, table_dict
 
 __all__ = ["read_int_table", "read_scp_keys", "read_table"]  # used by the egs modules
 
@@ -34,8 +35,8 @@ def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
 
 
 def read_scp_keys(path: str | os.PathLike) -> list[str]:
-    """Keys of a ``.scp`` file, in file order."""
-    return list(read_table(path, columns=0))
+    """Keys of a ``.scp`` file, in file order (streamed: no line held but its key)."""
+    return [row.key for row in iter_table(path, require_sorted=False)]
 
 
 def read_ivector_period(path: str | os.PathLike) -> int:
@@ -94,7 +95,8 @@ class Utterance:
 
 class EgsSources:
     """Random access to the features, targets and i-vectors of utterances
-    (:class:`paravg.kaldi_io.ScpTable`)."""
+    (:class:`paravg.kaldi_io.ScpTable`); with ``utts``, of those utterances only (a split
+    job's list: it holds the index lines of its share of the corpus, not the corpus's)."""
 
     def __init__(
         self,
@@ -103,15 +105,16 @@ class EgsSources:
         ivector_scp: str | os.PathLike | None = None,
         ivector_period: int = 0,
         targets_length_tolerance: int = 2,
+        utts: Container[str] | None = None,
     ) -> None:
         self.feats_scp = str(feats_scp)
         self.targets_scp = str(targets_scp)
         self.ivector_scp = str(ivector_scp) if ivector_scp else None
         self.ivector_period = ivector_period
         self.tolerance = targets_length_tolerance
-        self._feats = load_scp(self.feats_scp)
-        self._targets = load_scp(self.targets_scp)
-        self._ivectors = load_scp(self.ivector_scp) if ivector_scp else None
+        self._feats = load_scp(self.feats_scp, utts)
+        self._targets = load_scp(self.targets_scp, utts)
+        self._ivectors = load_scp(self.ivector_scp, utts) if ivector_scp else None
 
     def load(self, utt: str, expected_frames: int | None = None) -> Utterance:
         """Load and check one utterance (errors name the file and the utterance)."""

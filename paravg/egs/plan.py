@@ -53,7 +53,7 @@ from paravg.egs.inputs import (
 )
 from paravg.errors import ConfigError, DataError
 from paravg.io import write_text_atomic
-from paravg.kaldi_io import load_scp
+from paravg.kaldi_io import iter_scp, load_scp
 
 log = logging.getLogger(__name__)
 
@@ -246,18 +246,15 @@ def _scan_targets(targets_scp: str, wanted: dict[str, int]) -> tuple[dict[str, i
     ``scp:line: utterance`` that holds it."""
     lengths: dict[str, int] = {}
     largest, where_largest = -1, ""
-    table = load_scp(targets_scp)
-    for utt in table:
-        if utt not in wanted:
-            continue
-        vec = np.asarray(table[utt])
+    for utt, where, vec in iter_scp(targets_scp, wanted):  # streamed: no table held
+        vec = np.asarray(vec)
         if vec.ndim != 1:
             raise DataError(f"{targets_scp}: utterance {utt}: expected an int vector")
         if len(vec) and vec.min() < 0:
             raise DataError(f"{targets_scp}: utterance {utt}: negative target {vec.min()}")
         lengths[utt] = len(vec)
         if len(vec) and int(vec.max()) > largest:
-            largest, where_largest = int(vec.max()), table.where(utt)
+            largest, where_largest = int(vec.max()), where
     return lengths, largest, where_largest
 
 
@@ -313,11 +310,8 @@ def plan_egs(
             raise ValueError("ivector_scp given without ivector_period_file")
         period = read_ivector_period(ivector_period_file)
         ivec_have = set()
-        ivector_table = load_scp(ivector_scp)
-        for u in ivector_table:
-            if u not in wanted:
-                continue
-            mat = np.asarray(ivector_table[u])
+        for u, _, mat in iter_scp(ivector_scp, wanted):  # streamed: no table held
+            mat = np.asarray(mat)
             check_ivector_rows(u, mat.shape[0], wanted[u], period, str(ivector_scp))
             if ivector_dim and mat.shape[1] != ivector_dim:
                 raise DataError(
@@ -364,7 +358,7 @@ def plan_egs(
     for j, job in enumerate(jobs):
         write_uttlist(lists_dir / f"job.{j}", job, lengths)
 
-    feat_dim = int(np.asarray(load_scp(feats_scp)[utts[0]]).shape[1])
+    feat_dim = int(np.asarray(load_scp(feats_scp, keys={utts[0]})[utts[0]]).shape[1])
     num_archives = num_archives_for(num_frames, F, o.samples_per_iter)
     if warning := archive_count_warning(num_frames, F, o.samples_per_iter):
         log.warning(warning)

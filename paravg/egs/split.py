@@ -88,7 +88,12 @@ def write_split_job(
     num_egs, key_width = count_utterance_egs(iter_uttlist(uttlist), info)
     counts = piece_sizes(num_egs, info.num_archives, info.srand, job)
     sources = EgsSources(
-        feats_scp, targets_scp, ivector_scp, info.ivector_period, info.targets_length_tolerance
+        feats_scp,
+        targets_scp,
+        ivector_scp,
+        info.ivector_period,
+        info.targets_length_tolerance,
+        utts={utt for utt, _ in iter_uttlist(uttlist)},
     )
     meta = meta_for(info, num_egs)
     rng = archive_draws(info.srand, job)

@@ -51,11 +51,17 @@ def write_subsets(
     if set(out_prefixes) != set(SUBSETS):
         raise ValueError(f"out_prefixes must name {SUBSETS}, got {sorted(out_prefixes)}")
     info = EgsInfo.load(info_path)
+    valid_utts, train_utts = read_uttlist(valid_list), read_uttlist(train_subset_list)
     sources = EgsSources(
-        feats_scp, targets_scp, ivector_scp, info.ivector_period, info.targets_length_tolerance
+        feats_scp,
+        targets_scp,
+        ivector_scp,
+        info.ivector_period,
+        info.targets_length_tolerance,
+        utts={utt for utt, _ in valid_utts + train_utts},
     )
-    valid = utterance_list_egs(read_uttlist(valid_list), sources, info)
-    train = utterance_list_egs(read_uttlist(train_subset_list), sources, info)
+    valid = utterance_list_egs(valid_utts, sources, info)
+    train = utterance_list_egs(train_utts, sources, info)
     plan = {
         "valid_diag": (valid, info.num_egs_diagnostic),
         "train_diag": (train, info.num_egs_diagnostic),

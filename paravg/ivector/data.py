@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Container
 from pathlib import Path
 
 import numpy as np
@@ -82,12 +83,13 @@ def even_subset(items: list[str], n: int) -> list[str]:
 class FeatureSource:
     """Lazy ``feats.scp`` reader that names the file and utterance in every error."""
 
-    def __init__(self, feats_scp: str | os.PathLike):
+    def __init__(self, feats_scp: str | os.PathLike, utts: Container[str] | None = None):
+        """``utts``: hold only these utterances' lines (a job's share of the set)."""
         from paravg.kaldi_io import load_scp
 
         self.path = str(feats_scp)
         try:
-            self.table = load_scp(self.path)
+            self.table = load_scp(self.path, utts)
         except DataError as exc:
             raise DataError(f"{self.path}: cannot read feature table ({exc})") from exc
 

@@ -91,9 +91,62 @@ def speaker_posterior_stream(
 
 
 def _job(feats_scp: PathLike, spk2utt: PathLike, job: int, nj: int):
-    source = data.FeatureSource(feats_scp)
-    speakers = data.job_speakers(data.read_spk2utt(spk2utt), source, job, nj, str(spk2utt))
+    """The features of job ``job``'s speakers (only their ``feats.scp`` lines are held:
+    the job's memory grows with its share of the set, not with the set) and the
+    speakers."""
+    if not 0 <= job < nj:
+        raise ValueError(f"job {job} is outside 0..{nj - 1}")
+    spk2utt_map = data.read_spk2utt(spk2utt)
+    mine = {u for spk in data.split_speakers(spk2utt_map, nj)[job] for u in spk2utt_map[spk]}
+    source = data.FeatureSource(feats_scp, mine)
+    speakers = data.job_speakers(spk2utt_map, source, job, nj, str(spk2utt))
     return source, speakers
+
+
+# ---------------------------------------------------------------- UBM subset
+def subset_training_data(
+    feats_scp: PathLike,
+    spk2utt: PathLike,
+    cmvn_scp: PathLike,
+    num_utts: int,
+    out_feats_scp: PathLike,
+    out_spk2utt: PathLike,
+    out_cmvn_scp: PathLike,
+) -> dict:
+    """``utils/subset_data_dir.sh <data> <num_utts> <subset>`` as Kaldi's recipes run it
+    before ``train_diag_ubm.sh``: ``num_utts`` utterances spread evenly over the sorted
+    utterances that have features (:func:`paravg.ivector.data.even_subset`, as
+    ``utils/subset_scp.pl`` spreads them: no seed, the same subset for the same data; all
+    when there are not more), their ``feats.scp`` lines, ``spk2utt`` with only them (a
+    speaker without one dropped) and the ``cmvn.scp`` lines of the speakers kept.
+    Streams the tables: holds the utterance names and the chosen lines."""
+    from paravg.kaldi_io import iter_table
+
+    utts = sorted(r.key for r in iter_table(feats_scp, require_sorted=False))
+    chosen = set(data.even_subset(utts, num_utts))
+    del utts
+    write_text_atomic(
+        out_feats_scp,
+        "".join(
+            f"{r.key} {r.rest}\n" for r in iter_table(feats_scp, require_sorted=False, keys=chosen)
+        ),
+    )
+    speakers = {}
+    for spk, spk_utts in data.read_spk2utt(spk2utt).items():
+        mine = [u for u in spk_utts if u in chosen]
+        if mine:
+            speakers[spk] = mine
+    write_text_atomic(out_spk2utt, "".join(f"{s} {' '.join(us)}\n" for s, us in speakers.items()))
+    cmvn_lines = [
+        f"{r.key} {r.rest}\n" for r in iter_table(cmvn_scp, require_sorted=False, keys=speakers)
+    ]
+    missing = sorted(set(speakers) - {line.split(" ", 1)[0] for line in cmvn_lines})
+    if missing:
+        raise DataError(f"{cmvn_scp}: no CMVN statistics for speaker(s) {missing[:5]}")
+    write_text_atomic(out_cmvn_scp, "".join(cmvn_lines))
+    info = {"utterances": len(chosen), "speakers": len(speakers)}
+    log.info("UBM subset of %s: %s", feats_scp, info)
+    return info
 
 
 # ---------------------------------------------------------------- PCA
@@ -358,9 +411,7 @@ def extract_online(
     extractor = IvectorExtractor.load(extractor_path)
     gmm = ubm.DiagGmm.load(ubm_path)
     pipeline = IvectorFeaturePipeline.load(pca)
-    spk2utt_map = data.read_spk2utt(spk2utt)
-    source = data.FeatureSource(feats_scp)
-    speakers = data.job_speakers(spk2utt_map, source, job, nj, str(spk2utt))
+    source, speakers = _job(feats_scp, spk2utt, job, nj)
     if utts_per_spk_max > 0:
         speakers = data.pseudo_speakers(speakers, utts_per_spk_max)
 

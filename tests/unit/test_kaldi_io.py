@@ -18,9 +18,12 @@ from paravg.kaldi_io import (
     Place,
     classify_rxfilename,
     iter_int_vectors,
+    iter_scp,
+    iter_table,
     load_scp,
     merge_scps,
     read_object,
+    read_table,
     write_ark_scp,
 )
 from paravg.prepare_data import prepare_data_dir
@@ -124,6 +127,66 @@ def test_scp_table_refuses_pipes_and_reads_what_kaldi_writes(tmp_path):
     with pytest.raises(DataError, match=r"p\.scp:1: utterance 'u0'.*only wav\.scp"):
         load_scp(tmp_path / "p.scp")
     assert not marker.exists()
+
+
+def test_an_scp_read_for_some_keys_holds_only_those_and_reads_them_alike(tmp_path):
+    """A split job's ScpTable keeps only its utterances' lines (the corpus's scp streamed),
+    and reads them as the whole table does."""
+    rng = np.random.default_rng(2)
+    mats = {f"u{i:02d}": rng.standard_normal((3 + i, 2)).astype(np.float32) for i in range(12)}
+    write_ark_scp(mats.items(), tmp_path / "a.ark", tmp_path / "a.scp")
+    mine = {"u03", "u07", "u11", "absent"}
+    part, whole = load_scp(tmp_path / "a.scp", keys=mine), load_scp(tmp_path / "a.scp")
+    assert list(part) == ["u03", "u07", "u11"] and len(whole) == 12
+    for key in part:
+        np.testing.assert_array_equal(part[key], whole[key])
+        assert part.where(key) == whole.where(key)  # the same line numbers in errors
+    assert "u04" not in part
+
+
+def test_iter_scp_streams_the_wanted_objects_with_their_places(tmp_path):
+    """The egs plan's pass over targets and i-vectors: the objects of the wanted keys in
+    file order, each with the place an error names, as the whole table gives them; a
+    pipe on any line is still refused."""
+    rng = np.random.default_rng(3)
+    mats = {f"u{i}": rng.standard_normal((2 + i, 2)).astype(np.float32) for i in range(5)}
+    write_ark_scp(mats.items(), tmp_path / "a.ark", tmp_path / "a.scp")
+    whole = load_scp(tmp_path / "a.scp")
+    got = list(iter_scp(tmp_path / "a.scp", {"u1", "u4"}))
+    assert [(k, w) for k, w, _ in got] == [(k, whole.where(k)) for k in ("u1", "u4")]
+    for key, _, value in got:
+        np.testing.assert_array_equal(value, mats[key])
+    assert [k for k, _, _ in iter_scp(tmp_path / "a.scp")] == list(mats)
+    (tmp_path / "p.scp").write_text((tmp_path / "a.scp").read_text() + "v touch x |\n")
+    with pytest.raises(DataError, match=r"p\.scp:6: utterance 'v'.*only wav\.scp"):
+        list(iter_scp(tmp_path / "p.scp", {"u0"}))
+
+
+def test_iter_table_streams_what_read_table_reads_with_its_checks(tmp_path):
+    """read_table is iter_table listed: the same lines, and every check named alike, also
+    on lines a key filter skips (fields, order) or keeps (duplicates)."""
+    t = tmp_path / "t"
+    t.write_text("a 1\nb 2 x\nc 3")  # no final newline
+    rows = read_table(t, min_fields=2)
+    assert [(r.key, r.fields, r.lineno, r.rest) for r in rows] == [
+        ("a", ("1",), 1, "1"),
+        ("b", ("2", "x"), 2, "2 x"),
+        ("c", ("3",), 3, "3"),
+    ]
+    assert [r.key for r in iter_table(t, keys={"c"})] == ["c"]
+    for text, keys, error in [
+        ("a 1\n\nb 2\n", {"b"}, r"t:2: empty line"),
+        ("b 1\na 2\n", {"b"}, r"t:2: not sorted: key 'a' comes after 'b'"),
+        ("a 1\nb\n", {"a"}, r"t:2: expected at least 2 fields"),
+        ("a 1\nb 2\na 3\n", {"a"}, r"t:3: duplicate key 'a' \(first on line 1\)"),
+    ]:
+        t.write_text(text)
+        with pytest.raises(DataError, match=error):
+            list(iter_table(t, keys=keys))
+        with pytest.raises(DataError, match=error):
+            read_table(t)
+    t.write_text("a 1\nb 2\nb 3\n")
+    assert [r.key for r in iter_table(t, keys={"a"})] == ["a"]  # a skipped key's duplicate
 
 
 @pytest.mark.parametrize("compression_method", [None, 1])  # 1: features.py's method

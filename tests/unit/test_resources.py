@@ -1,14 +1,25 @@
 """paravg.resources: the mem_mb formulas grow with the sizes that bound each job (the
 measured peaks are checked in tests/pipeline/test_resources.py)."""
 
+import json
+
 import yaml
 
+from paravg import resources
 from paravg.config import REPO_CONFIG, deep_merge, validate_config
 from paravg.dag import Dag
-from paravg.resources import BASE_MB, egs_archive_mem_mb, ubm_init_mem_mb
+from paravg.resources import (
+    BASE_MB,
+    JOB_SHARE,
+    RUNTIME_FLOOR_MIN,
+    JobData,
+    egs_archive_mem_mb,
+    rule_mem_mb,
+    rule_runtime,
+    ubm_init_mem_mb,
+)
 
-RULES = ("ubm_init", "ubm_gselect", "ubm_acc", "extractor_post", "extractor_acc", "egs_split",
-         "egs_archive")  # fmt: skip
+RULES = tuple(resources.RULES)
 
 
 def dag_with(tmp_path, overlay):
@@ -18,9 +29,48 @@ def dag_with(tmp_path, overlay):
 
 def test_every_rule_declares_at_least_the_base_rounded_to_100(tmp_path):
     dag = dag_with(tmp_path, {})
+    assert set(RULES) == set(JOB_SHARE)
     for rule in RULES:
         mb = dag.mem_mb(rule)
         assert mb >= BASE_MB and mb % 100 == 0, (rule, mb)
+        assert dag.runtime(rule) == RUNTIME_FLOOR_MIN, rule  # no data yet: the floor
+
+
+def test_runtime_and_memory_grow_with_what_the_job_reads():
+    """A job reading 100 h gets more minutes than the floor wherever its CPU is per hour
+    (measured CPU x 10), and the rules holding a line per utterance more memory."""
+    cfg = validate_config(deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), {}))
+    small, big = JobData(1_000, 1.0, 22), JobData(120_000, 100.0, 22)
+    for rule in ("compute_features", "ubm_gselect", "extractor_acc", "egs_split"):
+        assert rule_runtime(rule, cfg, big) > rule_runtime(rule, cfg, small) >= 10, rule
+    # compute_features: 20 CPU-s per hour x 100 h x 10 / 60 = 334 minutes
+    assert rule_runtime("compute_features", cfg, big) == 334
+    for rule in ("prepare_data", "merge_features", "egs", "egs_split", "merge_ivectors"):
+        assert rule_mem_mb(rule, cfg, big) >= rule_mem_mb(rule, cfg, small) + 200, rule
+    for rule in ("ubm_init", "ubm_gselect", "extractor_post", "egs_archive", "extractor_est"):
+        assert rule_mem_mb(rule, cfg, big) == rule_mem_mb(rule, cfg, small), rule  # bounded
+    # the PCA reads at most pca_max_utts utterances, the UBM init ubm_num_frames frames
+    huge = JobData(1_200_000, 1000.0, 22)
+    assert (
+        rule_runtime("ivector_pca", cfg, huge) == rule_runtime("ivector_pca", cfg, big) // 10 * 10
+    )
+    assert rule_runtime("ubm_init", cfg, huge) == rule_runtime("ubm_init", cfg, big)
+
+
+def test_a_jobs_share_comes_from_the_set_report_or_its_source(tmp_path):
+    """prepare_data counts the source's utt2spk (10 s an utterance) before the set is
+    prepared; afterwards every job reads its share (1/nj) of report.json's figures."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "utt2spk").write_text("".join(f"u{i} s\n" for i in range(720)))
+    dag = dag_with(tmp_path / "res", {"data": {"sets": {"train": str(src)}}, "eval_sets": []})
+    assert dag.job_data("prepare_data", "train") == JobData(720, 2.0)
+    report = tmp_path / "res" / "data" / "train" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"num_utterances_kept": 700, "duration_s_checked": 7200.0}))
+    assert dag.job_data("merge_features", "train") == JobData(700, 2.0)
+    assert dag.job_data("ubm_gselect") == JobData(350, 1.0)  # ivector.nj 2, the train set
+    assert dag.job_data("egs_archive").window == 22 and dag.job_data("egs").utterances == 700
 
 
 def test_the_kaldi_scale_settings_raise_what_their_sizes_bound(tmp_path):
@@ -40,3 +90,20 @@ def test_the_formulas_are_monotone_in_their_sizes():
     assert egs_archive_mem_mb(400_000, 22, 40, 100, True) < egs_archive_mem_mb(
         400_000, 22, 40, 100, False
     )
+
+
+def test_the_ubm_subset_feeds_the_pca_and_ubm_only_and_shrinks_their_share(tmp_path):
+    """ivector.ubm_subset_utts: the PCA and UBM rules read rule ubm_subset's data dir (and
+    their jobs declare the subset's share), the extractor the whole training set."""
+    dag = dag_with(tmp_path, {"ivector": {"ubm_subset_utts": 100}})
+    assert dag.ivector.ubm_data()["feats"].endswith("ivector/ubm_subset/feats.scp")
+    assert dag.ivector.pca_cmvn().endswith("ivector/ubm_subset/cmvn.scp")
+    assert dag.ivector.train_data()["feats"].endswith("train/feats.scp")
+    report = tmp_path / "data" / "train" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"num_utterances_kept": 400, "duration_s_checked": 3600.0}))
+    assert dag.job_data("ubm_gselect") == JobData(50, 0.125)
+    assert dag.job_data("extractor_post") == JobData(200, 0.5)
+    plain = dag_with(tmp_path / "plain", {})
+    assert plain.ivector.ubm_data() == plain.ivector.train_data()
+    assert plain.ivector.pca_cmvn().endswith("train/cmvn.scp")

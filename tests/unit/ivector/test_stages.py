@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import kaldiio
 import numpy as np
@@ -262,3 +263,34 @@ def test_posteriors_from_other_data_are_a_clear_error(corpus, trained, tmp_path)
             2,
             tmp_path / "x.npz",
         )
+
+
+def test_the_ubm_subset_is_evenly_spread_whole_speakers_tables_and_trains(corpus, tmp_path):
+    """ivector.ubm_subset_utts (Kaldi's subset_data_dir.sh before train_diag_ubm.sh): the
+    same utterances every time, spread over the speakers, each table filtered alike, and
+    the PCA and UBM init train on it as on a data dir."""
+    c = corpus
+    outs = [tmp_path / n for n in ("feats.scp", "spk2utt", "cmvn.scp")]
+    info = stages.subset_training_data(c.feats_scp, c.spk2utt, c.cmvn_scp, 7, *outs)
+    assert info == {"utterances": 7, "speakers": 6}  # 18 utterances of 6 speakers
+    feats = [line.split()[0] for line in outs[0].read_text().splitlines()]
+    whole = [line.split() for line in Path(c.feats_scp).read_text().splitlines()]
+    assert feats == [u for u, _ in whole if u in set(feats)] and len(feats) == 7
+    spk2utt = {ln.split()[0]: ln.split()[1:] for ln in outs[1].read_text().splitlines()}
+    assert sorted(u for us in spk2utt.values() for u in us) == sorted(feats)
+    assert [ln.split()[0] for ln in outs[2].read_text().splitlines()] == list(spk2utt)
+    before = [o.read_bytes() for o in outs]
+    stages.subset_training_data(c.feats_scp, c.spk2utt, c.cmvn_scp, 7, *outs)
+    assert [o.read_bytes() for o in outs] == before  # no seed: the same subset
+    all_outs = [tmp_path / f"all.{o.name}" for o in outs]
+    assert stages.subset_training_data(c.feats_scp, c.spk2utt, c.cmvn_scp, 99, *all_outs) == {
+        "utterances": 18,
+        "speakers": 6,
+    }
+    assert all_outs[0].read_text() == Path(c.feats_scp).read_text()
+    stages.train_pca(outs[0], outs[2], tmp_path / "pca.npz", 6, 1, 100, 2)
+    stages.init_ubm(
+        tmp_path / "pca.npz", outs[0], outs[1], tmp_path / "u.npz", tmp_path / "u.json", 4, 3,
+        100000, 2, 0,
+    )  # fmt: skip
+    assert (tmp_path / "u.npz").is_file()
