@@ -12,6 +12,7 @@ from pathlib import Path
 
 from paravg.config import data_set_sources, demo_set_names, uses_demo
 from paravg.dag.core import RunCore
+from paravg.dag.gmm import targets_dir, targets_dir_files, uses_gmm
 from paravg.errors import ConfigError, DataError
 
 
@@ -36,10 +37,12 @@ class DataDag:
         return {s: self.layout.demo_file(f"{s}/wav.scp") for s in demo_set_names(self.config)}
 
     def source_dir(self, set_: str) -> str:
+        """The data dir ``prepare_data`` reads: the configured one, or with ``data.targets:
+        gmm`` the GMM stage's copy of it with the alignment's targets (paravg.dag.gmm)."""
         sets = self.data_sets()
         if set_ not in sets:
             raise ConfigError(f"data set {set_!r} is not configured; data.sets has {sorted(sets)}")
-        return sets[set_]
+        return targets_dir(self.layout.results, set_) if uses_gmm(self.config) else sets[set_]
 
     def check_data_dirs(self) -> None:
         """Every set the run uses (the training set and each eval set) has its data.sets
@@ -49,19 +52,26 @@ class DataDag:
         for set_ in self.run.all_sets():
             if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
                 continue
-            src = self.source_dir(set_)
+            src = self.data_sets()[set_]
             if not Path(src).is_dir():
                 raise DataError(f"data.sets.{set_} = {src}: the data directory does not exist")
 
     def source_inputs(self, set_: str) -> list[str]:
         """Every file of the source dir that prepare_data reads (paravg.data.source_files),
         so an edit of any of them reruns that set's preparation only. The demo corpus is
-        made by a rule: its wav.scp and done file stand for it."""
+        made by a rule: its wav.scp and done file stand for it. With ``data.targets: gmm``:
+        what the set's ``gmm_targets`` rule writes."""
+        if uses_gmm(self.config):
+            return targets_dir_files(self.layout.results, set_)
+        return self.original_inputs(set_)
+
+    def original_inputs(self, set_: str) -> list[str]:
+        """The configured (or demo) source dir's files of ``set_`` (see source_inputs)."""
         from paravg.data import source_files
 
         if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
             return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
-        return [str(f) for f in source_files(self.source_dir(set_))]
+        return [str(f) for f in source_files(self.data_sets()[set_])]
 
     def prepared_reports(self) -> dict[str, str]:
         """report.json of every set that needs features (check_data_sets' inputs)."""

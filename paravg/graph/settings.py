@@ -54,6 +54,12 @@ def decoding_enabled(config: dict) -> tuple[bool, str | None]:
     (``data.sets`` without the training set) are decoded on the demo graph."""
     if not config["decode"]["enabled"]:
         return False, None
+    if config["data"].get("targets") == "gmm":
+        return False, (
+            "paravg: not decoding: data.targets gmm: the network's outputs are the GMM tree's "
+            "pdfs, and the graph for them (HCLG with the tree's context transducer) is not "
+            "built yet (docs/gmm.md); decode.enabled: false to silence this"
+        )
     if config["graph"]["source"] == "demo" and not uses_demo(config):
         return False, (
             "paravg: not decoding: graph.source demo is the demo corpus's graph; for a WER on "
