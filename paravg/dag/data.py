@@ -12,7 +12,7 @@ from pathlib import Path
 
 from paravg.config import data_set_sources, demo_set_names, uses_demo
 from paravg.dag.core import RunCore
-from paravg.dag.gmm import targets_dir, targets_dir_files, uses_gmm
+from paravg.dag.gmm_paths import targets_dir, targets_dir_files, uses_gmm
 from paravg.errors import ConfigError, DataError
 
 

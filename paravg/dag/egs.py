@@ -9,7 +9,7 @@ the ``egs`` checkpoint (:meth:`paravg.dag.core.RunCore.egs_info`).
 from __future__ import annotations
 
 from paravg.dag.core import RunCore, egs_context
-from paravg.dag.gmm import num_pdfs_file, uses_gmm
+from paravg.dag.gmm_paths import num_pdfs_file, uses_gmm
 
 #: The egs subsets (``valid_diag``, ``train_diag``: diagnostics; ``combine``: combination).
 EGS_SUBSETS = ("valid_diag", "train_diag", "combine")

@@ -28,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from paravg.dag.core import RunCore
+from paravg.dag.gmm_paths import gmm_root, num_pdfs_file, targets_dir_files, uses_gmm
 from paravg.errors import ConfigError, DataError
 
 SYSTEMS = ("mono", "tri")
@@ -36,30 +37,6 @@ LANG_FILES = ("L.fst", "topo", "words.txt", "phones.txt", "oov.txt", "phones/set
               "phones/context_indep.csl")  # fmt: skip
 DICT_FILES = ("lexiconp.txt", "silence_phones.txt", "nonsilence_phones.txt",
               "optional_silence.txt")  # fmt: skip
-
-
-def uses_gmm(config: dict) -> bool:
-    """The run makes its targets with the GMM stages (``data.targets: gmm``)."""
-    return config["data"].get("targets", "data") == "gmm"
-
-
-def gmm_root(results: str) -> str:
-    return f"{results}/gmm"
-
-
-def num_pdfs_file(results: str) -> str:
-    """The tree's number of pdfs: the network's output dimension (the egs plan reads it)."""
-    return f"{gmm_root(results)}/tri/num_pdfs"
-
-
-def targets_dir(results: str, set_: str) -> str:
-    """The Kaldi data dir ``gmm_targets`` writes for ``set_`` (its tables + targets.ark)."""
-    return f"{gmm_root(results)}/data/{set_}"
-
-
-def targets_dir_files(results: str, set_: str) -> list[str]:
-    """What ``gmm_targets`` declares (the inputs of the set's ``prepare_data``)."""
-    return [f"{targets_dir(results, set_)}/{n}" for n in ("wav.scp", "utt2spk", "targets.ark")]
 
 
 class GmmDag:

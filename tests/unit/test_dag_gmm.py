@@ -135,3 +135,19 @@ def test_the_schema_names_a_bad_gmm_key(tmp_path):
         gmm_dag(tmp_path, gmm={"tri": {"num_leaves": 0}})
     with pytest.raises(ConfigError, match="targets"):
         dag_of(tmp_path, {"data": {"targets": "kaldi"}})
+
+
+def test_egs_of_other_targets_are_rebuilt_before_the_plans(tmp_path):
+    """Egs made before the switch to data.targets: gmm (or of a tree of another size) are
+    stale: the DAG plans after the egs checkpoint reruns, not on the old info.json."""
+    from paravg.dag.gmm_paths import egs_of_other_targets
+
+    dag = gmm_dag(tmp_path)
+    info = {"num_targets": 40}
+    assert egs_of_other_targets(dag.config, info) == ["num_targets"]  # no tree yet
+    pdfs = tmp_path / "results/gmm/tri/num_pdfs"
+    pdfs.parent.mkdir(parents=True)
+    pdfs.write_text("72\n")
+    assert egs_of_other_targets(dag.config, info) == ["num_targets"]
+    assert egs_of_other_targets(dag.config, {"num_targets": 72}) == []
+    assert egs_of_other_targets(dag_of(tmp_path)[0].config, info) == []
