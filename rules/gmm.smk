@@ -323,3 +323,34 @@ if PARAVG.gmm.enabled:
             runtime=10,
         script:
             "../scripts/gmm_stage.py"
+
+    if RECOGNITION.enabled:
+
+        # mkgraph.sh for the GMM path: H (the triphone transition model) ∘ C (the tree's
+        # context) ∘ L ∘ G (the training text's bigram) -> results/graph/words, which the
+        # decoder and the export read as any word graph
+        rule graph_gmm_words:
+            input:
+                lang=GMM.lang_files(),
+                model=GMM.final_model("tri"),
+                tree=GMM.tree_files()["tree"],
+                source=GMM.set_inputs(PARAVG.train_set),
+            output:
+                RECOGNITION.graph_outputs("words"),
+            params:
+                lang_dir=GMM.lang_dir(),
+                text=GMM.text(PARAVG.train_set),
+                out_dir=layout_param("graph_dir", "words"),
+                options=RECOGNITION.graph_options(),
+            log:
+                LAYOUT.log("graph", "gmm_words"),
+            benchmark:
+                LAYOUT.benchmark("graph", "gmm_words")
+            conda:
+                "../envs/paravg.yaml"
+            threads: 1  # OpenFst operations are single-threaded
+            resources:
+                mem_mb=4000,
+                runtime=30,
+            script:
+                "../scripts/gmm_stage.py"

@@ -46,6 +46,14 @@ elif rule == "gmm_convert_ali":
     result = stages.convert_ali(inp.old, inp.new, inp.ali, out.ali)
 elif rule == "gmm_targets":
     result = stages.targets_dir(inp.model, list(inp.alis), params.src, Path(out[0]).parent)
+elif rule == "graph_gmm_words":
+    from paravg.gmm.graph import gmm_graph
+    from paravg.graph.lexicon import read_text
+
+    result = gmm_graph(
+        params.lang_dir, inp.model, inp.tree, params.out_dir,
+        sentences=list(read_text(params.text).values()), **params.options,
+    )  # fmt: skip
 else:
     raise ValueError(f"scripts/gmm_stage.py: no GMM stage for rule {rule}")
 logging.getLogger("paravg.gmm").info("%s: %s", rule, json.dumps(result, default=str))

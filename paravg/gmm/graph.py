@@ -11,7 +11,8 @@
 
 Written beside ``HCLG.fst``: ``G.fst``, the lang's ``words.txt``, ``phones.txt`` and
 ``phones/word_boundary.int``, the ``tree`` (Kaldi binary), the transition model in Kaldi's
-text form (``transition.mdl``, as the demo graph writes it) and ``summary.json``.
+text form (``transition.mdl``, as the demo graph writes it), the lang's ``phones/``
+tables the export copies, and ``graph.json`` (the layout of :mod:`paravg.graph.build`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from paravg.errors import DataError
+
+# the lang's phone tables the export copies into its graph/ (paravg.export.layout)
+PHONE_TABLES = ("word_boundary.int", "silence.csl", "nonsilence.csl", "disambig.int",
+                "align_lexicon.int")  # fmt: skip
 
 
 def gmm_graph(
@@ -71,7 +76,7 @@ def gmm_graph(
     topo_text = (lang / "topo").read_text()
     (out / "transition.mdl").write_text(transition_model_text(model.trans, topo_text))
     (out / "phones").mkdir(exist_ok=True)
-    for name in ("words.txt", "phones.txt", "phones/word_boundary.int"):
+    for name in ("words.txt", "phones.txt", *(f"phones/{n}" for n in PHONE_TABLES)):
         if (lang / name).is_file():
             shutil.copyfile(lang / name, out / name)
     shutil.copyfile(tree_path, out / "tree")
@@ -83,5 +88,5 @@ def gmm_graph(
         "lm": lm,
         "sizes": sizes,
     }
-    write_graph(hclg, out / "HCLG.fst", summary, out / "summary.json")
+    write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
     return summary

@@ -68,9 +68,28 @@ def test_the_network_outputs_are_the_trees_pdfs(workdir):
         report = json.loads((workdir / "results" / "data" / set_ / "report.json").read_text())
         assert report["targets_source"].endswith(f"results/gmm/data/{set_}/targets.ark")
         assert report["num_missing_targets"] == 0
-    # trained and evaluated on them; not decoded (no GMM graph yet), and said so
+    # trained and evaluated on them
     assert "| default | test |" in (workdir / "results" / "results.md").read_text()
-    assert "not decoding: data.targets gmm" in (workdir / "run.log").read_text()
+
+
+def test_it_decodes_with_the_gmm_graph_and_exports_the_triphone_model(workdir):
+    """The word graph is H (the triphone transition model) ∘ C (the tree's context) ∘ L ∘
+    G; the decoder scores the test set on it and the export's final.mdl carries that
+    transition model, whose pdfs are the network's outputs."""
+    from paravg.export.final_mdl import read_final_mdl
+    from paravg.gmm.model import GmmModel
+
+    graph = json.loads((workdir / "results/graph/words/graph.json").read_text())
+    num_pdfs = int((workdir / "results/gmm/tri/num_pdfs").read_text())
+    assert graph["source"] == "gmm" and graph["num_pdfs"] == num_pdfs
+    assert (graph["context_width"], graph["central_position"]) == (3, 1)
+    scores = json.loads((workdir / "results/exp/default/decode/test/scores.json").read_text())
+    assert scores  # scored (the tiny model's WER itself is not the subject)
+    assert not (workdir / "results/graph/phones").exists()  # no phone graph: pdf targets
+    final = read_final_mdl(workdir / "results/exp/default/kaldi/am/final.mdl")
+    tri = GmmModel.load(workdir / f"results/gmm/tri/{TRI_ITERS}.mdl")
+    assert final.transition_model.num_pdfs == num_pdfs == tri.num_pdfs
+    assert len(final.transition_model.tuples) == len(tri.trans.tuples)
 
 
 def test_each_em_iteration_is_a_fan_in_of_its_jobs_accumulators(workdir):

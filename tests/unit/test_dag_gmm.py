@@ -43,8 +43,18 @@ def test_each_set_is_prepared_from_its_gmm_targets_dir(tmp_path):
     assert dag.gmm.set_inputs("test") == dag.data.original_inputs("test")
     # the egs take the network's output dimension from the tree
     assert dag.egs.source_files()["num_pdfs"] == f"{root}/tri/num_pdfs"
-    assert dag.recognition.enabled is False
-    assert "GMM tree" in dag.recognition.why_not
+    # decoded on the GMM stage's own word graph, without the (monophone) phone graph
+    assert dag.recognition.enabled and dag.recognition.why_not is None
+    assert list(dag.recognition.graph_dirs()) == ["words"]
+
+
+def test_a_users_graph_is_not_decoded_with_gmm_targets(tmp_path):
+    from paravg.graph.settings import decoding_enabled
+
+    dag = gmm_dag(tmp_path)
+    config = {**dag.config, "graph": {**dag.config["graph"], "source": "hclg"}}
+    enabled, why = decoding_enabled(config)
+    assert not enabled and "graph.source hclg" in why and "not the tree's" in why
 
 
 def test_accumulation_fans_out_per_job_and_reads_the_latest_alignment(tmp_path):
