@@ -46,6 +46,7 @@ if config["run"]["pin_cpu_kernels"]:
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/gmm.smk"
 include: "rules/features.smk"
 include: "rules/ivector.smk"
 include: "rules/egs.smk"

@@ -3,7 +3,7 @@
 # decoder and the Kaldi export read that directory only (paravg.graph.build documents it).
 
 
-if RECOGNITION.graph_source == "demo":
+if RECOGNITION.graph_source == "demo" and not PARAVG.gmm.enabled:  # gmm: rules/gmm.smk
 
     rule graph_demo_words:
         input:

@@ -17,6 +17,8 @@ A :class:`Dag` is the run (:class:`~paravg.dag.core.RunCore`: config, layout, ex
 plans, frontiers) and one object per stage, each in its own module:
 
 * ``dag.data`` (:class:`~paravg.dag.data.DataDag`): ``rules/data.smk``;
+* ``dag.gmm`` (:class:`~paravg.dag.gmm.GmmDag`): ``rules/gmm.smk`` (``data.targets:
+  gmm``);
 * ``dag.egs`` (:class:`~paravg.dag.egs.EgsDag`): ``rules/egs.smk``;
 * ``dag.ivector`` (:class:`~paravg.dag.ivectors.IvectorDag`): ``rules/ivector.smk``;
 * ``dag.train`` (:class:`~paravg.dag.training.TrainDag`): ``rules/train.smk``,
@@ -49,6 +51,7 @@ from collections.abc import Callable, Iterable
 from paravg.dag.core import RunCore
 from paravg.dag.data import DataDag
 from paravg.dag.egs import EGS_SUBSETS, EgsDag
+from paravg.dag.gmm import GmmDag
 from paravg.dag.ivectors import IvectorDag
 from paravg.dag.recognition import Recognition
 from paravg.dag.results import ResultsDag
@@ -60,6 +63,7 @@ __all__ = [
     "Dag",
     "DataDag",
     "EgsDag",
+    "GmmDag",
     "IvectorDag",
     "Recognition",
     "ResultsDag",
@@ -96,6 +100,8 @@ class Dag(RunCore):
         )
         self.data = DataDag(self)
         self.data.check_data_dirs()
+        self.gmm = GmmDag(self, self.data)
+        self.gmm.check()
         self.egs = EgsDag(self)
         self.ivector = IvectorDag(self)
         self.train = TrainDag(self, self.egs, wait_for_block)

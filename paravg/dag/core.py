@@ -94,11 +94,12 @@ class RunCore:
         """The fields of the existing egs ``info.json`` that the config would not write
         (e.g. chunk egs asked for where frame egs are): those egs are rebuilt, and the
         plans wait for them."""
+        from paravg.dag.gmm_paths import egs_of_other_targets
         from paravg.egs.plan import EgsOptions
 
         left, right = egs_context(self.experiments)
         options = EgsOptions.from_config(self.config["egs"], left, right)
-        return options.stale_fields(info)
+        return options.stale_fields(info) + egs_of_other_targets(self.config, info)
 
     def _make_plans(self, info: dict, restart_at: dict | None = None) -> dict[str, ExperimentPlan]:
         plans = experiment_plans(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from paravg.config import data_set_sources, demo_set_names, perturbed_train_set, uses_demo
 from paravg.dag.core import RunCore
+from paravg.dag.gmm_paths import targets_dir, targets_dir_files, uses_gmm
 from paravg.errors import ConfigError, DataError
 
 
@@ -37,11 +38,15 @@ class DataDag:
         return {s: self.layout.demo_file(f"{s}/wav.scp") for s in demo_set_names(self.config)}
 
     def source_dir(self, set_: str) -> str:
-        """The Kaldi data dir prepare_data reads: data.sets' (or the demo's), or for a set
-        given as lhotse manifests the Kaldi dir rule lhotse_to_kaldi made of them."""
+        """The Kaldi data dir prepare_data reads: data.sets' (or the demo's), for a set
+        given as lhotse manifests the Kaldi dir rule lhotse_to_kaldi made of them, and with
+        ``data.targets: gmm`` the GMM stage's copy of it with the alignment's targets
+        (paravg.dag.gmm)."""
         sets = self.data_sets()
         if set_ not in sets:
             raise ConfigError(f"data set {set_!r} is not configured; data.sets has {sorted(sets)}")
+        if uses_gmm(self.config):
+            return targets_dir(self.layout.results, set_)
         return self.converted_dir(set_) if set_ in self.lhotse_sets() else sets[set_]
 
     # ------------------------------------------------------------ lhotse manifests
@@ -85,14 +90,21 @@ class DataDag:
     def source_inputs(self, set_: str) -> list[str]:
         """Every file of the source dir that prepare_data reads (paravg.data.source_files),
         so an edit of any of them reruns that set's preparation only. The demo corpus is
-        made by a rule: its wav.scp and done file stand for it."""
+        made by a rule: its wav.scp and done file stand for it. With ``data.targets: gmm``:
+        what the set's ``gmm_targets`` rule writes."""
+        if uses_gmm(self.config):
+            return targets_dir_files(self.layout.results, set_)
+        return self.original_inputs(set_)
+
+    def original_inputs(self, set_: str) -> list[str]:
+        """The configured (or demo) source dir's files of ``set_`` (see source_inputs)."""
         from paravg.data import source_files
 
         if set_ not in self.config["data"]["sets"]:  # a set of the demo corpus
             return [self.layout.demo_file(f"{set_}/wav.scp"), self.layout.demo_file("done")]
         if set_ in self.lhotse_sets():  # the Kaldi dir its manifests become
             return self.converted_files(set_)
-        return [str(f) for f in source_files(self.source_dir(set_))]
+        return [str(f) for f in source_files(self.data_sets()[set_])]
 
     def prepared_reports(self) -> dict[str, str]:
         """report.json of every set prepare_data checks (check_data_sets' inputs; the

@@ -9,6 +9,7 @@ the ``egs`` checkpoint (:meth:`paravg.dag.core.RunCore.egs_info`).
 from __future__ import annotations
 
 from paravg.dag.core import RunCore, egs_context
+from paravg.dag.gmm_paths import num_pdfs_file, uses_gmm
 
 #: The egs subsets (``valid_diag``, ``train_diag``: diagnostics; ``combine``: combination).
 EGS_SUBSETS = ("valid_diag", "train_diag", "combine")
@@ -39,6 +40,8 @@ class EgsDag:
         if self.ivectors:
             files["ivector_scp"] = L.ivector_scp(train)
             files["ivector_period"] = L.ivector_period(train)
+        if uses_gmm(self.config):  # the tree's number of pdfs: the network's outputs
+            files["num_pdfs"] = num_pdfs_file(L.results)
         files.pop(without, None)
         return files
 

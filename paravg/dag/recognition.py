@@ -29,6 +29,8 @@ class Recognition:
         self.graph_source = self.config["graph"]["source"]
         self.enabled, self.why_not = decoding_enabled(self.config)
         self.per_enabled = bool(self.settings["per"]) and self.graph_source == "demo"
+        if self.config["data"].get("targets") == "gmm":  # the targets are pdfs, not phones
+            self.per_enabled = False
         self._num_frames: dict[tuple[str, int], dict[str, int]] = {}  # decode_mem_mb's
 
     def graph_outputs(self, kind: str) -> list[str]:

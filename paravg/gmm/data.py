@@ -29,9 +29,13 @@ OOV_WORD, OOV_PHONE = "<unk>", "spn"
 
 
 def gmm_mfcc(
-    data_dir: str | Path, options: str = MFCC_CONF, srand: int = 0
+    data_dir: str | Path,
+    options: str = MFCC_CONF,
+    srand: int = 0,
+    utts: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray]:
-    """``steps/make_mfcc.sh`` with ``conf/mfcc.conf``: utt -> float32 [T, 13]."""
+    """``steps/make_mfcc.sh`` with ``conf/mfcc.conf``: utt -> float32 [T, 13], of every
+    utterance or of ``utts`` (one job's)."""
     from paravg.audio import AudioReader
     from paravg.data import read_data_dir
 
@@ -40,7 +44,7 @@ def gmm_mfcc(
     reader = AudioReader(data, int(opts.sample_frequency))
     return {
         utt: compute_mfcc(reader(utt), opts, utterance_rng(srand, utt))
-        for utt in sorted(data.utt2spk)
+        for utt in sorted(data.utt2spk if utts is None else utts)
     }
 
 

@@ -47,13 +47,24 @@ def check_recognition_config(config: dict) -> None:
 
 
 def decoding_enabled(config: dict) -> tuple[bool, str | None]:
-    """Whether the run decodes, and why not when it does not. The demo graph is made of the
+    """Whether the run decodes, and why not when it does not. With ``data.targets: gmm``
+    the word graph is the GMM stage's (its lang, tree and triphone transition model, G
+    from the training text: paravg.gmm.graph), built for ``graph.source: demo`` on any
+    training set. The demo graph is made of the
     demo corpus's training words: with your own training set (``data.sets`` names
     ``data.train_set``) and ``graph.source: demo`` the run trains and evaluates frame
     accuracy but does not decode, and says so. Sets added beside the demo corpus's
     (``data.sets`` without the training set) are decoded on the demo graph."""
     if not config["decode"]["enabled"]:
         return False, None
+    if config["data"].get("targets") == "gmm":
+        if config["graph"]["source"] == "demo":  # the GMM graph of the training text
+            return True, None
+        return False, (
+            f"paravg: not decoding: data.targets gmm decodes with the GMM stage's own graph "
+            f"(graph.source: demo), not graph.source {config['graph']['source']}'s model "
+            "(its pdfs are not the tree's); decode.enabled: false to silence this"
+        )
     if config["graph"]["source"] == "demo" and not uses_demo(config):
         return False, (
             "paravg: not decoding: graph.source demo is the demo corpus's graph; for a WER on "

@@ -1,0 +1,253 @@
+"""The GMM stages as DAG nodes: one function of files per node (``rules/gmm.smk``).
+
+Each function is one job of a Kaldi script, as the script runs it per ``JOB`` or once
+per iteration (``steps/train_mono.sh``, ``train_deltas.sh``, ``align_si.sh``); the
+library does the maths (:mod:`paravg.gmm.train_mono`, :mod:`paravg.gmm.train_deltas`):
+
+* :func:`demo_dict` / :func:`make_lang`: ``data/local/dict`` and ``prepare_lang.sh``;
+* :func:`job_feats`: ``make_mfcc.sh`` + ``apply-cmvn`` + ``add-deltas`` of job ``j`` of
+  ``split_data.sh``'s ``nj`` speaker-disjoint splits (CMVN is per speaker, so a job is
+  self-contained);
+* :func:`init_mono`, :func:`align_equal`, :func:`acc`, :func:`est`, :func:`realign`:
+  ``gmm-init-mono``, ``align-equal-compiled``, ``gmm-acc-stats-ali`` (fan-out per job),
+  ``gmm-sum-accs | gmm-est`` (fan-in per iteration), ``gmm-align-compiled``;
+* :func:`tree_acc`, :func:`build_tree`, :func:`convert_ali`: ``acc-tree-stats`` per job,
+  ``sum-tree-stats`` + ``cluster-phones`` + ``compile-questions`` + ``build-tree`` +
+  ``gmm-init-model`` + ``gmm-mixup`` once, ``convert-ali`` per job;
+* :func:`targets_dir`: ``ali-to-pdf`` of a set's final alignment, written with the set's
+  tables as a Kaldi data dir whose ``targets.ark`` the data stage reads.
+
+The Gaussian schedule of both scripts (:func:`mix_up_target`): ``numgauss`` starts at
+``n0`` (mono: the Gaussians of ``0.mdl``, one per pdf; tri: ``num_leaves``), ``incgauss =
+(totgauss − n0) // max_iter_inc``, and the estimate of iteration ``x`` mixes up to
+``n0 + incgauss · clamp(x − 1, 0, max_iter_inc)``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from paravg.io import write_text_atomic
+
+# the tables of a source data dir the targets dir carries (paravg.data reads these)
+TABLES = ("wav.scp", "utt2spk", "text", "segments", "spk2utt", "utt2uniq", "reco2file_and_channel")
+
+
+def demo_dict(text: str | Path, phone_ctm: str | Path, out_dir: str | Path) -> int:
+    """The demo's ``data/local/dict``: the lexicon learnt from the training set's ``text``
+    and the engines' ``phone_ctm`` (:func:`paravg.graph.lexicon.demo_lexicon`), its 39
+    phones non-silence, ``sil`` and ``spn`` (``<unk>``) silence. Returns the words."""
+    from paravg.corpus.phones import PHONES
+    from paravg.gmm.data import write_dict_dir
+    from paravg.graph.lexicon import demo_lexicon
+
+    entries = demo_lexicon(text, phone_ctm)
+    write_dict_dir(out_dir, [(e.word, e.prob, e.phones) for e in entries], PHONES[1:])
+    return len(entries)
+
+
+def make_lang(dict_dir: str | Path, oov: str, lang_dir: str | Path) -> str:
+    """``prepare_lang.sh <dict> <oov> <tmp> <lang>`` with ``gen_topo.pl 3 5``."""
+    from paravg.gmm.data import prepare_gmm_lang
+
+    lang = prepare_gmm_lang(dict_dir, lang_dir, oov)
+    return f"{len(lang.phones)} phones, {len(lang.words)} words"
+
+
+def job_utterances(data_dir: str | Path, nj: int, j: int) -> list[str]:
+    """The utterances of job ``j`` (1-based) of ``split_data.sh``'s ``nj`` splits."""
+    from paravg.gmm.data import read_utt2spk, split_jobs
+
+    return split_jobs(read_utt2spk(Path(data_dir) / "utt2spk"), nj)[j - 1]
+
+
+def job_feats(data_dir: str | Path, nj: int, j: int, ark: str | Path, scp: str | Path) -> int:
+    """Job ``j``'s 39-dim GMM features: 13 MFCCs (``conf/mfcc.conf``), per-speaker CMVN
+    (means), deltas of order 2 -> ``ark``/``scp``. Returns the utterances."""
+    from paravg.gmm.data import gmm_mfcc, read_utt2spk
+    from paravg.gmm.deltas import gmm_features
+    from paravg.kaldi_io import write_ark_scp
+
+    utts = job_utterances(data_dir, nj, j)
+    raw = gmm_mfcc(data_dir, utts=utts)
+    feats = gmm_features(raw, read_utt2spk(Path(data_dir) / "utt2spk")) if raw else {}
+    return write_ark_scp(sorted(feats.items()), ark, scp)
+
+
+def _feats(scp):
+    from paravg.gmm.data import read_feats
+
+    return read_feats(scp)
+
+
+def _words(lang_dir, text, feats) -> dict:
+    from paravg.gmm.align import read_transcripts
+
+    return {u: w for u, w in read_transcripts(lang_dir, text).items() if u in feats}
+
+
+def init_mono(lang_dir: str | Path, feats_scp: str | Path, num_utts: int, out: str | Path):
+    """``gmm-init-mono --shared-phones`` on the first ``num_utts`` utterances of job 1."""
+    from paravg.gmm.train_mono import init_mono_model
+
+    feats = _feats(feats_scp)
+    model = init_mono_model(lang_dir, [feats[u] for u in list(feats)[:num_utts]])
+    model.save(out)
+    return model
+
+
+def align_equal(lang_dir, model_path, feats_scp, text, out) -> dict:
+    """``compile-train-graphs | align-equal-compiled`` of one job (train_mono.sh's start)."""
+    from paravg.gmm import align as gmm_align
+    from paravg.gmm.alignment import write_alignments
+    from paravg.gmm.model import GmmModel
+
+    model, feats = GmmModel.load(model_path), _feats(feats_scp)
+    graphs = gmm_align.compile_graphs(
+        gmm_align.graph_compiler(model, lang_dir), _words(lang_dir, text, feats)
+    )
+    result = gmm_align.align_equal(graphs, {u: len(x) for u, x in feats.items()})
+    write_alignments(out, result.alignments)
+    return {"aligned": len(result.alignments), "failed": result.failed}
+
+
+def acc(model_path, feats_scp, ali, out) -> dict:
+    """``gmm-acc-stats-ali`` of one job -> ``x.JOB.acc``."""
+    from paravg.gmm.alignment import read_alignments
+    from paravg.gmm.model import GmmModel
+    from paravg.gmm.train_mono import acc_job
+
+    accs = acc_job(GmmModel.load(model_path), _feats(feats_scp), read_alignments(ali), out)
+    return {"frames": accs.frames, "avg_like": accs.tot_like / max(accs.frames, 1)}
+
+
+def mix_up_target(n0: int, totgauss: int, max_iter_inc: int, x: int) -> int:
+    """The ``--mix-up`` of iteration ``x``'s ``gmm-est`` (see the module docstring)."""
+    incgauss = (totgauss - n0) // max(max_iter_inc, 1)
+    return n0 + incgauss * max(0, min(x - 1, max_iter_inc))
+
+
+def est(model_path, acc_files: Sequence, out, *, x: int, n0, totgauss: int, max_iter_inc: int,
+        power: float, first: bool) -> dict:  # fmt: skip
+    """``gmm-est --mix-up --power "gmm-sum-accs - x.*.acc|" x.mdl x+1.mdl``; ``n0`` a
+    number or the path of the model whose Gaussians start the schedule (mono's
+    ``0.mdl``); ``first``: train_mono.sh's first estimate (``--min-gaussian-occupancy=3``,
+    no ``--srand``)."""
+    from paravg.gmm.accumulate import EstOptions
+    from paravg.gmm.model import GmmModel
+    from paravg.gmm.train_mono import est_iteration
+
+    model = GmmModel.load(model_path)
+    start = n0 if isinstance(n0, int) else GmmModel.load(n0).num_gauss
+    mix_up = mix_up_target(start, totgauss, max_iter_inc, x)
+    if first:
+        opts = EstOptions(min_gaussian_occupancy=3, mix_up=mix_up, power=power)
+    else:
+        opts = EstOptions(mix_up=mix_up, power=power, srand=x)
+    info = est_iteration(model, [Path(a) for a in acc_files], opts, out)
+    return {"iter": x, "mix_up": mix_up, **info}
+
+
+def realign(lang_dir, model_path, feats_scp, text, out, *, boost_silence: float, beam: float,
+            retry_beam: float = 40.0, careful: bool = False) -> dict:  # fmt: skip
+    """``gmm-boost-silence | gmm-align-compiled`` of one job (train_mono.sh's and
+    train_deltas.sh's realignments, and align_si.sh)."""
+    from paravg.gmm import align as gmm_align
+    from paravg.gmm.model import GmmModel
+    from paravg.gmm.train_mono import align_job, silence_phones
+
+    model, feats = GmmModel.load(model_path), _feats(feats_scp)
+    graphs = gmm_align.compile_graphs(
+        gmm_align.graph_compiler(model, lang_dir), _words(lang_dir, text, feats)
+    )
+    opts = gmm_align.AlignOptions(beam=beam, retry_beam=retry_beam, careful=careful)
+    result = align_job(model, graphs, feats, opts, silence_phones(lang_dir), boost_silence, out)
+    like = result.tot_like / max(result.frames, 1)
+    return {"aligned": len(result.alignments), "failed": result.failed, "avg_like": like}
+
+
+def tree_acc(lang_dir, model_path, feats_scp, ali, out) -> dict:
+    """``acc-tree-stats --ci-phones=phones/context_indep.csl`` of one job -> ``.npz``."""
+    from paravg.gmm.alignment import TransitionTable, acc_tree_stats, read_alignments
+    from paravg.gmm.model import GmmModel
+    from paravg.gmm.train_deltas import ci_phones
+
+    model = GmmModel.load(model_path)
+    stats = acc_tree_stats(
+        TransitionTable.of(model.trans), _feats(feats_scp), read_alignments(ali),
+        ci_phones(lang_dir), 3, 1,
+    )  # fmt: skip
+    stats.save(Path(out))
+    return {"events": len(stats)}
+
+
+def build_tree(lang_dir, stats_files: Sequence, num_leaves: int, treeacc_out, tree_out,
+               model_out, num_pdfs_out) -> dict:  # fmt: skip
+    """``sum-tree-stats``, the questions, ``build-tree --max-leaves``, ``gmm-init-model``
+    and ``gmm-mixup --mix-up=num_leaves`` (train_deltas.sh's steps 1-3) -> ``1.mdl``; the
+    tree's number of pdfs (the network's output dimension) -> ``num_pdfs_out``."""
+    from paravg.gmm.build_tree import map_stats
+    from paravg.gmm.model import init_model, mixup
+    from paravg.gmm.train_deltas import grow_tree
+    from paravg.gmm.tree_io import write_tree
+    from paravg.gmm.tree_stats import TreeStats, sum_tree_stats
+
+    stats = sum_tree_stats([TreeStats.load(Path(f)) for f in stats_files])
+    stats.save(Path(treeacc_out))
+    built = grow_tree(stats, lang_dir, num_leaves)
+    tree = (built.tree, 3, 1)
+    write_tree(tree_out, *tree)
+    model, occs = init_model((Path(lang_dir) / "topo").read_text(), tree, stats,
+                             map_stats(stats, built.tree))  # fmt: skip
+    mixup(model, occs, num_leaves)
+    model.save(model_out)
+    write_text_atomic(num_pdfs_out, f"{model.num_pdfs}\n")
+    return {"num_leaves": built.num_leaves, "num_pdfs": model.num_pdfs, "events": len(stats)}
+
+
+def convert_ali(old_model, new_model, ali_in, ali_out) -> int:
+    """``convert-ali old.mdl new.mdl tree ali.JOB`` of one job."""
+    from paravg.gmm.alignment import (
+        TransitionTable,
+        convert_alignment,
+        read_alignments,
+        write_alignments,
+    )
+    from paravg.gmm.model import GmmModel
+
+    old, new = GmmModel.load(old_model), GmmModel.load(new_model)
+    old_t, new_t = TransitionTable.of(old.trans), TransitionTable.of(new.trans)
+    alis = {
+        u: convert_alignment(old_t, new_t, new.ctx, a) for u, a in read_alignments(ali_in).items()
+    }
+    write_alignments(ali_out, alis)
+    return len(alis)
+
+
+def targets_dir(model_path, ali_files: Sequence, src_dir, out_dir) -> dict:
+    """``ali-to-pdf`` of a set's final alignment as ``out_dir/targets.ark`` beside a copy
+    of the source dir's tables (a Kaldi data dir the data stage prepares as any other).
+    An utterance whose alignment failed has no targets (the data stage skips and counts
+    it, within ``data.max_missing_targets_fraction``)."""
+    from paravg.gmm.alignment import (
+        TransitionTable,
+        ali_to_pdf,
+        read_alignments,
+        write_alignments,
+    )
+    from paravg.gmm.model import GmmModel
+
+    model = GmmModel.load(model_path)
+    table = TransitionTable.of(model.trans)
+    pdfs: dict = {}
+    for f in ali_files:
+        pdfs.update({u: ali_to_pdf(table, a) for u, a in read_alignments(f).items()})
+    out, src = Path(out_dir), Path(src_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TABLES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, out / name)
+    write_alignments(out / "targets.ark", dict(sorted(pdfs.items())))
+    return {"utterances": len(pdfs), "num_pdfs": model.num_pdfs}

@@ -1,0 +1,151 @@
+"""data.targets: gmm through Snakemake on the tiny config: the GMM stages (lang, per-job
+features, monophone EM, tree, triphone EM, alignment of every set) make the per-frame
+targets, and the network trains and evaluates on the tree's pdfs.
+
+A clone of the shared upstream workspace (its demo corpus is reused; every set is
+re-prepared from the GMM stage's targets, so its features and egs are rebuilt).
+I-vectors are off: this test's subject is the targets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from paravg.kaldi_io import load_scp
+
+from .conftest import WARM, check_ok, run_snakemake
+
+pytestmark = pytest.mark.pipeline
+
+MONO_ITERS, TRI_ITERS, NJ = 6, 5, 2
+OVERLAY = {
+    "data": {"targets": "gmm"},
+    "ivector": {"enabled": False},
+    "gmm": {
+        "nj": NJ,
+        "mono": {"num_iters": MONO_ITERS, "totgauss": 200, "max_iter_inc": 4,
+                 "realign_iters": [1, 2, 4]},
+        "tri": {"num_leaves": 80, "tot_gauss": 300, "num_iters": TRI_ITERS, "max_iter_inc": 3,
+                "realign_iters": [3]},
+    },
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def workdir(clone_upstream) -> Path:
+    ws = clone_upstream("gmm_targets")
+    proc = run_snakemake(ws, "--cores", "2", *WARM, overlay=OVERLAY)
+    check_ok(proc, "the tiny run on GMM targets")
+    ws.joinpath("run.log").write_text(proc.stdout)
+    return ws
+
+
+def _logged(path: Path, rule: str) -> dict:
+    line = next(x for x in path.read_text().splitlines() if f" {rule}: " in x)
+    return json.loads(line.split(f" {rule}: ", 1)[1])
+
+
+def test_the_network_outputs_are_the_trees_pdfs(workdir):
+    gmm = workdir / "results" / "gmm"
+    num_pdfs = int((gmm / "tri" / "num_pdfs").read_text())
+    tree = _logged(workdir / "logs" / "gmm_tree" / "tri.log", "gmm_tree")
+    assert num_pdfs == tree["num_pdfs"] > 40  # context-dependent: more than the 40 phones
+    info = json.loads((workdir / "results" / "egs" / "info.json").read_text())
+    assert info["num_targets"] == num_pdfs
+    final = torch.load(workdir / "results/exp/default/final.pt", weights_only=False)
+    assert final["num_targets"] == num_pdfs
+    # every set's targets are the final triphone alignment's pdfs, one per frame of its
+    # features (merge_features checked the lengths)
+    for set_ in ("train", "test"):
+        targets = load_scp(workdir / "results" / "data" / set_ / "targets.scp")
+        pdfs = np.concatenate([np.asarray(targets[u]) for u in targets])
+        assert pdfs.min() >= 0 and pdfs.max() < num_pdfs
+        report = json.loads((workdir / "results" / "data" / set_ / "report.json").read_text())
+        assert report["targets_source"].endswith(f"results/gmm/data/{set_}/targets.ark")
+        assert report["num_missing_targets"] == 0
+    # trained and evaluated on them
+    assert "| default | test |" in (workdir / "results" / "results.md").read_text()
+
+
+def test_it_decodes_with_the_gmm_graph_and_exports_the_triphone_model(workdir):
+    """The word graph is H (the triphone transition model) ∘ C (the tree's context) ∘ L ∘
+    G; the decoder scores the test set on it and the export's final.mdl carries that
+    transition model, whose pdfs are the network's outputs."""
+    from paravg.export.final_mdl import read_final_mdl
+    from paravg.gmm.model import GmmModel
+
+    graph = json.loads((workdir / "results/graph/words/graph.json").read_text())
+    num_pdfs = int((workdir / "results/gmm/tri/num_pdfs").read_text())
+    assert graph["source"] == "gmm" and graph["num_pdfs"] == num_pdfs
+    assert (graph["context_width"], graph["central_position"]) == (3, 1)
+    scores = json.loads((workdir / "results/exp/default/decode/test/scores.json").read_text())
+    assert scores  # scored (the tiny model's WER itself is not the subject)
+    assert not (workdir / "results/graph/phones").exists()  # no phone graph: pdf targets
+    final = read_final_mdl(workdir / "results/exp/default/kaldi/am/final.mdl")
+    tri = GmmModel.load(workdir / f"results/gmm/tri/{TRI_ITERS}.mdl")
+    assert final.transition_model.num_pdfs == num_pdfs == tri.num_pdfs
+    assert len(final.transition_model.tuples) == len(tri.trans.tuples)
+
+
+def test_each_em_iteration_is_a_fan_in_of_its_jobs_accumulators(workdir):
+    logs, gmm = workdir / "logs", workdir / "results" / "gmm"
+    for sys, first, num_iters in (("mono", 0, MONO_ITERS), ("tri", 1, TRI_ITERS)):
+        for x in range(first, num_iters):
+            for j in range(1, NJ + 1):
+                assert (logs / "gmm_acc" / sys / f"{x}.{j}.log").is_file()
+                assert not (gmm / sys / f"{x}.{j}.acc").exists()  # temp: removed
+            assert (gmm / sys / f"{x + 1}.mdl").is_file()
+    realigned = sorted(p.name for p in (logs / "gmm_realign" / "mono").iterdir())
+    assert realigned == ["1.1.log", "1.2.log", "2.1.log", "2.2.log", "4.1.log", "4.2.log"]
+    # EM raises the likelihood: mono from its equal alignment, tri from its first estimate
+    mono = [_logged(logs / "gmm_est" / "mono" / f"{y}.log", "gmm_est")
+            for y in range(1, MONO_ITERS + 1)]  # fmt: skip
+    assert mono[-1]["avg_like"] > mono[0]["avg_like"] + 5
+    assert mono[-1]["num_gauss"] > mono[0]["num_gauss"]  # mixed up toward totgauss
+    tri = [_logged(logs / "gmm_est" / "tri" / f"{y}.log", "gmm_est")
+           for y in range(2, TRI_ITERS + 1)]  # fmt: skip
+    assert tri[-1]["avg_like"] > tri[0]["avg_like"]
+    assert tri[-1]["num_gauss"] == 300
+    for set_ in ("train", "test"):
+        for j in range(1, NJ + 1):
+            aligned = _logged(logs / "gmm_align_set" / set_ / f"{j}.log", "gmm_align_set")
+            assert aligned["aligned"] > 0 and not aligned["failed"]
+
+
+def test_vosk_decodes_the_gmm_path_export_like_paravgs_decoder(workdir, tmp_path):
+    """The export (triphone transition model, the GMM graph) in vosk: its best path at
+    acoustic scale 0.9 / LMWT equals paravg's at that LMWT (WIP 0) on the test set.
+    Measured on the tiny model (no i-vectors, WER ~99 %): 19/20 identical, same WER."""
+    import shutil
+
+    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
+
+    from .vosk_checks import (
+        decoded_wavs,
+        reference_text,
+        set_decoder_option,
+        set_search_beams_of_paravgs_decoding,
+        utterances,
+        wer_of,
+    )
+
+    r = workdir / "results"
+    lmwt = float(json.loads((r / "exp/default/decode/test/scores.json").read_text())["lmwt"])
+    hyps = json.loads((r / "exp/default/decode/test/hyps.json").read_text())
+    ours = {u: hyps["words"][f"{lmwt:g}_0"][u] for u in utterances(workdir, None)}
+    kaldi = tmp_path / "kaldi"
+    shutil.copytree(r / "exp/default/kaldi", kaldi)
+    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE / lmwt)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
+    identical = sum(ours[u] == vosk[u] for u in ours) / len(ours)
+    text = reference_text(workdir)
+    assert identical >= 0.6, (ours, vosk)
+    assert abs(wer_of(text, ours) - wer_of(text, vosk)) <= 2.0
+    words = set((r / "graph/words/words.txt").read_text().split()[::2])
+    assert any(vosk.values()) and all(set(h.split()) <= words for h in vosk.values())
