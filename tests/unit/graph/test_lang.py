@@ -133,9 +133,9 @@ def _phone_strings(fst_text: str, max_phones: int) -> dict[tuple[int, ...], tupl
         if state in finals:
             found[phones] = words
         for dst, phone, word in arcs.get(state, []):
-            p = phones + (phone,) if phone else phones
+            p = (*phones, phone) if phone else phones
             if len(p) <= max_phones:
-                stack.append((dst, p, words + (word,) if word else words))
+                stack.append((dst, p, (*words, word) if word else words))
     return found
 
 
@@ -153,5 +153,5 @@ def test_optional_silence_is_one_phone_at_the_start_between_and_after_words():
     for shape in ((), (sil,)):
         for tail in ((), (sil,)):
             assert paths.get(shape + ids + tail) == w, (shape, tail)
-    assert (sil, sil) + ids not in paths  # the old L forced two silences at the start
-    assert (sil,) + ids + (sil, sil) not in paths
+    assert (sil, sil, *ids) not in paths  # the old L forced two silences at the start
+    assert (sil, *ids, sil, sil) not in paths
