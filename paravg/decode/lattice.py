@@ -109,6 +109,63 @@ class Lattice:
             word=np.asarray(word, dtype=np.int64)[link_order],
         )
 
+    @classmethod
+    def from_compact(cls, num_states, src, dst, word, graph, acoustic, strings, final) -> Lattice:
+        """The state-level lattice a CompactLattice spells (Kaldi's ``ConvertLattice``;
+        state 0 the start, ``strings`` the arcs' transition-id tuples, ``final``: state ->
+        (graph, acoustic, string)): each arc a chain of links, one transition-id each (one
+        link without any for an empty string), its word and weight on the first; a final
+        weight with a string or an acoustic cost is such a chain to a new final node."""
+        n = num_states
+        out: tuple[list, ...] = ([], [], [], [], [], [])  # src, dst, tid, word, graph, acoustic
+        final_cost = {}
+
+        def chain(s, d, w, g, a, tids):
+            nonlocal n
+            tids = tids or (0,)
+            last = len(tids) - 1
+            for i, t in enumerate(tids):
+                nxt = d if i == last else n
+                n += i != last
+                for column, value in zip(
+                    out,
+                    (s, nxt, t, w if i == 0 else 0, g if i == 0 else 0.0, a if i == 0 else 0.0),
+                    strict=True,
+                ):
+                    column.append(value)
+                s = nxt
+
+        for arc in zip(
+            np.asarray(src).tolist(),
+            np.asarray(dst).tolist(),
+            np.asarray(word).tolist(),
+            np.asarray(graph).tolist(),
+            np.asarray(acoustic).tolist(),
+            strings,
+            strict=True,
+        ):
+            chain(*arc)
+        for s, (g, a, tids) in final.items():
+            if not tids and a == 0.0:
+                final_cost[s] = g
+            else:
+                end, n = n, n + 1
+                chain(s, end, 0, g, a, tids)
+                final_cost[end] = 0.0
+        fin = np.full(n, np.inf)
+        fin[list(final_cost)] = list(final_cost.values())
+        src_a, dst_a, tid_a, word_a = (np.array(c, dtype=np.int64) for c in out[:4])
+        return cls.from_links(
+            node_frames(n, src_a, dst_a, tid_a > 0),
+            fin,
+            src_a,
+            dst_a,
+            np.array(out[4], dtype=np.float64),
+            np.array(out[5], dtype=np.float64),
+            tid_a,
+            word_a,
+        )
+
     # ------------------------------------------------------------ passes over the levels
     def _level_groups(self, by: np.ndarray) -> list[tuple[int, int]]:
         """(start, stop) of the links per level of ``by`` (links sorted by it)."""
@@ -308,11 +365,17 @@ def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice
 
 
 def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
-    """One archive entry: the key line, ``src dst word graph,acoustic,tid`` arc lines,
-    then ``node graph,acoustic,`` final lines (an empty string read as transition-id 0)."""
+    """One archive entry: the key line, ``src dst word graph,acoustic,tids`` arc lines,
+    then ``state graph,acoustic,tids`` final lines (an empty string read as
+    transition-id 0). A raw lattice (one transition-id an arc, final weights without
+    acoustic cost or string) is parsed in one C call (``numpy.fromstring``); a
+    determinised CompactLattice (strings ``t1_t2_…``) line by line and spelt out
+    (:meth:`Lattice.from_compact`)."""
     key, _, body = entry.partition("\n")
     if not body.strip():  # a search that found nothing: no state at all
         return key.strip(), Lattice.from_links(*(np.zeros(0, np.int64) for _ in range(8)))
+    if "_" in body:
+        return key.strip(), _parse_compact(body, key, path)
     body = body.rstrip("\n") + "\n"
     num_lines = body.count("\n")
     num_arcs = (body.count("\t") - num_lines) // 2  # an arc line has 3 tabs, a final 1
@@ -325,11 +388,42 @@ def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
     src, dst, word, tid = (arcs[:, i].astype(np.int64) for i in (0, 1, 2, 5))
     final_nodes = finals[:, 0].astype(np.int64)
     n = int(max(src.max(initial=-1), dst.max(initial=-1), final_nodes.max(initial=-1))) + 1
+    if (finals[:, 2] != 0).any() or (finals[:, 3] != 0).any():  # compact final weights
+        strings = [(t,) if t else () for t in tid.tolist()]
+        final = {int(s): (g, a, (int(t),) if t else ()) for s, g, a, t in finals.tolist()}
+        return key, Lattice.from_compact(n, src, dst, word, arcs[:, 3], arcs[:, 4], strings, final)
     final = np.full(n, np.inf)
     final[final_nodes] = finals[:, 1]
     return key, Lattice.from_links(
-        _frames(n, src, dst, tid > 0), final, src, dst, arcs[:, 3], arcs[:, 4], tid, word
+        node_frames(n, src, dst, tid > 0), final, src, dst, arcs[:, 3], arcs[:, 4], tid, word
     )
+
+
+def _parse_compact(body: str, key: str, path) -> Lattice:
+    """A CompactLattice entry's lines (``WriteCompactLattice`` text) as a state-level
+    :class:`Lattice`."""
+    src, dst, word, graph, acoustic, strings = [], [], [], [], [], []
+    final = {}
+    try:
+        for line in body.splitlines():
+            fields = line.split()
+            if not fields:
+                continue
+            g, a, tids = fields[-1].split(",")
+            string = tuple(int(t) for t in tids.split("_")) if tids else ()
+            if len(fields) == 2:
+                final[int(fields[0])] = (float(g), float(a), string)
+            else:
+                src.append(int(fields[0]))
+                dst.append(int(fields[1]))
+                word.append(int(fields[2]))
+                graph.append(float(g))
+                acoustic.append(float(a))
+                strings.append(string)
+    except ValueError as exc:
+        raise DataError(f"{path}: lattice {key}: not a lattice written by paravg ({exc})") from exc
+    n = 1 + max([*src, *dst, *final, 0])
+    return Lattice.from_compact(n, src, dst, word, graph, acoustic, strings, final)
 
 
 class LatticeArchives:
@@ -359,7 +453,7 @@ class LatticeArchives:
         self._kept = kept
 
 
-def _frames(n: int, src: np.ndarray, dst: np.ndarray, emits: np.ndarray) -> np.ndarray:
+def node_frames(n: int, src: np.ndarray, dst: np.ndarray, emits: np.ndarray) -> np.ndarray:
     """Each node's frame: the number of transition-ids on any path from node 0 (the same
     on every path of a state-level lattice). One incoming link per node makes a tree;
     depths by pointer jumping, O(links · log frames)."""
