@@ -280,29 +280,31 @@ class LatticeDeterminizerPruned:
                 if old is None:
                     subset[d] = new
                     heapq.heappush(heap, d)
-                elif _better(new, old):
+                elif new[0] < old[0] or (new[0] == old[0] and _better(new, old)):
                     subset[d] = new
         return subset
 
     def _normalize(self, elems: list[tuple]) -> tuple[tuple, tuple]:
         """``NormalizeSubset`` in place on (state, cost, g, a, string) elements: the best
         weight and the common string prefix, divided out of each; returns both."""
-        best = None
+        best = elems[0][1:]
         prefix = elems[0][4]
         for e in elems:
-            w = e[1:]
-            if best is None or _better(w, best):
-                best = w
+            if e[1] < best[0] or (e[1] == best[0] and _better(e[1:], best)):
+                best = e[1:]
             if prefix:
                 s = e[4]
-                n = min(len(prefix), len(s))
-                i = 0
-                while i < n and prefix[i] == s[i]:
-                    i += 1
-                prefix = prefix[:i]
+                if s[: len(prefix)] != prefix:
+                    i, n = 0, min(len(prefix), len(s))
+                    while i < n and prefix[i] == s[i]:
+                        i += 1
+                    prefix = prefix[:i]
         k = len(prefix)
-        for i, (s, c, g, a, string) in enumerate(elems):
-            elems[i] = (s, c - best[0], g - best[1], a - best[2], string[k:])
+        c0, g0, a0 = best[0], best[1], best[2]
+        if k:
+            elems[:] = [(s, c - c0, g - g0, a - a0, string[k:]) for s, c, g, a, string in elems]
+        elif c0 or g0 or a0:
+            elems[:] = [(s, c - c0, g - g0, a - a0, string) for s, c, g, a, string in elems]
         return best[:3], prefix
 
     def _lookup(self, table: dict, elems: list[tuple]):
@@ -350,19 +352,27 @@ class LatticeDeterminizerPruned:
         """``ProcessTransitions``: per label, the elements its arcs reach (best per raw
         state), queued with priority α + min(weight + β) when within the cutoff."""
         by_label: dict[int, dict[int, tuple]] = {}
+        best: dict[int, float] = {}  # per label, min over its elements of weight + β
         labelled = self.fst.labelled
+        beta = self.beta
         for s, c, g, a, string in self.subsets[sid]:
             for label, d, ac, ag, aa, astr in labelled[s]:
                 new = (c + ac, g + ag, a + aa, string + astr if astr else string)
-                group = by_label.setdefault(label, {})
+                group = by_label.get(label)
+                if group is None:
+                    by_label[label] = {d: new}
+                    best[label] = new[0] + beta[d]
+                    continue
                 old = group.get(d)
-                if old is None or _better(new, old):
+                if old is None or new[0] < old[0] or (new[0] == old[0] and _better(new, old)):
                     group[d] = new
+                    if new[0] + beta[d] < best[label]:
+                        best[label] = new[0] + beta[d]
         fwd = self.forward[sid]
-        beta = self.beta
+        cutoff = self.cutoff
         for label, group in by_label.items():
-            priority = fwd + min(w[0] + beta[d] for d, w in group.items())
-            if priority <= self.cutoff:
+            priority = fwd + best[label]
+            if priority <= cutoff:
                 elems = [(d, *group[d]) for d in sorted(group)]
                 self.counter += 1
                 heapq.heappush(self.queue, (priority, self.counter, sid, label, elems))
