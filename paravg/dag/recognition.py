@@ -98,6 +98,7 @@ class Recognition:
 
     def search_options(self) -> dict:
         keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")
+        keys += ("determinize_lattice", "determinize_beam")
         return {k: self.settings[k] for k in keys}
 
     def split_outputs(self, j) -> dict[str, str]:

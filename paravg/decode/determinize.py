@@ -84,6 +84,12 @@ class CompactLattice:
     def num_arcs(self) -> int:
         return len(self.src)
 
+    def scale_acoustic(self, scale: float) -> None:
+        """Multiply every acoustic cost, arcs' and final weights' (``lattice-scale
+        --acoustic-scale``)."""
+        self.acoustic = self.acoustic * scale
+        self.final = {s: (g, a * scale, t) for s, (g, a, t) in self.final.items()}
+
     def write_kaldi_text(self, out, key: str) -> None:
         """One entry of a Kaldi text archive of CompactLattices (``ark,t``): ``key``, then
         ``src dst word graph,acoustic,t1_t2_…`` per arc and ``state graph,acoustic,t1_…``

@@ -49,6 +49,15 @@ class SearchOptions:
     lattice_beam: float = _DEFAULTS["lattice_beam"]
     max_active: int = _DEFAULTS["max_active"]
     min_active: int = _DEFAULTS["min_active"]
+    # write determinised CompactLattices (LatticeFasterDecoderConfig::determinize_lattice),
+    # pruned at determinize_beam (None: lattice_beam; lattice-determinize-pruned --beam)
+    determinize_lattice: bool = _DEFAULTS["determinize_lattice"]
+    determinize_beam: float | None = _DEFAULTS["determinize_beam"]
+
+    @property
+    def determinize_at(self) -> float:
+        """The determinisation's beam: ``determinize_beam``, else ``lattice_beam``."""
+        return self.lattice_beam if self.determinize_beam is None else self.determinize_beam
 
     def __post_init__(self) -> None:
         check_search_options(asdict(self), "decode")

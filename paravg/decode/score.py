@@ -212,12 +212,17 @@ def setting_key(lmwt: float, wip: float) -> str:
 
 
 def merge_timing(split_jsons: Sequence[str | Path]) -> dict:
-    """Frames and CPU seconds of all split jobs."""
+    """Frames and CPU seconds of all split jobs (``determinize_seconds``, part of
+    ``search_seconds``, when they determinised their lattices)."""
     timing = {"frames": 0, "nnet_seconds": 0.0, "search_seconds": 0.0}
     for path in split_jsons:
         part = read_json(path)
         for k in timing:
             timing[k] += part[k]
+        if "determinize_seconds" in part:
+            timing["determinize_seconds"] = (
+                timing.get("determinize_seconds", 0.0) + part["determinize_seconds"]
+            )
     return timing
 
 
