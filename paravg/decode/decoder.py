@@ -73,14 +73,7 @@ class GraphSearch:
         """The utterance's raw lattice determinised as Kaldi's decoder does it
         (``DeterminizeLatticePhonePrunedWrapper`` at the search's acoustic scale, beam
         ``determinize_beam`` or ``lattice_beam``; :mod:`paravg.decode.determinize`)."""
-        trans = self.graph.transitions
-        clat = determinize_lattice_phone_pruned(
-            lattice,
-            self.opts.determinize_at,
-            self.opts.acoustic_scale,
-            trans.tid_to_phone,
-            trans.tid_starts_phone,
-        )
+        clat = self.determinize_with_beam(lattice, self.opts.determinize_at)
         if clat.effective_beam < self.opts.determinize_at:
             log.warning(
                 "%s: determinization finished earlier than the beam (effective beam %.3g "
@@ -90,6 +83,13 @@ class GraphSearch:
                 self.opts.determinize_at,
             )
         return clat
+
+    def determinize_with_beam(self, lattice, beam: float):
+        """:meth:`determinize` at ``beam``, without the warning."""
+        trans = self.graph.transitions
+        return determinize_lattice_phone_pruned(
+            lattice, beam, self.opts.acoustic_scale, trans.tid_to_phone, trans.tid_starts_phone
+        )
 
 
 def check_num_pdfs(graph: DecodingGraph, num_outputs: int, model_path) -> None:
