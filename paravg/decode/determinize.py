@@ -462,7 +462,7 @@ def determinize_lattice_pruned_fst(
     for attempt in range(10):
         det = LatticeDeterminizerPruned(fst, beam, max_mem=max_mem)
         ok, effective = det.determinize()
-        if ok or effective >= beam * retry_cutoff or attempt == 9:
+        if ok or effective >= beam * retry_cutoff or math.isinf(beam) or attempt == 9:
             return (*det.output(), effective)
         beam = max(beam * math.sqrt(max(effective, 0.0) / beam), 0.5 * beam)
         fst = _prune_fst(fst, beam)

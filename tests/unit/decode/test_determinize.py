@@ -236,3 +236,26 @@ def test_empty_and_single_path_lattices():
     )
     clat = determinize_lattice_phone_pruned(one, 8.0, 0.1, TID_TO_PHONE, TID_STARTS_PHONE)
     assert compact_paths(clat) == {(2,): [(1.75, 5.0, (1, 2))]}
+
+
+@pytest.mark.parametrize("seed", [1, 4, 6, 7, 8, 9])  # those the limit stops
+def test_a_memory_limit_stops_early_keeping_the_best_paths(seed):
+    """``max_mem`` reached (Kaldi's "Did not reach requested beam"): the beam reached is
+    reported, the output is still deterministic, every word sequence it holds has its
+    raw best weight and string, and the best path is among them."""
+    lat = random_lattice(seed + 5000, frames=14, words=8)
+    clat = determinize_lattice_phone_pruned(lat, 50.0, SCALE, max_mem=800)
+    full = determinize_lattice_phone_pruned(lat, 50.0, SCALE)
+    assert full.effective_beam == 50.0
+    assert clat.effective_beam < 50.0 and clat.num_arcs < full.num_arcs
+    raw, det = raw_paths(lat), compact_paths(clat)
+    best = min(raw, key=lambda ws: min(cost(p) for p in raw[ws]))
+    assert best in det
+    for ws, ((g, a, tids),) in det.items():
+        want = min(cost(p) for p in raw[ws])
+        assert cost((g, a)) == pytest.approx(want, abs=TOL)
+        assert tids in {p[2] for p in raw[ws] if abs(cost(p) - want) <= TOL}
+    seen = set()
+    for s, w in zip(clat.src.tolist(), clat.word.tolist(), strict=True):
+        assert w > 0 and (s, w) not in seen
+        seen.add((s, w))
