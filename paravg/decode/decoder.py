@@ -9,12 +9,15 @@ lattice-generating search per graph (:func:`paravg.decode.search.search`, Kaldi'
 The lattices keep graph and acoustic costs apart (acoustic unscaled, as Kaldi writes
 them) and go on disk as a gzipped Kaldi text archive of CompactLattices per split and
 graph (``lat.<j>.gz``; the phone graph's under ``phones/``): the raw lattice, one arc a
-link, or with ``decode.determinize_lattice`` the lattice determinised as Kaldi's decoder
-writes it (``DeterminizeLatticePhonePruned`` at beam ``decode.determinize_beam``, else
-``lattice_beam``: one path per word sequence, its best alignment as transition-id
-strings; :mod:`paravg.decode.determinize`). The split's JSON counts the search's links
-(``lattice_links_per_frame``) and the arcs written (``written_arcs_per_frame``), and
-``determinize_seconds``, part of ``search_seconds``. Scoring
+link, or for the word graph with ``decode.determinize_lattice`` the lattice determinised
+as Kaldi's decoder writes it (``DeterminizeLatticePhonePruned`` at beam
+``decode.determinize_beam``, else ``lattice_beam``: one path per word sequence, its best
+alignment as transition-id strings; :mod:`paravg.decode.determinize`). The phone
+graph's lattices stay raw (PER reads their best paths only, and a phone loop's lattices
+are the determiniser's worst case: about 40 CPU s per demo dev utterance, stopped by
+``max_mem``). The split's JSON counts the search's links (``lattice_links_per_frame``),
+the arcs written (``written_arcs_per_frame``) and ``determinize_seconds`` (part of
+``search_seconds``). Scoring
 (:mod:`paravg.decode.score`) rescales them for every (LMWT, WIP): lattice operations,
 never a new search, as Kaldi's ``local/score.sh``.
 
@@ -201,14 +204,15 @@ def decode_split(
                     )
                 links[kind] += lattice.num_links
                 held[kind] = max(held[kind], lattice.peak_links)
-                if opts.determinize_lattice:
+                determinized = opts.determinize_lattice and kind == "words"
+                if determinized:
                     det_start = time.process_time()
                     out = graph_search.determinize(lattice, utt)
                     det_s += time.process_time() - det_start
                 else:
                     out = lattice
-                arcs[kind] += out.num_arcs if opts.determinize_lattice else out.num_links
-                if post_decode_acwt != 1.0 and opts.determinize_lattice:
+                arcs[kind] += out.num_arcs if determinized else out.num_links
+                if post_decode_acwt != 1.0 and determinized:
                     out.scale_acoustic(post_decode_acwt)  # lattice-scale --acoustic-scale=f
                 elif post_decode_acwt != 1.0:
                     out.acoustic = out.acoustic * post_decode_acwt
