@@ -48,6 +48,7 @@ import torch
 
 from paravg.decode.determinize import determinize_lattice_phone_pruned
 from paravg.decode.lattice import writing_lattice_archives
+from paravg.decode.options import recorded_options
 from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.decode.search import SearchGraph, SearchOptions, low_frame_rate_scales, search
 from paravg.decode.split import split_utterances
@@ -229,7 +230,7 @@ def decode_split(
         "written_arcs_per_frame": {k: round(n / max(frames, 1), 2) for k, n in arcs.items()},
         "peak_held_links": held,
         "reference": reference,
-        "options": vars(opts),
+        "options": recorded_options(vars(opts)),
     }
     if opts.determinize_lattice:  # part of search_seconds
         result["determinize_seconds"] = round(det_s, 3)
