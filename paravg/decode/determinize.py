@@ -43,8 +43,19 @@ removed; second pass, the result is determinised on words. The first pass merges
 alignments of each phone sequence early, so that the word pass's epsilon closures stay
 small. Both passes use the same beam.
 
-The output keeps Kaldi's one exception to epsilon-freeness: none here (the start state is
-not normalised, so no epsilon arc is needed); arcs are labelled by words > 0.
+The output is epsilon-free, every arc labelled by a word > 0: as in Kaldi, the start
+state's subset is not normalised, so no epsilon arc from a super-initial state is needed.
+Determinised states whose subsets lead nowhere (Kaldi's "empty subset", Zero-weight
+arcs) get no arc; ``Connect`` and a topological renumbering end it.
+
+**Cost** (profiled on the demo's dev lattices, ~150-290 links a frame at lattice beam 8):
+the phone pass takes ~90 % (tens of thousands of determinised states an utterance, each
+with its epsilon closure and its transitions' subsets), the word pass the rest; about
+1.3 CPU s per second of audio at beam 8, 0.17 at beam 6, 0.03 at beam 4, against the
+word search's 0.05: ``decode.determinize_lattice`` is off by default. The inner loops are
+per (element, arc) dictionary and tuple work that a compiled port of this class (Kaldi's
+C++ does the same operations on flat arrays and a string trie) would run one to two
+orders of magnitude faster.
 """
 
 from __future__ import annotations
