@@ -377,7 +377,9 @@ def determinize_bench(args, beams: list[float]) -> None:
                 lat.write_kaldi_text(archives["a"], u)
         write_cpu = time.process_time() - t0
         t0 = time.process_time()
-        hyps = lattice_hypotheses(read_lattice_archive(path), lmwts, wips, graph.words)
+        hyps = lattice_hypotheses(
+            read_lattice_archive(path, word_level=True), lmwts, wips, graph.words
+        )
         score_cpu = time.process_time() - t0
         scores, key, _ = score_kind(refs, hyps, False)
         rows.append((name, det_cpu, write_cpu, score_cpu, path.stat().st_size, num_arcs, hyps,

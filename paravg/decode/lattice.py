@@ -62,6 +62,10 @@ class Lattice:
     reached_final: bool = True
     # the most links the search held at once (its memory: 32 bytes a link), 0 if unknown
     peak_links: int = 0
+    # a word-level lattice read from a determinised CompactLattice (one link per arc,
+    # ``frame`` the node's depth in arcs): the arguments of :meth:`from_compact` that
+    # spell its state-level form (:meth:`state_level`); None for a state-level lattice
+    compact: tuple | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -108,6 +112,51 @@ class Lattice:
             tid=np.asarray(tid, dtype=np.int64)[link_order],
             word=np.asarray(word, dtype=np.int64)[link_order],
         )
+
+    def state_level(self) -> Lattice:
+        """The state-level lattice (itself, or the one its CompactLattice spells)."""
+        return self if self.compact is None else Lattice.from_compact(*self.compact)
+
+    @classmethod
+    def word_level(cls, num_states, src, dst, word, graph, acoustic, strings, final) -> Lattice:
+        """A CompactLattice (as :meth:`from_compact` takes it) as a word-level lattice for
+        the scoring grid: one link per arc without its string, a final weight with an
+        acoustic cost as a word-less link to a new final node; nodes levelled by their
+        depth in arcs (a level per word position, not per frame: the passes over the
+        levels take a few steps an utterance). Its best paths and words are those of
+        :meth:`from_compact`'s lattice; :meth:`state_level` gives that one."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        graph = np.asarray(graph, dtype=np.float64)
+        acoustic = np.asarray(acoustic, dtype=np.float64)
+        word = np.asarray(word, dtype=np.int64)
+        n = num_states
+        fin = np.full(n + 1, np.inf)
+        extra = [s for s, (g, a, _) in final.items() if a != 0.0]
+        for s, (g, a, _) in final.items():
+            if a == 0.0:
+                fin[s] = g
+        if extra:
+            fin[n] = 0.0
+            src = np.concatenate([src, extra])
+            dst = np.concatenate([dst, np.full(len(extra), n)])
+            graph = np.concatenate([graph, [final[s][0] for s in extra]])
+            acoustic = np.concatenate([acoustic, [final[s][1] for s in extra]])
+            word = np.concatenate([word, np.zeros(len(extra), dtype=np.int64)])
+            n += 1
+        depth = np.zeros(n, dtype=np.int64)  # longest path in arcs (the arcs go forward)
+        while len(src):
+            cand = depth[src] + 1
+            grow = cand > depth[dst]
+            if not grow.any():
+                break
+            np.maximum.at(depth, dst[grow], cand[grow])
+        out = cls.from_links(
+            depth, fin[:n], src, dst, graph, acoustic, np.zeros(len(src), np.int64), word
+        )
+        out.compact = (num_states, src[: len(strings)], dst[: len(strings)], word[: len(strings)],
+                       graph[: len(strings)], acoustic[: len(strings)], strings, final)  # fmt: skip
+        return out
 
     @classmethod
     def from_compact(cls, num_states, src, dst, word, graph, acoustic, strings, final) -> Lattice:
@@ -345,11 +394,15 @@ def writing_lattice_archives(paths: Mapping[str, str | os.PathLike]) -> Iterator
         os.replace(tmp, paths[k])
 
 
-def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice]]:
+def read_lattice_archive(
+    path: str | os.PathLike, word_level: bool = False
+) -> Iterator[tuple[str, Lattice]]:
     """(key, lattice) of every entry of a (gzipped) text archive that
     :func:`writing_lattice_archives` wrote: nodes numbered in topological order, each
     arc one link with at most one transition-id, final lines after the arcs. Each
-    entry's numbers are parsed in one C call (``numpy.fromstring``)."""
+    entry's numbers are parsed in one C call (``numpy.fromstring``). With
+    ``word_level``, a determinised entry is read as :meth:`Lattice.word_level` gives it
+    (what the scoring grid needs), else spelt out state by state."""
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
         with opener(path, "rt") as f:
@@ -361,10 +414,10 @@ def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice
         ) from exc
     for entry in text.split("\n\n"):
         if entry.strip():
-            yield _parse_entry(entry.lstrip("\n"), path)
+            yield _parse_entry(entry.lstrip("\n"), path, word_level)
 
 
-def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
+def _parse_entry(entry: str, path, word_level: bool = False) -> tuple[str, Lattice]:
     """One archive entry: the key line, ``src dst word graph,acoustic,tids`` arc lines,
     then ``state graph,acoustic,tids`` final lines (an empty string read as
     transition-id 0). A raw lattice (one transition-id an arc, final weights without
@@ -375,7 +428,7 @@ def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
     if not body.strip():  # a search that found nothing: no state at all
         return key.strip(), Lattice.from_links(*(np.zeros(0, np.int64) for _ in range(8)))
     if "_" in body:
-        return key.strip(), _parse_compact(body, key, path)
+        return key.strip(), _parse_compact(body, key, path, word_level)
     body = body.rstrip("\n") + "\n"
     num_lines = body.count("\n")
     num_arcs = (body.count("\t") - num_lines) // 2  # an arc line has 3 tabs, a final 1
@@ -391,7 +444,8 @@ def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
     if (finals[:, 2] != 0).any() or (finals[:, 3] != 0).any():  # compact final weights
         strings = [(t,) if t else () for t in tid.tolist()]
         final = {int(s): (g, a, (int(t),) if t else ()) for s, g, a, t in finals.tolist()}
-        return key, Lattice.from_compact(n, src, dst, word, arcs[:, 3], arcs[:, 4], strings, final)
+        build = Lattice.word_level if word_level else Lattice.from_compact
+        return key, build(n, src, dst, word, arcs[:, 3], arcs[:, 4], strings, final)
     final = np.full(n, np.inf)
     final[final_nodes] = finals[:, 1]
     return key, Lattice.from_links(
@@ -399,7 +453,7 @@ def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
     )
 
 
-def _parse_compact(body: str, key: str, path) -> Lattice:
+def _parse_compact(body: str, key: str, path, word_level: bool = False) -> Lattice:
     """A CompactLattice entry's lines (``WriteCompactLattice`` text) as a state-level
     :class:`Lattice`."""
     src, dst, word, graph, acoustic, strings = [], [], [], [], [], []
@@ -423,17 +477,26 @@ def _parse_compact(body: str, key: str, path) -> Lattice:
     except ValueError as exc:
         raise DataError(f"{path}: lattice {key}: not a lattice written by paravg ({exc})") from exc
     n = 1 + max([*src, *dst, *final, 0])
-    return Lattice.from_compact(n, src, dst, word, graph, acoustic, strings, final)
+    build = Lattice.word_level if word_level else Lattice.from_compact
+    return build(n, src, dst, word, graph, acoustic, strings, final)
 
 
 class LatticeArchives:
     """The lattices of several archives (a set's splits), read in order; the first pass
     keeps them in memory up to ``max_links`` links in all, so that a second pass (the
-    CTM after the grid) reads nothing again; beyond it every pass reads the files."""
+    CTM after the grid) reads nothing again; beyond it every pass reads the files. With
+    ``word_level``, determinised entries come word-level (:meth:`Lattice.word_level`; a
+    pass that needs frames calls :meth:`Lattice.state_level`)."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike], max_links: int = 5_000_000):
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike],
+        max_links: int = 5_000_000,
+        word_level: bool = False,
+    ):
         self.paths = list(paths)
         self.max_links = max_links
+        self.word_level = word_level
         self._kept: list[tuple[str, Lattice]] | None = None
 
     def __iter__(self) -> Iterator[tuple[str, Lattice]]:
@@ -443,7 +506,7 @@ class LatticeArchives:
         kept: list[tuple[str, Lattice]] | None = []
         links = 0
         for path in self.paths:
-            for key, lattice in read_lattice_archive(path):
+            for key, lattice in read_lattice_archive(path, self.word_level):
                 links += lattice.num_links
                 if kept is not None and links <= self.max_links:
                     kept.append((key, lattice))

@@ -259,3 +259,30 @@ def test_a_memory_limit_stops_early_keeping_the_best_paths(seed):
     for s, w in zip(clat.src.tolist(), clat.word.tolist(), strict=True):
         assert w > 0 and (s, w) not in seen
         seen.add((s, w))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_word_level_reading_has_the_state_level_ones_best_paths(seed, tmp_path):
+    """What scoring reads (one link per arc, levels by depth) gives every setting the best
+    path of the spelt-out lattice: the same words and cost; state_level() spells it."""
+    lat = random_lattice(seed + 6000, frames=7)
+    clat = determinize_lattice_phone_pruned(lat, 3.0, SCALE, TID_TO_PHONE, TID_STARTS_PHONE)
+    buf = io.StringIO()
+    clat.write_kaldi_text(buf, "u")
+    (tmp_path / "lat").write_text(buf.getvalue())
+    ((_, word),) = list(read_lattice_archive(tmp_path / "lat", word_level=True))
+    ((_, state),) = list(read_lattice_archive(tmp_path / "lat"))
+    assert word.num_links <= clat.num_arcs + len(clat.final)
+    settings = ([1.0, 2.0, 10.0], [0.0, 1.0])
+    got, want = word.best_paths(*settings), state.best_paths(*settings)
+    for (lmwt, wip), links in want.items():
+
+        def cost(lat, ls, lmwt=lmwt, wip=wip):
+            c = lat.graph[ls] + lat.acoustic[ls] / lmwt + wip * (lat.word[ls] > 0)
+            return c.sum() + lat.final[lat.dst[ls[-1]]]
+
+        w = got[(lmwt, wip)]
+        assert cost(word, w) == pytest.approx(cost(state, links), abs=1e-4)
+        assert [x for x in word.word[w] if x] == [x for x in state.word[links] if x]
+    spelt = word.state_level()
+    assert spelt.num_links == state.num_links and spelt.num_frames == state.num_frames
