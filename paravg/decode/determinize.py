@@ -51,8 +51,9 @@ arcs) get no arc; ``Connect`` and a topological renumbering end it.
 **Cost** (profiled on the demo's dev lattices, ~150-290 links a frame at lattice beam 8):
 the phone pass takes ~90 % (tens of thousands of determinised states an utterance, each
 with its epsilon closure and its transitions' subsets), the word pass the rest; about
-1.3 CPU s per second of audio at beam 8, 0.17 at beam 6, 0.03 at beam 4, against the
-word search's 0.05: ``decode.determinize_lattice`` is off by default. The inner loops are
+1.3 (dev) to 2.1 (test) CPU s per second of audio at beam 8, 0.2-0.3 at beam 6, 0.03-0.04
+at beam 4, against the word search's 0.05-0.1 (docs/decoding.md):
+``decode.determinize_lattice`` is off by default. The inner loops are
 per (element, arc) dictionary and tuple work that a compiled port of this class (Kaldi's
 C++ does the same operations on flat arrays and a string trie) would run one to two
 orders of magnitude faster.
