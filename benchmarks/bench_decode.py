@@ -34,6 +34,15 @@ side, with the lattice links per frame and the most links the search held::
     .venv/bin/python benchmarks/bench_decode.py --results results --memory \\
         --minutes 1 3 10 --lattice-beams 2 8 [--skip-before-above 3]
 
+**Determinised lattices** (``--determinize [BEAM ...]``; issue 40): the word graph's
+raw lattices of the set against the same lattices determinised as the decoder does with
+``decode.determinize_lattice`` at each beam: CPU seconds per second of audio of the search,
+the determinisation and the scoring (archive read, the LMWT × WIP grid, as rule score),
+archive bytes per second of audio, arcs per frame (the raw lattice's links), the
+(utterance, setting) pairs whose best word sequence is the raw lattice's, and the WER::
+
+    .venv/bin/python benchmarks/bench_decode.py --results results --determinize 8 6 4
+
 The release before (no pruning as it goes, the lattice text formatted whole) is measured
 the same way with its code first on the path, from outside the checkout::
 
@@ -75,9 +84,15 @@ def main() -> None:
         help="minutes above which the unpruned 'before' run is skipped (it can need ~1 GB/min)",
     )  # fmt: skip
     ap.add_argument("--memory-job", help=argparse.SUPPRESS)  # the child of --memory
+    ap.add_argument(
+        "--determinize", type=float, nargs="*", metavar="BEAM",
+        help="raw against determinised lattices at these beams (none given: lattice beam 8)",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.memory_job:
         return memory_job(json.loads(args.memory_job))
+    if args.determinize is not None:
+        return determinize_bench(args, args.determinize or [8.0])
     if args.memory:
         return memory(args)
     torch.set_num_threads(1)
@@ -307,6 +322,88 @@ def _memory_rows(args, results: Path, L, tmp: Path, graph_dirs: dict, variants: 
                 print(f"{minutes:7g} {beam:12g} {label:>14s} {r['peak_mb']:11.0f} "
                       f"{r['peak_mb'] / minutes:7.0f} {r['cpu_s']:7.1f} "
                       f"{r['cpu_s'] / minutes:9.1f} {links:11.1f} {held:10d}")  # fmt: skip
+
+
+def determinize_bench(args, beams: list[float]) -> None:
+    """Raw against determinised word lattices of ``args.set`` (see the module doc)."""
+    torch.set_num_threads(1)
+    torch.set_grad_enabled(False)
+    from paravg.decode.decoder import GraphSearch
+    from paravg.decode.lattice import read_lattice_archive, writing_lattice_archives
+    from paravg.decode.posteriors import utterance_log_posteriors
+    from paravg.decode.score import lattice_hypotheses, score_kind, setting_key
+    from paravg.decode.search import SearchOptions
+    from paravg.graph.lexicon import read_text
+    from paravg.graph.load import load_graph
+    from paravg.layout import Layout
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    r = Path(args.results).resolve()
+    os.chdir(r.parent)
+    L = Layout(r.name)
+    fd = load_model_file(L.final_model(args.exp))
+    model = build_model(fd).eval()
+    log_priors = fd["state_dict"]["log_priors"].double()
+    feats = kaldiio.load_scp(L.feats_scp(args.set))
+    ivecs, period = None, 0
+    if model.ivector_dim:
+        ivecs = kaldiio.load_scp(L.ivector_scp(args.set))
+        period = int(Path(L.ivector_period(args.set)).read_text())
+    utts = sorted(feats.keys())[: args.max_utts]
+    graph = load_graph(L.graph_dir("words"))
+    search = GraphSearch(graph, SearchOptions())
+    refs = read_text(L.text(args.set))
+    refs = {u: refs[u] for u in utts}
+    lmwts, wips = WORD_GRID
+    tmp = Path(tempfile.mkdtemp(prefix="bench_decode_det."))
+    frames, cpu_search, raw = 0, 0.0, {}
+    for u in utts:
+        logp = utterance_log_posteriors(
+            model, feats[u], None if ivecs is None else ivecs[u], period
+        )
+        loglikes = (logp.double() - log_priors[None]).numpy()
+        frames += len(loglikes)
+        t0 = time.process_time()
+        raw[u] = search.lattice(loglikes)
+        cpu_search += time.process_time() - t0
+    audio = frames / 100.0
+    rows = []
+
+    def measure(name, lattices, det_cpu, num_arcs):
+        path = tmp / f"{name}.gz"
+        t0 = time.process_time()
+        with writing_lattice_archives({"a": path}) as archives:
+            for u, lat in lattices.items():
+                lat.write_kaldi_text(archives["a"], u)
+        write_cpu = time.process_time() - t0
+        t0 = time.process_time()
+        hyps = lattice_hypotheses(
+            read_lattice_archive(path, word_level=True), lmwts, wips, graph.words
+        )
+        score_cpu = time.process_time() - t0
+        scores, key, _ = score_kind(refs, hyps, False)
+        rows.append((name, det_cpu, write_cpu, score_cpu, path.stat().st_size, num_arcs, hyps,
+                     scores[key]["rate"], key))  # fmt: skip
+
+    measure("raw", raw, 0.0, sum(lat.num_links for lat in raw.values()))
+    for beam in beams:
+        t0 = time.process_time()
+        det = {u: search.determinize_with_beam(lat, beam) for u, lat in raw.items()}
+        det_cpu = time.process_time() - t0
+        measure(f"determinised, beam {beam:g}", det, det_cpu, sum(c.num_arcs for c in det.values()))
+    shutil.rmtree(tmp, ignore_errors=True)
+    settings = [setting_key(lm, wip) for lm in lmwts for wip in wips]
+    print(f"{len(utts)} utterances of {args.set}, {audio:.1f} s of audio, word graph, 1 core")
+    print(f"search: {cpu_search:.1f} CPU s, {cpu_search / audio:.4f} s per s of audio")
+    print(f"{'lattices':26s} {'det s/s':>8s} {'write s/s':>9s} {'score s/s':>9s} "
+          f"{'score/search':>12s} {'KB/s audio':>10s} {'arcs/frame':>10s} {'same best':>9s} "
+          f"{'WER (own best)':>15s}")  # fmt: skip
+    for name, det_cpu, write_cpu, score_cpu, size, arcs, hyps, wer, key in rows:
+        same = sum(hyps[k][u] == rows[0][6][k][u] for k in settings for u in utts)
+        print(f"{name:26s} {det_cpu / audio:8.4f} {write_cpu / audio:9.4f} "
+              f"{score_cpu / audio:9.4f} {score_cpu / cpu_search:12.3f} "
+              f"{size / 1024 / audio:10.1f} {arcs / frames:10.2f} "
+              f"{100 * same / (len(settings) * len(utts)):8.1f}% {wer:8.2f} ({key})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -99,8 +99,9 @@ class Recognition:
         return split_mem_mb(self._num_frames[key], self.settings["nj"], j, per_minute)
 
     def search_options(self) -> dict:
-        keys = ("acoustic_scale", "beam", "lattice_beam", "max_active", "min_active")
-        return {k: self.settings[k] for k in keys}
+        from paravg.decode.options import recorded_options
+
+        return recorded_options(self.settings)
 
     def split_outputs(self, j) -> dict[str, str]:
         """The split's summary JSON and each graph's lattices (paravg.decode.decoder)."""

@@ -8,7 +8,16 @@ lattice-generating search per graph (:func:`paravg.decode.search.search`, Kaldi'
 ``--acoustic-scale 0.1 --beam 15 --lattice-beam 8 --max-active 7000 --min-active 200``.
 The lattices keep graph and acoustic costs apart (acoustic unscaled, as Kaldi writes
 them) and go on disk as a gzipped Kaldi text archive of CompactLattices per split and
-graph (``lat.<j>.gz``; the phone graph's under ``phones/``). Scoring
+graph (``lat.<j>.gz``; the phone graph's under ``phones/``): the raw lattice, one arc a
+link, or for the word graph with ``decode.determinize_lattice`` the lattice determinised
+as Kaldi's decoder writes it (``DeterminizeLatticePhonePruned`` at beam
+``decode.determinize_beam``, else ``lattice_beam``: one path per word sequence, its best
+alignment as transition-id strings; :mod:`paravg.decode.determinize`). The phone
+graph's lattices stay raw (PER reads their best paths only, and a phone loop's lattices
+are the determiniser's worst case: about 40 CPU s per demo dev utterance, stopped by
+``max_mem``). The split's JSON counts the search's links (``lattice_links_per_frame``),
+the arcs written (``written_arcs_per_frame``) and ``determinize_seconds`` (part of
+``search_seconds``). Scoring
 (:mod:`paravg.decode.score`) rescales them for every (LMWT, WIP): lattice operations,
 never a new search, as Kaldi's ``local/score.sh``.
 
@@ -37,7 +46,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from paravg.decode.determinize import determinize_lattice_phone_pruned
 from paravg.decode.lattice import writing_lattice_archives
+from paravg.decode.options import recorded_options
 from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.decode.search import SearchGraph, SearchOptions, low_frame_rate_scales, search
 from paravg.decode.split import split_utterances
@@ -61,6 +72,28 @@ class GraphSearch:
     def lattice(self, loglikes: np.ndarray):
         """The pruned lattice of one utterance (``loglikes``: unscaled, per pdf)."""
         return search(self.arrays, self.arc_pdf, loglikes, self.opts)
+
+    def determinize(self, lattice, utt: str):
+        """The utterance's raw lattice determinised as Kaldi's decoder does it
+        (``DeterminizeLatticePhonePrunedWrapper`` at the search's acoustic scale, beam
+        ``determinize_beam`` or ``lattice_beam``; :mod:`paravg.decode.determinize`)."""
+        clat = self.determinize_with_beam(lattice, self.opts.determinize_at)
+        if clat.effective_beam < self.opts.determinize_at:
+            log.warning(
+                "%s: determinization finished earlier than the beam (effective beam %.3g "
+                "vs. requested %.3g): its size exceeded max-mem",
+                utt,
+                clat.effective_beam,
+                self.opts.determinize_at,
+            )
+        return clat
+
+    def determinize_with_beam(self, lattice, beam: float):
+        """:meth:`determinize` at ``beam``, without the warning."""
+        trans = self.graph.transitions
+        return determinize_lattice_phone_pruned(
+            lattice, beam, self.opts.acoustic_scale, trans.tid_to_phone, trans.tid_starts_phone
+        )
 
 
 def check_num_pdfs(graph: DecodingGraph, num_outputs: int, model_path) -> None:
@@ -143,8 +176,9 @@ def decode_split(
     feats = load_scp(feats_scp)
     ivecs = load_scp(ivectors_scp) if (ivectors_scp and model.ivector_dim) else None
     period = int(Path(period_path).read_text().strip()) if ivecs is not None else 0
-    frames, nnet_s, search_s = 0, 0.0, 0.0
+    frames, nnet_s, search_s, det_s = 0, 0.0, 0.0, 0.0
     links = {kind: 0 for kind in searches}
+    arcs = {kind: 0 for kind in searches}  # of the lattices written
     held = {kind: 0 for kind in searches}  # the most links one search held at once
     utts = split_utterances(list(feats.keys()), nj, job)
     with writing_lattice_archives({k: lattice_paths[k] for k in searches}) as archives:
@@ -162,8 +196,6 @@ def decode_split(
             start = time.process_time()
             for kind, graph_search in searches.items():
                 lattice = graph_search.lattice(loglikes)
-                if post_decode_acwt != 1.0:  # lattice-scale --acoustic-scale=f
-                    lattice.acoustic = lattice.acoustic * post_decode_acwt
                 if not lattice.reached_final:
                     log.warning(
                         "%s: the %s search reached no final state at the last frame; "
@@ -173,7 +205,19 @@ def decode_split(
                     )
                 links[kind] += lattice.num_links
                 held[kind] = max(held[kind], lattice.peak_links)
-                lattice.write_kaldi_text(archives[kind], utt)
+                determinized = opts.determinize_lattice and kind == "words"
+                if determinized:
+                    det_start = time.process_time()
+                    out = graph_search.determinize(lattice, utt)
+                    det_s += time.process_time() - det_start
+                else:
+                    out = lattice
+                arcs[kind] += out.num_arcs if determinized else out.num_links
+                if post_decode_acwt != 1.0 and determinized:
+                    out.scale_acoustic(post_decode_acwt)  # lattice-scale --acoustic-scale=f
+                elif post_decode_acwt != 1.0:
+                    out.acoustic = out.acoustic * post_decode_acwt
+                out.write_kaldi_text(archives[kind], utt)
             search_s += time.process_time() - start
             frames += x.shape[0]
     result = {
@@ -183,10 +227,13 @@ def decode_split(
         "search_seconds": round(search_s, 3),
         "searches_per_utterance": len(searches),
         "lattice_links_per_frame": {k: round(n / max(frames, 1), 2) for k, n in links.items()},
+        "written_arcs_per_frame": {k: round(n / max(frames, 1), 2) for k, n in arcs.items()},
         "peak_held_links": held,
         "reference": reference,
-        "options": vars(opts),
+        "options": recorded_options(vars(opts)),
     }
+    if opts.determinize_lattice:  # part of search_seconds
+        result["determinize_seconds"] = round(det_s, 3)
     if f > 1:
         result.update(
             frame_subsampling_factor=f,

@@ -62,6 +62,10 @@ class Lattice:
     reached_final: bool = True
     # the most links the search held at once (its memory: 32 bytes a link), 0 if unknown
     peak_links: int = 0
+    # a word-level lattice read from a determinised CompactLattice (one link per arc,
+    # ``frame`` the node's depth in arcs): the arguments of :meth:`from_compact` that
+    # spell its state-level form (:meth:`state_level`); None for a state-level lattice
+    compact: tuple | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -107,6 +111,108 @@ class Lattice:
             acoustic=np.asarray(acoustic, dtype=np.float64)[link_order],
             tid=np.asarray(tid, dtype=np.int64)[link_order],
             word=np.asarray(word, dtype=np.int64)[link_order],
+        )
+
+    def state_level(self) -> Lattice:
+        """The state-level lattice (itself, or the one its CompactLattice spells)."""
+        return self if self.compact is None else Lattice.from_compact(*self.compact)
+
+    @classmethod
+    def word_level(cls, num_states, src, dst, word, graph, acoustic, strings, final) -> Lattice:
+        """A CompactLattice (as :meth:`from_compact` takes it) as a word-level lattice for
+        the scoring grid: one link per arc without its string, a final weight with an
+        acoustic cost as a word-less link to a new final node; nodes levelled by their
+        depth in arcs (a level per word position, not per frame: the passes over the
+        levels take a few steps an utterance). Its best paths and words are those of
+        :meth:`from_compact`'s lattice; :meth:`state_level` gives that one."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        graph = np.asarray(graph, dtype=np.float64)
+        acoustic = np.asarray(acoustic, dtype=np.float64)
+        word = np.asarray(word, dtype=np.int64)
+        n = num_states
+        fin = np.full(n + 1, np.inf)
+        extra = [s for s, (g, a, _) in final.items() if a != 0.0]
+        for s, (g, a, _) in final.items():
+            if a == 0.0:
+                fin[s] = g
+        if extra:
+            fin[n] = 0.0
+            src = np.concatenate([src, extra])
+            dst = np.concatenate([dst, np.full(len(extra), n)])
+            graph = np.concatenate([graph, [final[s][0] for s in extra]])
+            acoustic = np.concatenate([acoustic, [final[s][1] for s in extra]])
+            word = np.concatenate([word, np.zeros(len(extra), dtype=np.int64)])
+            n += 1
+        depth = np.zeros(n, dtype=np.int64)  # longest path in arcs (the arcs go forward)
+        while len(src):
+            cand = depth[src] + 1
+            grow = cand > depth[dst]
+            if not grow.any():
+                break
+            np.maximum.at(depth, dst[grow], cand[grow])
+        out = cls.from_links(
+            depth, fin[:n], src, dst, graph, acoustic, np.zeros(len(src), np.int64), word
+        )
+        out.compact = (num_states, src[: len(strings)], dst[: len(strings)], word[: len(strings)],
+                       graph[: len(strings)], acoustic[: len(strings)], strings, final)  # fmt: skip
+        return out
+
+    @classmethod
+    def from_compact(cls, num_states, src, dst, word, graph, acoustic, strings, final) -> Lattice:
+        """The state-level lattice a CompactLattice spells (Kaldi's ``ConvertLattice``;
+        state 0 the start, ``strings`` the arcs' transition-id tuples, ``final``: state ->
+        (graph, acoustic, string)): each arc a chain of links, one transition-id each (one
+        link without any for an empty string), its word and weight on the first; a final
+        weight with a string or an acoustic cost is such a chain to a new final node."""
+        n = num_states
+        out: tuple[list, ...] = ([], [], [], [], [], [])  # src, dst, tid, word, graph, acoustic
+        final_cost = {}
+
+        def chain(s, d, w, g, a, tids):
+            nonlocal n
+            tids = tids or (0,)
+            last = len(tids) - 1
+            for i, t in enumerate(tids):
+                nxt = d if i == last else n
+                n += i != last
+                for column, value in zip(
+                    out,
+                    (s, nxt, t, w if i == 0 else 0, g if i == 0 else 0.0, a if i == 0 else 0.0),
+                    strict=True,
+                ):
+                    column.append(value)
+                s = nxt
+
+        for arc in zip(
+            np.asarray(src).tolist(),
+            np.asarray(dst).tolist(),
+            np.asarray(word).tolist(),
+            np.asarray(graph).tolist(),
+            np.asarray(acoustic).tolist(),
+            strings,
+            strict=True,
+        ):
+            chain(*arc)
+        for s, (g, a, tids) in final.items():
+            if not tids and a == 0.0:
+                final_cost[s] = g
+            else:
+                end, n = n, n + 1
+                chain(s, end, 0, g, a, tids)
+                final_cost[end] = 0.0
+        fin = np.full(n, np.inf)
+        fin[list(final_cost)] = list(final_cost.values())
+        src_a, dst_a, tid_a, word_a = (np.array(c, dtype=np.int64) for c in out[:4])
+        return cls.from_links(
+            node_frames(n, src_a, dst_a, tid_a > 0),
+            fin,
+            src_a,
+            dst_a,
+            np.array(out[4], dtype=np.float64),
+            np.array(out[5], dtype=np.float64),
+            tid_a,
+            word_a,
         )
 
     # ------------------------------------------------------------ passes over the levels
@@ -288,11 +394,15 @@ def writing_lattice_archives(paths: Mapping[str, str | os.PathLike]) -> Iterator
         os.replace(tmp, paths[k])
 
 
-def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice]]:
+def read_lattice_archive(
+    path: str | os.PathLike, word_level: bool = False
+) -> Iterator[tuple[str, Lattice]]:
     """(key, lattice) of every entry of a (gzipped) text archive that
     :func:`writing_lattice_archives` wrote: nodes numbered in topological order, each
     arc one link with at most one transition-id, final lines after the arcs. Each
-    entry's numbers are parsed in one C call (``numpy.fromstring``)."""
+    entry's numbers are parsed in one C call (``numpy.fromstring``). With
+    ``word_level``, a determinised entry is read as :meth:`Lattice.word_level` gives it
+    (what the scoring grid needs), else spelt out state by state."""
     opener = gzip.open if str(path).endswith(".gz") else open
     try:
         with opener(path, "rt") as f:
@@ -304,15 +414,21 @@ def read_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, Lattice
         ) from exc
     for entry in text.split("\n\n"):
         if entry.strip():
-            yield _parse_entry(entry.lstrip("\n"), path)
+            yield _parse_entry(entry.lstrip("\n"), path, word_level)
 
 
-def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
-    """One archive entry: the key line, ``src dst word graph,acoustic,tid`` arc lines,
-    then ``node graph,acoustic,`` final lines (an empty string read as transition-id 0)."""
+def _parse_entry(entry: str, path, word_level: bool = False) -> tuple[str, Lattice]:
+    """One archive entry: the key line, ``src dst word graph,acoustic,tids`` arc lines,
+    then ``state graph,acoustic,tids`` final lines (an empty string read as
+    transition-id 0). A raw lattice (one transition-id an arc, final weights without
+    acoustic cost or string) is parsed in one C call (``numpy.fromstring``); a
+    determinised CompactLattice (strings ``t1_t2_…``) line by line and spelt out
+    (:meth:`Lattice.from_compact`)."""
     key, _, body = entry.partition("\n")
     if not body.strip():  # a search that found nothing: no state at all
         return key.strip(), Lattice.from_links(*(np.zeros(0, np.int64) for _ in range(8)))
+    if "_" in body:
+        return key.strip(), _parse_compact(body, key, path, word_level)
     body = body.rstrip("\n") + "\n"
     num_lines = body.count("\n")
     num_arcs = (body.count("\t") - num_lines) // 2  # an arc line has 3 tabs, a final 1
@@ -325,21 +441,62 @@ def _parse_entry(entry: str, path) -> tuple[str, Lattice]:
     src, dst, word, tid = (arcs[:, i].astype(np.int64) for i in (0, 1, 2, 5))
     final_nodes = finals[:, 0].astype(np.int64)
     n = int(max(src.max(initial=-1), dst.max(initial=-1), final_nodes.max(initial=-1))) + 1
+    if (finals[:, 2] != 0).any() or (finals[:, 3] != 0).any():  # compact final weights
+        strings = [(t,) if t else () for t in tid.tolist()]
+        final = {int(s): (g, a, (int(t),) if t else ()) for s, g, a, t in finals.tolist()}
+        build = Lattice.word_level if word_level else Lattice.from_compact
+        return key, build(n, src, dst, word, arcs[:, 3], arcs[:, 4], strings, final)
     final = np.full(n, np.inf)
     final[final_nodes] = finals[:, 1]
     return key, Lattice.from_links(
-        _frames(n, src, dst, tid > 0), final, src, dst, arcs[:, 3], arcs[:, 4], tid, word
+        node_frames(n, src, dst, tid > 0), final, src, dst, arcs[:, 3], arcs[:, 4], tid, word
     )
+
+
+def _parse_compact(body: str, key: str, path, word_level: bool = False) -> Lattice:
+    """A CompactLattice entry's lines (``WriteCompactLattice`` text) as a state-level
+    :class:`Lattice`."""
+    src, dst, word, graph, acoustic, strings = [], [], [], [], [], []
+    final = {}
+    try:
+        for line in body.splitlines():
+            fields = line.split()
+            if not fields:
+                continue
+            g, a, tids = fields[-1].split(",")
+            string = tuple(int(t) for t in tids.split("_")) if tids else ()
+            if len(fields) == 2:
+                final[int(fields[0])] = (float(g), float(a), string)
+            else:
+                src.append(int(fields[0]))
+                dst.append(int(fields[1]))
+                word.append(int(fields[2]))
+                graph.append(float(g))
+                acoustic.append(float(a))
+                strings.append(string)
+    except ValueError as exc:
+        raise DataError(f"{path}: lattice {key}: not a lattice written by paravg ({exc})") from exc
+    n = 1 + max([*src, *dst, *final, 0])
+    build = Lattice.word_level if word_level else Lattice.from_compact
+    return build(n, src, dst, word, graph, acoustic, strings, final)
 
 
 class LatticeArchives:
     """The lattices of several archives (a set's splits), read in order; the first pass
     keeps them in memory up to ``max_links`` links in all, so that a second pass (the
-    CTM after the grid) reads nothing again; beyond it every pass reads the files."""
+    CTM after the grid) reads nothing again; beyond it every pass reads the files. With
+    ``word_level``, determinised entries come word-level (:meth:`Lattice.word_level`; a
+    pass that needs frames calls :meth:`Lattice.state_level`)."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike], max_links: int = 5_000_000):
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike],
+        max_links: int = 5_000_000,
+        word_level: bool = False,
+    ):
         self.paths = list(paths)
         self.max_links = max_links
+        self.word_level = word_level
         self._kept: list[tuple[str, Lattice]] | None = None
 
     def __iter__(self) -> Iterator[tuple[str, Lattice]]:
@@ -349,7 +506,7 @@ class LatticeArchives:
         kept: list[tuple[str, Lattice]] | None = []
         links = 0
         for path in self.paths:
-            for key, lattice in read_lattice_archive(path):
+            for key, lattice in read_lattice_archive(path, self.word_level):
                 links += lattice.num_links
                 if kept is not None and links <= self.max_links:
                     kept.append((key, lattice))
@@ -359,7 +516,7 @@ class LatticeArchives:
         self._kept = kept
 
 
-def _frames(n: int, src: np.ndarray, dst: np.ndarray, emits: np.ndarray) -> np.ndarray:
+def node_frames(n: int, src: np.ndarray, dst: np.ndarray, emits: np.ndarray) -> np.ndarray:
     """Each node's frame: the number of transition-ids on any path from node 0 (the same
     on every path of a state-level lattice). One incoming link per node makes a tree;
     depths by pointer jumping, O(links · log frames)."""

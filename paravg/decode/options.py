@@ -21,7 +21,7 @@ from typing import Any
 from paravg import schema
 from paravg.errors import ConfigError
 
-__all__ = ["SEARCH_KEYS", "SearchOptions", "check_search_options"]
+__all__ = ["SEARCH_KEYS", "SearchOptions", "check_search_options", "recorded_options"]
 
 _DEFAULTS = schema.defaults("decode")
 
@@ -49,9 +49,29 @@ class SearchOptions:
     lattice_beam: float = _DEFAULTS["lattice_beam"]
     max_active: int = _DEFAULTS["max_active"]
     min_active: int = _DEFAULTS["min_active"]
+    # write determinised CompactLattices (LatticeFasterDecoderConfig::determinize_lattice),
+    # pruned at determinize_beam (None: lattice_beam; lattice-determinize-pruned --beam)
+    determinize_lattice: bool = _DEFAULTS["determinize_lattice"]
+    determinize_beam: float | None = _DEFAULTS["determinize_beam"]
+
+    @property
+    def determinize_at(self) -> float:
+        """The determinisation's beam: ``determinize_beam``, else ``lattice_beam``."""
+        return self.lattice_beam if self.determinize_beam is None else self.determinize_beam
 
     def __post_init__(self) -> None:
         check_search_options(asdict(self), "decode")
 
 
 SEARCH_KEYS = tuple(f.name for f in fields(SearchOptions))
+DETERMINIZE_KEYS = ("determinize_lattice", "determinize_beam")
+
+
+def recorded_options(values: Mapping[str, Any]) -> dict:
+    """The options a decode is known by (rule decode_split's params, its JSON's
+    ``options``, the results table's check) from the ``decode`` section or a
+    :class:`SearchOptions`' fields: :data:`SEARCH_KEYS`, without the determinisation's
+    while ``determinize_lattice`` is off, so that a run without it keeps the params (and
+    the lattices) of the release before."""
+    keep = values.get("determinize_lattice", False)
+    return {k: values[k] for k in SEARCH_KEYS if keep or k not in DETERMINIZE_KEYS}
