@@ -43,9 +43,7 @@ if PARAVG.data.lhotse_sets():
         input:
             from_dag("data.manifest_inputs"),
         output:
-            LAYOUT.results + "/lhotse/{set}/wav.scp",
-            LAYOUT.results + "/lhotse/{set}/utt2spk",
-            LAYOUT.results + "/lhotse/{set}/report.json",
+            PARAVG.data.converted_files("{set}"),  # wav.scp, utt2spk, report.json
         wildcard_constraints:
             set=PARAVG.data.lhotse_set_pattern(),
         params:
