@@ -72,24 +72,36 @@ def test_equal_alignment_shares_frames_equally(lang):
 
 
 def test_viterbi_alignment_finds_the_phone_boundaries(lang):
-    """Utterances of "x y" = (sil) aa bb cc (sil) whose feature means are the phone's:
-    after a few EM steps from equal alignments (flat start), Viterbi puts the phone
-    boundaries where the data changes."""
+    """Utterances of "x y", "y x" and "z" (aa bb cc, cc aa bb, bb cc aa) between silences
+    of 3-11 frames, whose feature means are the phone's: after a few EM steps from equal
+    alignments (flat start), Viterbi puts the phone boundaries where the data changes.
+
+    The transcripts vary so that silence has different neighbours: with one transcript
+    for every utterance, the first state of its first phone and the last state of its
+    last phone model the edge silences as well as ``sil`` does, and flat-start EM ends
+    there (no frame aligned to ``sil``) for most seeds. Silences are at least 3 frames,
+    the least ``sil``'s HMM can take. Flat-start EM on this toy still has local optima:
+    over seeds 0-99, 93 pass with make_lexicon_fst.py's L (18 with an L whose start arc
+    carries ``sil``); the seed is fixed."""
     from paravg.gmm.accumulate import EstOptions, accumulate, estimate
 
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(4)
     model = init_mono_model(lang / "lang", [rng.normal(size=(50, 2))])
     table = TransitionTable.of(model.trans)
-    words = read_transcripts(lang / "lang", lang / "text")
-    feats, truth = {}, {}
-    for k in range(12):
-        durations = rng.integers([0, 6, 6, 6, 0], [12, 30, 30, 30, 12])
-        truth[f"u{k}"] = np.repeat([3, 0, 1, 2, 3], durations)
+    syms = read_symbol_table(lang / "lang/words.txt")
+    # phones 0 1 2 3 = aa bb cc sil
+    transcripts = [(["x", "y"], [0, 1, 2]), (["y", "x"], [2, 0, 1]), (["z"], [1, 2, 0])]
+    feats, truth, text = {}, {}, {}
+    for k in range(24):
+        transcript, order = transcripts[k % 3]
+        durations = rng.integers([3, 6, 6, 6, 3], [12, 30, 30, 30, 12])
+        truth[f"u{k}"] = np.repeat([3, *order, 3], durations)
+        text[f"u{k}"] = [syms[w] for w in transcript]
         means = np.array([0.0, 5.0, 10.0, -5.0])[truth[f"u{k}"]]
         feats[f"u{k}"] = (means[:, None] + 0.5 * rng.normal(size=(len(means), 2))).astype(
             np.float32
         )
-    graphs = compile_graphs(graph_compiler(model, lang / "lang"), {u: words["u1"] for u in feats})
+    graphs = compile_graphs(graph_compiler(model, lang / "lang"), text)
     ali = align_equal(graphs, {u: len(x) for u, x in feats.items()}).alignments
     for _ in range(5):
         estimate(
@@ -99,7 +111,8 @@ def test_viterbi_alignment_finds_the_phone_boundaries(lang):
         ali = result.alignments
     assert result.failed == [] and result.frames == sum(map(len, feats.values()))
     phones = read_symbol_table(lang / "lang/phones.txt")
-    base = {phones["aa_B"]: 0, phones["bb_E"]: 1, phones["cc_S"]: 2, phones["sil"]: 3}
+    base = {phones[f"{p}_{pos}"]: i for i, p in enumerate(["aa", "bb", "cc"]) for pos in "BEIS"}
+    base[phones["sil"]] = 3
     agree = [
         np.array([base.get(int(p), -1) for p in ali_to_phones(table, ali[u], per_frame=True)])
         == truth[u]
