@@ -260,6 +260,9 @@ def _perturb_into(
         "num_target_frames": num_target_frames,
         "source_duration_s": round(stats["source_samples"] / sample_rate, 3),
         "duration_s": round(stats["copy_samples"] / sample_rate, 3),
+        # a prepared set's key (prepare_data's audio check): the copies are written here,
+        # so their length is known; the resource formulas read it (paravg/dag/core.py)
+        "duration_s_checked": round(stats["copy_samples"] / sample_rate, 3),
         "clipped_samples": stats["clipped_samples"],
         "gain_min": round(min(gains.values()), 6) if gains else None,
         "gain_max": round(max(gains.values()), 6) if gains else None,

@@ -69,7 +69,11 @@ def test_three_way_speed_and_volume_copies_as_kaldi_names_them(tmp_path):
     assert data.text is None and not (dst / "text").exists()
     assert report["num_utterances"] == 3 * len(source.utterances)
     assert report["id_prefixes"] == list(prefixes)
-    check_audio(data, RATE)  # every copy is a readable 16-kHz mono WAV
+    audio = check_audio(data, RATE)  # every copy is a readable 16-kHz mono WAV
+    # what later stages read of a prepared set's report (the resource formulas: its
+    # utterances and hours) holds for the copies as prepare_data writes it for a set
+    assert report["num_utterances_kept"] == report["num_utterances"]
+    assert report["duration_s_checked"] == round(audio["duration_s"], 3)
 
     gains = {k: float(v) for k, v in table(dst / "reco2vol").items()}
     assert set(gains) == set(data.wav)
