@@ -41,20 +41,7 @@ from paravg.chain.supervision import (
     alignment_supervision,
     alignment_to_phone_durations,
 )
-
-#: The arrays of a :class:`SupervisionTable` (the file ``P.chain.<name>.npy`` each).
-TABLE_FIELDS = (
-    "state_offsets",
-    "arc_offsets",
-    "frames",
-    "start",
-    "arc_src",
-    "arc_dst",
-    "arc_pdf",
-    "arc_frame",
-    "arc_logp",
-    "final_logp",
-)
+from paravg.chain.table_files import TABLE_FIELDS, table_files
 
 
 def targets_to_phones(frame_targets: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -291,11 +278,6 @@ class SupervisionTable:
         ):
             raise ValueError(f"{prefix}: chain supervision offsets do not match its arrays")
         return cls(**arrays)
-
-
-def table_files(prefix: str | os.PathLike) -> dict[str, str]:
-    """Field -> file of the supervision table of archive ``prefix``."""
-    return {name: f"{prefix}.chain.{name}.npy" for name in TABLE_FIELDS}
 
 
 def _ranges(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ tolerances): :meth:`ChainDag.supervision_options` says so at start-up.
 
 from __future__ import annotations
 
+from paravg.chain.table_files import table_files
 from paravg.dag.core import RunCore
 from paravg.dag.egs import EGS_SUBSETS, EgsDag
 from paravg.errors import ConfigError
@@ -24,18 +25,6 @@ from paravg.errors import ConfigError
 #: ``model.chain`` keys that change the supervision (the rest only the objective)
 SUPERVISION_KEYS = ("left_tolerance", "right_tolerance")
 CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
-TABLE_FIELDS = (
-    "state_offsets",
-    "arc_offsets",
-    "frames",
-    "start",
-    "arc_src",
-    "arc_dst",
-    "arc_pdf",
-    "arc_frame",
-    "arc_logp",
-    "final_logp",
-)  # paravg.chain.egs.TABLE_FIELDS (that module needs kaldifst; the DAG does not)
 
 
 class ChainDag:
@@ -82,7 +71,7 @@ class ChainDag:
         return {name.replace(".", "_"): f"{d}/{name}" for name in CHAIN_FILES}
 
     def table_files(self, prefix: str) -> list[str]:
-        return [f"{prefix}.chain.{name}.npy" for name in TABLE_FIELDS]
+        return list(table_files(prefix).values())
 
     def archive_table(self, a) -> list[str]:
         return self.table_files(self.layout.egs_prefix(a))
