@@ -73,6 +73,28 @@ PHONE_GRID = (list(range(1, 11)), [0.0])
 OLD_PHONE_GRID = WORD_GRID
 
 
+def trained_run(args):
+    """The trained run ``args.results`` names, for decoding ``args.set``: (layout, model,
+    log priors, features, i-vectors or None, i-vector period, the first ``max_utts``
+    utterances). Changes into the run's parent directory: its scp files hold paths
+    relative to it."""
+    from paravg.layout import Layout
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    r = Path(args.results).resolve()
+    os.chdir(r.parent)
+    L = Layout(r.name)
+    fd = load_model_file(L.final_model(args.exp))
+    model = build_model(fd).eval()
+    log_priors = fd["state_dict"]["log_priors"].double()
+    feats = kaldiio.load_scp(L.feats_scp(args.set))
+    ivecs, period = None, 0
+    if model.ivector_dim:
+        ivecs = kaldiio.load_scp(L.ivector_scp(args.set))
+        period = int(Path(L.ivector_period(args.set)).read_text())
+    return L, model, log_priors, feats, ivecs, period, sorted(feats.keys())[: args.max_utts]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(ap)
@@ -107,21 +129,8 @@ def main() -> None:
     from paravg.graph.arpa import phone_sequences
     from paravg.graph.lexicon import read_text
     from paravg.graph.load import load_graph
-    from paravg.layout import Layout
-    from paravg.nnet.model_file import build_model, load_model_file
 
-    r = Path(args.results).resolve()
-    os.chdir(r.parent)  # the run's scp files hold paths relative to its directory
-    L = Layout(r.name)
-    fd = load_model_file(L.final_model(args.exp))
-    model = build_model(fd).eval()
-    log_priors = fd["state_dict"]["log_priors"].double()
-    feats = kaldiio.load_scp(L.feats_scp(args.set))
-    ivecs, period = None, 0
-    if model.ivector_dim:
-        ivecs = kaldiio.load_scp(L.ivector_scp(args.set))
-        period = int(Path(L.ivector_period(args.set)).read_text())
-    utts = sorted(feats.keys())[: args.max_utts]
+    L, model, log_priors, feats, ivecs, period, utts = trained_run(args)
     loglikes, frames = {}, 0
     t0 = time.process_time()
     for u in utts:
@@ -335,21 +344,8 @@ def determinize_bench(args, beams: list[float]) -> None:
     from paravg.decode.search import SearchOptions
     from paravg.graph.lexicon import read_text
     from paravg.graph.load import load_graph
-    from paravg.layout import Layout
-    from paravg.nnet.model_file import build_model, load_model_file
 
-    r = Path(args.results).resolve()
-    os.chdir(r.parent)
-    L = Layout(r.name)
-    fd = load_model_file(L.final_model(args.exp))
-    model = build_model(fd).eval()
-    log_priors = fd["state_dict"]["log_priors"].double()
-    feats = kaldiio.load_scp(L.feats_scp(args.set))
-    ivecs, period = None, 0
-    if model.ivector_dim:
-        ivecs = kaldiio.load_scp(L.ivector_scp(args.set))
-        period = int(Path(L.ivector_period(args.set)).read_text())
-    utts = sorted(feats.keys())[: args.max_utts]
+    L, model, log_priors, feats, ivecs, period, utts = trained_run(args)
     graph = load_graph(L.graph_dir("words"))
     search = GraphSearch(graph, SearchOptions())
     refs = read_text(L.text(args.set))
