@@ -66,99 +66,65 @@ from snakemake_executor_plugin_slurm import common_settings  # noqa: F401 (plugi
 from snakemake_interface_common.exceptions import WorkflowError
 
 
+def _setting(default, help_text: str):
+    """A plugin setting: a dataclass field with its ``--paravg-slurm-*`` help text, neither
+    read from the environment nor required (the SLURM plugin's own fields' metadata)."""
+    return field(default=default, metadata={"help": help_text, "env_var": False, "required": False})
+
+
 @dataclass
 class ExecutorSettings(SlurmExecutorSettings):
-    max_status_check_seconds: int = field(
-        default=5,
-        metadata={
-            "help": "Never wait longer than this between two status checks (sacct/squeue "
-            "calls for all jobs); the SLURM plugin's own back-off grows to 180 s.",
-            "env_var": False,
-            "required": False,
-        },
+    max_status_check_seconds: int = _setting(
+        5,
+        "Never wait longer than this between two status checks (sacct/squeue "
+        "calls for all jobs); the SLURM plugin's own back-off grows to 180 s.",
     )
-    end_check_seconds: float = field(
-        default=0.5,
-        metadata={
-            "help": "Look this often for the files that ending batch scripts leave in "
-            ".snakemake/paravg-slurm/ (a file system stat per running job); a file "
-            "found triggers a status query at once.",
-            "env_var": False,
-            "required": False,
-        },
+    end_check_seconds: float = _setting(
+        0.5,
+        "Look this often for the files that ending batch scripts leave in "
+        ".snakemake/paravg-slurm/ (a file system stat per running job); a file "
+        "found triggers a status query at once.",
     )
-    srun_jobs: bool = field(
-        default=False,
-        metadata={
-            "help": "Run each job through the jobstep executor and srun, as the SLURM "
-            "plugin does (two snakemake start-ups per job), instead of in the batch "
-            "script's snakemake (one).",
-            "env_var": False,
-            "required": False,
-        },
+    srun_jobs: bool = _setting(
+        False,
+        "Run each job through the jobstep executor and srun, as the SLURM "
+        "plugin does (two snakemake start-ups per job), instead of in the batch "
+        "script's snakemake (one).",
     )
-    warm_workers: int = field(
-        default=0,
-        metadata={
-            "help": "Run one-thread Python script jobs in warm workers: allocations of this "
-            "many CPUs (one job each) running a forkserver that has imported torch and "
-            "paravg, fed by the main snakemake (see the warm module); 0: off.",
-            "env_var": False,
-            "required": False,
-        },
+    warm_workers: int = _setting(
+        0,
+        "Run one-thread Python script jobs in warm workers: allocations of this "
+        "many CPUs (one job each) running a forkserver that has imported torch and "
+        "paravg, fed by the main snakemake (see the warm module); 0: off.",
     )
-    warm_allocations: int = field(
-        default=1,
-        metadata={
-            "help": "At most this many warm worker allocations at once.",
-            "env_var": False,
-            "required": False,
-        },
+    warm_allocations: int = _setting(
+        1,
+        "At most this many warm worker allocations at once.",
     )
-    warm_gpus: int = field(
-        default=0,
-        metadata={
-            "help": "GPUs of each warm worker allocation (sbatch --gpus); jobs asking for "
-            "one GPU (resource gpu=1) run warm only where one is free.",
-            "env_var": False,
-            "required": False,
-        },
+    warm_gpus: int = _setting(
+        0,
+        "GPUs of each warm worker allocation (sbatch --gpus); jobs asking for "
+        "one GPU (resource gpu=1) run warm only where one is free.",
     )
-    warm_mem_mb: int = field(
-        default=2000,
-        metadata={
-            "help": "Memory per warm worker (the allocation asks workers x this); a job "
-            "with a larger mem_mb is submitted on its own.",
-            "env_var": False,
-            "required": False,
-        },
+    warm_mem_mb: int = _setting(
+        2000,
+        "Memory per warm worker (the allocation asks workers x this); a job "
+        "with a larger mem_mb is submitted on its own.",
     )
-    warm_runtime: int = field(
-        default=1440,
-        metadata={
-            "help": "Time limit of a warm worker allocation in minutes; a job runs warm "
-            "only in an allocation with its runtime left.",
-            "env_var": False,
-            "required": False,
-        },
+    warm_runtime: int = _setting(
+        1440,
+        "Time limit of a warm worker allocation in minutes; a job runs warm "
+        "only in an allocation with its runtime left.",
     )
-    warm_heartbeat_seconds: float = field(
-        default=30.0,
-        metadata={
-            "help": "A warm worker whose heartbeat (a file it rewrites every second) stops "
-            "this long is taken for dead: its jobs fail (and are retried).",
-            "env_var": False,
-            "required": False,
-        },
+    warm_heartbeat_seconds: float = _setting(
+        30.0,
+        "A warm worker whose heartbeat (a file it rewrites every second) stops "
+        "this long is taken for dead: its jobs fail (and are retried).",
     )
-    warm_idle_seconds: float = field(
-        default=60.0,
-        metadata={
-            "help": "Stop a warm worker allocation after this long without a job, so "
-            "SLURM can give its CPUs to jobs that cannot run warm.",
-            "env_var": False,
-            "required": False,
-        },
+    warm_idle_seconds: float = _setting(
+        60.0,
+        "Stop a warm worker allocation after this long without a job, so "
+        "SLURM can give its CPUs to jobs that cannot run warm.",
     )
 
 
