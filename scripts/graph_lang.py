@@ -1,4 +1,4 @@
-"""Rule graph_lang: HCLG from a user's lang dir + G.fst/ARPA + monophone final.mdl."""
+"""Rule graph_lang: HCLG from a user's lang dir + G.fst/ARPA + final.mdl (+ tree)."""
 
 from paravg.graph.hclg import GraphOptions
 from paravg.graph.user import build_from_lang

@@ -6,17 +6,25 @@ checked (the model parses; the graph's input labels are transition-ids of that m
 its output labels words of ``words.txt``) and copied into the graph dir.
 
 ``lang``: a Kaldi lang dir + ``G.fst`` or an ARPA file + that ``final.mdl`` (+ its
-``tree``). kaldi-hmm-gmm cannot read a Kaldi tree file, so the tree is rebuilt the way
-``gmm-init-mono --shared-phones=phones/sets.int`` makes it (one pdf per phone set and
-pdf class), and the transition-id -> pdf map it gives is compared with ``final.mdl``'s:
-a triphone tree (or any other) is reported as unsupported rather than silently decoded
-with wrong pdfs. ``phones.txt`` of the lang and the phones of the transition model must
-agree. Then HCLG is built as for the demo (:func:`paravg.graph.hclg.make_hclg`).
+``tree``). With ``tree`` (Kaldi's binary ``tree`` file from ``build-tree``: a triphone
+tree of ``train_deltas.sh``, or any context width), the tree is read
+(:func:`paravg.gmm.tree_io.load_kaldi_tree`), a ``TransitionModel(tree, topo)`` is built
+over the lang's ``topo``, and its transition-id -> pdf map must equal ``final.mdl``'s
+(``gmm-init-model`` makes the transition model from exactly these two); the context
+transducer then takes the tree's N and P (``mkgraph.sh`` reads them with ``tree-info``).
+Without ``tree``, the tree is rebuilt the way ``gmm-init-mono
+--shared-phones=phones/sets.int`` makes it (one pdf per phone set and pdf class) and
+compared the same way, so a context-dependent ``final.mdl`` given without its tree is
+reported rather than silently decoded with wrong pdfs. ``phones.txt`` of the lang and the
+phones of the transition model must agree. Then HCLG is built as for the demo
+(:func:`paravg.graph.hclg.make_hclg`).
 """
 
 from __future__ import annotations
 
 import shutil
+import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +110,24 @@ def import_hclg(
     return summary
 
 
+def _user_tree(tree: Path, topo_text: str):
+    """(ContextDependency, TransitionModel over ``topo_text``, N, P) of a Kaldi binary
+    ``tree`` file; a file that is not one is reported naming it."""
+    import kaldi_hmm_gmm
+
+    from paravg.gmm.tree_io import load_kaldi_tree, read_tree
+    from paravg.graph.topology import read_topology
+
+    try:
+        _emap, width, central = read_tree(tree)
+        ctx = load_kaldi_tree(tree)
+    except (ValueError, IndexError, struct.error) as exc:
+        raise DataError(
+            f"{tree}: not a Kaldi binary tree file (as build-tree writes it): {exc}"
+        ) from exc
+    return ctx, kaldi_hmm_gmm.TransitionModel(ctx, read_topology(topo_text)), width, central
+
+
 def build_from_lang(
     lang_dir: str | Path,
     lm: str | Path,
@@ -110,7 +136,7 @@ def build_from_lang(
     out_dir: str | Path,
     options=None,
 ) -> dict:
-    """HCLG from a user's lang dir + G.fst/ARPA + monophone final.mdl (see module doc)."""
+    """HCLG from a user's lang dir + G.fst/ARPA + final.mdl (+ tree; see the module doc)."""
     from paravg.graph.grammar import arpa_to_g, check_arpa_words
     from paravg.graph.hclg import GraphOptions, make_hclg, read_fst, write_graph
     from paravg.graph.topology import tid_to_pdf, transition_model, transition_model_text
@@ -132,20 +158,28 @@ def build_from_lang(
         check_arpa_words(lm, lang_dir / "words.txt")
     lexicon = read_fst(lang_dir / "L_disambig.fst")
     topo_text = (lang_dir / "topo").read_text()
-    _topo, ctx, trans_model = transition_model(lang, topo_text)
+    options = options or GraphOptions()
+    if tree is None:
+        _topo, ctx, trans_model = transition_model(lang, topo_text)
+        built_from = f"the monophone tree of {lang_dir / 'phones/sets.int'}"
+        hint = " (a context-dependent model? give its tree: graph.tree)"
+    else:
+        ctx, trans_model, width, central = _user_tree(Path(tree), topo_text)
+        options = replace(options, context_width=width, central_position=central)
+        built_from = f"{tree} (context width {width}, central position {central})"
+        hint = " (final.mdl and tree do not belong together)"
     ours = tid_to_pdf(trans_model)
     if len(ours) != len(info.tid_to_pdf) or not np.array_equal(ours[1:], info.tid_to_pdf[1:]):
         raise DataError(
-            f"{final_mdl}: its transition-id -> pdf map is not the monophone one of "
-            f"{lang_dir / 'phones/sets.int'} (a context-dependent tree?); kaldi-hmm-gmm cannot "
-            "read Kaldi tree files, so use graph.source: hclg with your own HCLG.fst"
+            f"{final_mdl}: its transition-id -> pdf map ({len(info.tid_to_pdf) - 1} "
+            f"transition-ids) is not the one of {built_from} over {lang_dir / 'topo'} "
+            f"({len(ours) - 1} transition-ids){hint}"
         )
     out.mkdir(parents=True, exist_ok=True)
     if lm.suffix == ".fst":
         _copy(lm, out / "G.fst")
     else:
         arpa_to_g(lm, lang_dir / "words.txt", out / "G.fst")
-    options = options or GraphOptions()
     hclg, sizes = make_hclg(
         lexicon,
         read_fst(out / "G.fst"),
@@ -157,6 +191,14 @@ def build_from_lang(
     write_text_atomic(out / "transition.mdl", transition_model_text(trans_model, topo_text))
     for name in ("words.txt", "phones.txt", "phones/word_boundary.int"):
         _copy(lang_dir / name, out / name)
-    summary = {"source": "lang", "num_pdfs": trans_model.num_pdfs, "sizes": sizes}
+    if tree is not None:
+        _copy(Path(tree), out / "tree")
+    summary = {
+        "source": "lang",
+        "num_pdfs": trans_model.num_pdfs,
+        "context_width": options.context_width,
+        "central_position": options.central_position,
+        "sizes": sizes,
+    }
     write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
     return summary

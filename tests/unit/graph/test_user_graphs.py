@@ -102,3 +102,89 @@ def test_a_truncated_g_fst_is_named_before_anything_is_written(small_graph, tmp_
     assert not out.exists()
     summary = build_from_lang(src / "lang", good, src / "transition.mdl", None, out)
     assert summary["sizes"]["HCLG"] == small_graph[1]["sizes"]["HCLG"]
+
+
+def _left_context_model(lang_dir, tmp_path):
+    """A hand-made triphone tree over the lang's phones (each phone's pdf split on whether
+    its left phone is one of the first five phones) written as Kaldi's binary ``tree``,
+    and the text ``final.mdl`` of ``TransitionModel(tree, topo)``, as gmm-init-model
+    makes them."""
+    import kaldi_hmm_gmm
+
+    from paravg.gmm.event_map import ConstantEventMap, SplitEventMap, TableEventMap
+    from paravg.gmm.tree_io import load_kaldi_tree, write_tree
+    from paravg.graph.lang import read_lang
+    from paravg.graph.topology import read_topology, transition_model_text
+
+    lang = read_lang(lang_dir)
+    phones = sorted(i for p, i in lang.phones.items() if p[0] not in "<#")
+    topo_text = (lang_dir / "topo").read_text()
+    topo = read_topology(topo_text)
+    assert set(topo.get_phone_to_num_pdf_classes()[p] for p in phones) == {1}
+    left_set = tuple(phones[:5])
+    table: list = [None] * (max(phones) + 1)
+    for n, p in enumerate(phones):
+        table[p] = SplitEventMap(0, left_set, ConstantEventMap(2 * n), ConstantEventMap(2 * n + 1))
+    tree = TableEventMap(1, tuple(table))
+    write_tree(tmp_path / "tree", tree, 3, 1)
+    ctx = load_kaldi_tree(tmp_path / "tree")
+    trans = kaldi_hmm_gmm.TransitionModel(ctx, topo)
+    (tmp_path / "final.mdl").write_text(transition_model_text(trans, topo_text))
+    return 2 * len(phones)
+
+
+def test_lang_source_with_a_users_triphone_tree(small_graph, tmp_path):
+    """graph.tree: a context-dependent final.mdl + its tree give a context-dependent HCLG
+    whose transition-ids are the model's; the tree is copied beside the graph."""
+    import kaldifst
+
+    from paravg.graph.hclg import read_fst
+    from paravg.graph.load import read_transition_model
+
+    src = small_graph[0]
+    num_pdfs = _left_context_model(src / "lang", tmp_path)
+    out = tmp_path / "g"
+    summary = build_from_lang(
+        src / "lang", src / "lm.arpa", tmp_path / "final.mdl", tmp_path / "tree", out
+    )
+    assert summary["num_pdfs"] == num_pdfs
+    assert (summary["context_width"], summary["central_position"]) == (3, 1)
+    assert (out / "tree").read_bytes() == (tmp_path / "tree").read_bytes()
+    # every input label is a transition-id of the triphone model, and the graph uses
+    # pdfs of both halves of the split (left context in and out of the set)
+    tid_to_pdf = read_transition_model(tmp_path / "final.mdl").tid_to_pdf
+    hclg = read_fst(out / "HCLG.fst")
+    pdfs = set()
+    for state in range(hclg.num_states):
+        arcs = kaldifst.ArcIterator(hclg, state)
+        while not arcs.done:
+            if arcs.value.ilabel:
+                pdfs.add(int(tid_to_pdf[arcs.value.ilabel]))
+            arcs.next()
+    assert {p % 2 for p in pdfs} == {0, 1}
+    assert summary["sizes"]["HCLG"] != small_graph[1]["sizes"]["HCLG"]
+
+
+def test_lang_source_triphone_model_without_its_tree(small_graph, tmp_path):
+    src = small_graph[0]
+    _left_context_model(src / "lang", tmp_path)
+    with pytest.raises(DataError, match=r"final\.mdl: .* give its tree: graph\.tree"):
+        build_from_lang(src / "lang", src / "lm.arpa", tmp_path / "final.mdl", None, tmp_path / "g")
+
+
+def test_lang_source_tree_of_another_model(small_graph, tmp_path):
+    src = small_graph[0]
+    _left_context_model(src / "lang", tmp_path)
+    with pytest.raises(DataError, match=r"transition\.mdl: .*do not belong together"):
+        build_from_lang(
+            src / "lang", src / "lm.arpa", src / "transition.mdl", tmp_path / "tree", tmp_path / "g"
+        )
+
+
+def test_lang_source_tree_file_that_is_not_a_tree(small_graph, tmp_path):
+    src = small_graph[0]
+    (tmp_path / "tree").write_bytes(b"\0BContextDependency garbage")
+    with pytest.raises(DataError, match=r"tree: not a Kaldi binary tree file"):
+        build_from_lang(
+            src / "lang", src / "lm.arpa", src / "transition.mdl", tmp_path / "tree", tmp_path / "g"
+        )
