@@ -51,11 +51,20 @@ def build_from_lexicon(
     options=None,
     target_phones: Sequence[str] = PHONES,
     sil_prob: float = 0.5,
+    chain: bool = False,
 ) -> dict:
     """lang dir, bigram ARPA, G.fst and HCLG.fst of a lexicon + training sentences
-    (``sil_prob``: the lang's optional-silence probability, Kaldi's default 0.5)."""
+    (``sil_prob``: the lang's optional-silence probability, Kaldi's default 0.5).
+
+    ``chain``: the graph of a chain model (``model.objective: chain``): the lang's topology
+    is the chain one and the tree gives target k's phone the pdfs 2k (forward) and
+    2k + 1 (self-loop), the chain network's outputs
+    (:func:`paravg.graph.topology.chain_transition_model`); ``options`` then carry the
+    chain recipes' scales (``mkgraph.sh --self-loop-scale 1.0``, transition scale 1.0)."""
     from paravg.graph.hclg import GraphOptions, make_hclg, read_fst, write_graph
     from paravg.graph.topology import (
+        chain_transition_model,
+        check_pdfs_are_chain_targets,
         check_pdfs_are_targets,
         lang_topo_text,
         transition_model,
@@ -68,13 +77,19 @@ def build_from_lexicon(
     lang: Lang = make_lang(
         entries, [target_phones[0]], [p for p in target_phones[1:] if p != SILENCE]
     )
-    topo_text = lang_topo_text(lang)
+    if chain:
+        topo_text, tree, trans_model = chain_transition_model(lang)
+    else:
+        topo_text = lang_topo_text(lang)
     write_lang(lang, out / "lang", topo_text, sil_prob)
     vocab = [w for w in lang.words if w[0] not in "<#"]
     lm = write_bigram_arpa(out / "lm.arpa", sentences, vocab)
     arpa_to_g(out / "lm.arpa", out / "lang" / "words.txt", out / "G.fst")
-    _topo, tree, trans_model = transition_model(lang, topo_text)
-    check_pdfs_are_targets(lang, trans_model, target_phones)
+    if chain:
+        check_pdfs_are_chain_targets(lang, trans_model, target_phones)
+    else:
+        _topo, tree, trans_model = transition_model(lang, topo_text)
+        check_pdfs_are_targets(lang, trans_model, target_phones)
     hclg, sizes = make_hclg(
         read_fst(out / "lang" / "L_disambig.fst"),
         read_fst(out / "G.fst"),
@@ -98,6 +113,7 @@ def build_from_lexicon(
         "sizes": sizes,
         "options": vars(options),
         "sil_prob": sil_prob,
+        **({"topology": "chain"} if chain else {}),
         "build_seconds": round(time.perf_counter() - start, 3),
     }
     write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
@@ -105,12 +121,17 @@ def build_from_lexicon(
 
 
 def build_demo_word_graph(
-    train_text: str | Path, train_ctm: str | Path, out_dir: str | Path, options=None
+    train_text: str | Path,
+    train_ctm: str | Path,
+    out_dir: str | Path,
+    options=None,
+    chain: bool = False,
 ) -> dict:
-    """The demo's word graph: learnt lexicon + word bigram of the training text."""
+    """The demo's word graph: learnt lexicon + word bigram of the training text (for a
+    chain model with ``chain``: :func:`build_from_lexicon`)."""
     entries = demo_lexicon(train_text, train_ctm)
     sentences = [ws for ws in read_text(train_text).values() if ws]
-    return build_from_lexicon(entries, sentences, out_dir, options)
+    return build_from_lexicon(entries, sentences, out_dir, options, chain=chain)
 
 
 def build_phone_graph(
@@ -119,6 +140,7 @@ def build_phone_graph(
     options=None,
     target_phones: Sequence[str] = PHONES,
     sil_prob: float = 0.0,
+    chain: bool = False,
 ) -> dict:
     """The PER graph: phones as words, phone bigram of the training alignments.
 
@@ -142,4 +164,5 @@ def build_phone_graph(
         options,
         target_phones,
         sil_prob,
+        chain,
     )

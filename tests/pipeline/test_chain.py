@@ -3,6 +3,11 @@ config: the chain egs (the egs cut into 30-frame chunks, each with its supervisi
 from its utterance's), the den graph from the train set's targets, the chain TDNN-F
 (output without softmax, output-xent branch) trained by N averaged NG-SGD jobs at frame
 subsampling 3, and diagnostics that print the chain objective, which improves.
+
+The run's ``all`` target then evaluates the chain model on its chain objective, decodes it
+on the chain graphs (self-loop scale 1.0, acoustic scale 1.0, lattices × 10) and exports
+it as Kaldi's chain models are (no softmax, no priors, vosk's chain ``model.conf``), and
+vosk decodes that export as Kaldi's FasterDecoder decodes paravg's network.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ def workdir(clone_upstream) -> Path:
     ws = clone_upstream("chain")
     targets = [str(EXP / "diag" / f"{t}.json") for t in (0, LAST)]
     check_ok(run_snakemake(ws, "--cores", "2", *WARM, *targets, overlay=OVERLAY), "the chain run")
+    check_ok(run_snakemake(ws, "--cores", "2", *WARM, "all", overlay=OVERLAY), "its all target")
     return ws
 
 
@@ -76,3 +82,102 @@ def test_chain_training_improves_the_chain_objective_through_the_dag(workdir):
     # the diagnostics print the chain objective
     log = (workdir / "logs" / "diagnostics" / "chain" / f"{LAST}.log").read_text()
     assert "valid_diag: chain objective" in log
+
+
+def test_all_evaluates_decodes_and_exports_the_chain_model_as_kaldi_does(workdir):
+    r = workdir / "results"
+    # evaluation: the chain objective of each test utterance's supervision, no frame
+    # accuracy (its pdfs are not the targets); the results table says n/a
+    ev = json.loads((workdir / EXP / "eval" / "test.json").read_text())
+    assert ev["objective"] == "chain" and ev["frame_accuracy"] is None, ev
+    # the tiny run's phone LM (1.5 min of speech) lacks some phone n-gram of every test
+    # utterance: no supervision the den graph allows (nnet3-chain-get-egs skips such
+    # utterances), so no chain objective either, and the JSON says why
+    assert ev["utterances"] + len(ev["skipped_no_den_path"]) == 20, ev
+    if ev["utterances"]:
+        assert ev["chain_objf"] < 0 and not ev["failed_utterances"], ev
+    else:
+        assert ev["chain_objf"] is None and "valid_diag" in ev["not_scored"], ev
+    table = (r / "results.md").read_text()
+    assert "| chain | test | n/a | n/a |" in table and "chain objective" in table, table
+    # the chain graphs: the chain topology, pdfs 2k / 2k + 1, mkgraph.sh's chain scales
+    for kind in ("chain_words", "chain_phones"):
+        graph = json.loads((r / "graph" / kind / "graph.json").read_text())
+        assert graph["topology"] == "chain" and graph["num_pdfs"] == 2 * 40, graph
+        assert graph["options"]["self_loop_scale"] == 1.0, graph
+        assert "<Tuples>" in (r / "graph" / kind / "transition.mdl").read_text()
+    # decoding: acwt 1.0, lattices × 10 (post-decode-acwt), every third frame; scored
+    split = json.loads((workdir / EXP / "decode" / "test" / "split0.json").read_text())
+    assert split["objective"] == "chain" and split["frame_subsampling_factor"] == 3, split
+    assert split["search_acoustic_scale"] == 1.0 and split["post_decode_acwt"] == 10.0
+    scores = json.loads((workdir / EXP / "decode" / "test" / "scores.json").read_text())
+    assert 0 <= scores["wer"] <= 100 and scores["per"] is not None, scores
+    # the export: Kaldi's chain final.mdl (no log-softmax, no priors), vosk's model.conf
+    from paravg.export.final_mdl import read_final_mdl
+
+    kaldi = workdir / EXP / "kaldi"
+    am = read_final_mdl(kaldi / "am" / "final.mdl")
+    assert len(am.priors) == 0 and am.nnet.output_dim() == 2 * 40
+    assert not any("log-softmax" in line for line in am.nnet.config_lines)
+    conf = (kaldi / "conf" / "model.conf").read_text().split()
+    assert "--acoustic-scale=1" in conf and "--frame-subsampling-factor=3" in conf, conf
+    assert (kaldi / "graph" / "HCLG.fst").read_bytes() == (
+        r / "graph" / "chain_words" / "HCLG.fst"
+    ).read_bytes()
+
+
+def test_vosk_decodes_the_chain_export_like_paravgs_network(workdir):
+    """As the TDNN's and TDNN-F's tests (tests/pipeline/test_vosk.py, test_tdnnf.py): the
+    trained chain model without its i-vector input, exported with dither 0, decoded by
+    vosk and by Kaldi's FasterDecoder on paravg's chain output (no priors, every third
+    frame) at the export's acoustic scale 1, graph scale 0.9 (vosk's); the transition-id
+    → pdf map from Kaldi's own TransitionModel of the chain graph's lang."""
+    import numpy as np
+
+    from paravg.export.phone_loop import transition_ids
+    from paravg.export.stage import export_experiment
+    from paravg.export.transition_model import TransitionModel
+    from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
+    from paravg.features import MfccOptions, compute_mfcc
+    from paravg.graph.lang import read_lang
+    from paravg.graph.topology import chain_transition_model, tid_to_pdf
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    from .vosk_checks import (
+        assert_agreement,
+        decoded_wavs,
+        ivector_files,
+        record_agreement,
+        set_search_beams_of_paravgs_decoding,
+        utterances,
+        without_ivector_input,
+    )
+
+    r = workdir / "results"
+    model_path = without_ivector_input(workdir, workdir / EXP / "final.pt")
+    graph = r / "graph" / "chain_words"
+    kaldi = workdir / "kaldi_chain_no_ivector_input"
+    export_experiment(model_path, kaldi, {"dither": 0.0}, 16000, ivector_files(r),
+                      graph_dir=graph, acoustic_scale=1.0)  # fmt: skip
+    tm = chain_transition_model(read_lang(graph / "lang"))[2]
+    tid2pdf = tid_to_pdf(tm)[1:]
+    exported = TransitionModel.from_file(kaldi / "am" / "final.mdl")
+    got = np.array([pdf for row in transition_ids(exported) for _t, _d, pdf in row])
+    assert np.array_equal(got, tid2pdf), "the exported transition model is not Kaldi's"
+    model = build_model(load_model_file(model_path)).eval()
+    from paravg.audio import AudioReader
+    from paravg.data import read_data_dir
+
+    reader = AudioReader(read_data_dir(r / "data" / "test"), 16000)
+    utts = utterances(workdir)
+    # the i-vector columns are zeroed: any i-vector gives the same output
+    iv = np.zeros((1, model.ivector_dim), np.float32) if model.ivector_dim else None
+    feats = {u: compute_mfcc(reader(u), MfccOptions(dither=0.0)) for u in utts}
+    ll = {u: paravg_loglikes(model, feats[u], iv, 10**9) for u in utts}
+    ours = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt", 1.0)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(workdir))
+    stats = record_agreement(workdir, "chain_no_ivector_input", ours, vosk)
+    assert_agreement(stats)
+    words = set((graph / "words.txt").read_text().split()[::2])
+    assert all(set(h.split()) <= words for h in vosk.values()) and any(vosk.values())
