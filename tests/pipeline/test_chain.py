@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import WARM, check_ok, run_snakemake
+from .conftest import WARM, check_ok, find_job_process, run_snakemake, snakemake_command
 
 pytestmark = pytest.mark.pipeline
 
@@ -42,7 +42,7 @@ CHAIN = {
 # chain egs: 30 input frames (10 outputs) per eg; 120 x 30 frames per archive: 4 archives
 OVERLAY = {"egs": {"frames_per_eg": 30, "samples_per_iter": 120}, "experiments": {"chain": CHAIN}}
 EXP = Path("results/exp/chain")
-LAST = 8  # the model after iteration 7, the first of two jobs
+LAST = 8  # the model after iteration 7, the first of two jobs (of 13 iterations)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_chain_training_improves_the_chain_objective_through_the_dag(workdir):
     assert last["valid"]["xent_objf"] > first["valid"]["xent_objf"], (first, last)
     # every job trained on the chain objective (N jobs averaged: two at the last
     # iteration), with the supervision of every eg of its archive
-    jobs = sorted((workdir / EXP).glob("*/job*.json"))
+    jobs = [p for p in (workdir / EXP).glob("*/job*.json") if int(p.parent.name) <= LAST]
     assert len(jobs) == LAST + 1 and len(list((workdir / EXP / str(LAST)).glob("job*.json"))) == 2
     for path in jobs:
         stats = json.loads(path.read_text())
@@ -181,3 +181,72 @@ def test_vosk_decodes_the_chain_export_like_paravgs_network(workdir):
     assert_agreement(stats)
     words = set((graph / "words.txt").read_text().split()[::2])
     assert all(set(h.split()) <= words for h in vosk.values()) and any(vosk.values())
+
+
+def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdir, clone_upstream):
+    """As the cross-entropy test (tests/pipeline/test_failures.py): job 1 of the last
+    iteration made slow (``simulate.straggler``, timing only), SIGKILLed while it sleeps
+    after training, with snakemake itself (a lost session); after ``--unlock`` the same
+    command (Snakemake's own executor, a fresh interpreter per job) finishes, and
+    ``final.pt`` is bit-identical to the uninterrupted run's (the warm executor's)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    ws = clone_upstream("chain_killed")
+    straggler = {"simulate": {"straggler": {"job": 1, "factor": 40.0, "iteration": LAST - 1}}}
+    overlay = {**OVERLAY, **straggler}
+    final = str(EXP / "final.pt")
+    log_file = ws / "logs" / "train_job" / "chain" / str(LAST) / "job1.log"
+    cmd = [*snakemake_command(ws, overlay), "--cores", "2", "--rerun-incomplete", final]
+    proc = subprocess.Popen(cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    pid, deadline = None, time.time() + 500
+    while pid is None and time.time() < deadline and proc.poll() is None:
+        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
+            pid = find_job_process(log_file)
+        time.sleep(0.2)
+    if pid:
+        os.kill(pid, signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    out = proc.communicate(timeout=60)[0]
+    assert pid, "did not catch the chain training job:\n" + out[-3000:]
+    assert not (ws / EXP / str(LAST) / "job1.pt").exists(), "no half-written job model"
+    assert not (ws / final).exists()
+    check_ok(run_snakemake(ws, "--unlock", overlay=overlay), "--unlock")
+    rerun = run_snakemake(ws, "--cores", "2", "--rerun-incomplete", final, overlay=overlay)
+    check_ok(rerun, "the chain run after the kill")
+    assert (ws / final).read_bytes() == (workdir / final).read_bytes()
+
+
+SYNC = {  # two more chain experiments: a decentralized method and BMUF, 2 jobs throughout
+    f"chain_{m.replace('-', '_')}": {
+        **CHAIN,
+        "trainer": {**CHAIN["trainer"], "num_jobs_initial": 2, "num_jobs_final": 2},
+        "sync": {"method": m},
+    }
+    for m in ("ring", "bmuf")
+}
+
+
+def test_chain_trains_with_a_decentralized_method_and_bmuf(workdir):
+    """The chain experiment's copies with sync.method ring (every learner starts from
+    its ring neighbours' average; the final model their consensus) and bmuf (block
+    momentum over the jobs' summed displacement), 2 jobs per iteration, trained in the
+    same workspace (its chain egs and den graph reused) to final.pt: each method's own
+    nodes ran, and the chain objective on valid_diag improves as the averaged one does."""
+    overlay = {**OVERLAY, "experiments": {**OVERLAY["experiments"], **SYNC}}
+    targets = [f"results/exp/{e}/final.pt" for e in SYNC]
+    check_ok(run_snakemake(workdir, "--cores", "2", *WARM, *targets, overlay=overlay), "sync")
+    logs = workdir / "logs"
+    assert list((logs / "consensus" / "chain_ring").iterdir())
+    assert list((logs / "bmuf" / "chain_bmuf").iterdir())
+    for exp in SYNC:
+        diags = sorted((workdir / "results/exp" / exp / "diag").glob("*.json"),
+                       key=lambda p: int(p.stem))  # fmt: skip
+        first, last = (json.loads(p.read_text()) for p in (diags[0], diags[-1]))
+        assert last["valid"]["chain_objf"] > first["valid"]["chain_objf"] + 0.1, (exp, last)
+        assert last["valid"]["failed_minibatches"] == 0
+        for job in (workdir / "results/exp" / exp).glob("*/job*.json"):
+            assert "chain" in json.loads(job.read_text()), job
