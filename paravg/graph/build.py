@@ -1,7 +1,9 @@
 """Build the demo's decoding graphs (words for WER, phones for PER) in one directory each.
 
-Layout of ``results/graph/<kind>/`` (``kind`` = ``words`` | ``phones``), the interface
-the decoder and the Kaldi export read (stable; see :mod:`paravg.graph.load`):
+Layout of ``results/graph/<kind>/`` (``kind`` = ``words`` | ``phones``, and for chain
+experiments ``chain_words`` | ``chain_phones``: the chain topology and tree,
+``build_from_lexicon(..., chain=True)``), the interface the decoder and the Kaldi export
+read (stable; see :mod:`paravg.graph.load`):
 
     lang/          Kaldi lang dir (phones.txt, words.txt, L.fst, L_disambig.fst, topo,
                    oov.txt, lexiconp*.txt, phones/{silence,nonsilence,disambig,sets,roots,

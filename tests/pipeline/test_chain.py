@@ -250,3 +250,26 @@ def test_chain_trains_with_a_decentralized_method_and_bmuf(workdir):
         assert last["valid"]["failed_minibatches"] == 0
         for job in (workdir / "results/exp" / exp).glob("*/job*.json"):
             assert "chain" in json.loads(job.read_text()), job
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"graph": {"source": "lang", "lang_dir": "l", "lm": "G.fst", "final_mdl": "m"}},
+            "graph.source lang's graph is made for its final_mdl's pdfs, not the chain tree's",
+        ),
+        ({"data": {"targets": "gmm"}}, "data.targets gmm makes them the GMM tree's pdfs"),
+    ],
+    ids=["users-graph", "gmm-targets"],
+)
+def test_a_chain_config_that_cannot_decode_or_train_stops_at_start_up(
+    clone_upstream, extra, message
+):
+    """A chain experiment with a user's graph (made for their GMM's pdfs) while decoding,
+    or on GMM targets (pdfs, not phones): snakemake stops before any job, naming the
+    experiment and the key."""
+    ws = clone_upstream("chain_bad_config")
+    proc = run_snakemake(ws, "-n", "--cores", "1", overlay={**OVERLAY, **extra})
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert message in proc.stdout and "['chain']" in proc.stdout, proc.stdout[-3000:]
