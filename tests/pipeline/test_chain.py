@@ -220,6 +220,46 @@ def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdi
     assert (ws / final).read_bytes() == (workdir / final).read_bytes()
 
 
+def test_vosk_decodes_the_chain_export_like_paravgs_decoder(workdir, tmp_path):
+    """The model as trained, i-vectors included (vosk computes its own, from its own
+    dithered features), against paravg's decoding at the LMWT scoring chose (WIP 0):
+    paravg's lattices hold 10 × the acoustic costs (post-decode-acwt), so its LMWT L is
+    acoustic scale 10 / L of a graph cost, and vosk (graph scale 0.9) gets acoustic scale
+    0.9 · 10 / L: 0.9 at the decoding scale L = 10, what the export's 1.0 is with vosk's
+    graph scale. Measured on the tiny model (WER ~95 %, barely trained): 14/20 identical,
+    WER 95.24 on both sides (the cross-entropy TDNN's test_vosk: 14/20)."""
+    import shutil
+
+    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
+
+    from .vosk_checks import (
+        decoded_wavs,
+        record_agreement,
+        reference_text,
+        set_decoder_option,
+        set_search_beams_of_paravgs_decoding,
+        utterances,
+        wer_of,
+    )
+
+    dec = workdir / EXP / "decode" / "test"
+    lmwt = float(json.loads((dec / "scores.json").read_text())["lmwt"])
+    post = json.loads((dec / "split0.json").read_text())["post_decode_acwt"]
+    decoded = json.loads((dec / "hyps.json").read_text())["words"][f"{lmwt:g}_0"]
+    ours = {u: decoded[u] for u in utterances(workdir, None)}
+    kaldi = tmp_path / "kaldi"
+    shutil.copytree(workdir / EXP / "kaldi", kaldi)
+    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE * post / lmwt)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
+    stats = record_agreement(workdir, "chain_with_ivectors", ours, vosk)
+    text = reference_text(workdir)
+    wer = {"paravg": wer_of(text, ours), "vosk": wer_of(text, vosk)}
+    print("WER", json.dumps(wer))
+    assert stats["identical_fraction"] >= 0.6, stats
+    assert abs(wer["paravg"] - wer["vosk"]) <= 2.0, wer
+
+
 SYNC = {  # two more chain experiments: a decentralized method and BMUF, 2 jobs throughout
     f"chain_{m.replace('-', '_')}": {
         **CHAIN,
