@@ -183,26 +183,36 @@ def test_vosk_decodes_the_chain_export_like_paravgs_network(workdir):
     assert all(set(h.split()) <= words for h in vosk.values()) and any(vosk.values())
 
 
-def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdir, clone_upstream):
-    """As the cross-entropy test (tests/pipeline/test_failures.py): job 1 of the last
-    iteration made slow (``simulate.straggler``, timing only), SIGKILLed while it sleeps
-    after training, with snakemake itself (a lost session); after ``--unlock`` the same
-    command (Snakemake's own executor, a fresh interpreter per job) finishes, and
-    ``final.pt`` is bit-identical to the uninterrupted run's (the warm executor's)."""
+def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdir, tmp_path):
+    """As the cross-entropy test (tests/pipeline/test_failures.py), from a copy of the
+    finished chain run whose iteration 7 is deleted (its jobs' models and 8.pt): job 1 of
+    that iteration, made slow (``simulate.straggler``, timing only), is SIGKILLed while
+    it sleeps after training, with snakemake itself (a lost session); after ``--unlock``
+    the same command (Snakemake's own executor, a fresh interpreter per job) finishes
+    the run, rewriting nothing before iteration 7, and ``final.pt`` is bit-identical to
+    the uninterrupted run's (the warm executor's)."""
     import os
+    import shutil
     import signal
     import subprocess
     import time
 
-    ws = clone_upstream("chain_killed")
+    from .conftest import copy_workspace
+
+    ws = copy_workspace(workdir, tmp_path / "ws")
+    exp = ws / EXP
+    shutil.rmtree(exp / str(LAST))
+    (exp / f"{LAST}.pt").unlink()
+    before = {p: p.stat().st_mtime_ns for p in exp.rglob("*.pt")}
     straggler = {"simulate": {"straggler": {"job": 1, "factor": 40.0, "iteration": LAST - 1}}}
     overlay = {**OVERLAY, **straggler}
     final = str(EXP / "final.pt")
     log_file = ws / "logs" / "train_job" / "chain" / str(LAST) / "job1.log"
+    log_file.unlink(missing_ok=True)
     cmd = [*snakemake_command(ws, overlay), "--cores", "2", "--rerun-incomplete", final]
     proc = subprocess.Popen(cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)  # fmt: skip
-    pid, deadline = None, time.time() + 500
+    pid, deadline = None, time.time() + 400
     while pid is None and time.time() < deadline and proc.poll() is None:
         if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
             pid = find_job_process(log_file)
@@ -212,11 +222,14 @@ def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdi
     proc.send_signal(signal.SIGKILL)
     out = proc.communicate(timeout=60)[0]
     assert pid, "did not catch the chain training job:\n" + out[-3000:]
-    assert not (ws / EXP / str(LAST) / "job1.pt").exists(), "no half-written job model"
-    assert not (ws / final).exists()
+    assert not (exp / str(LAST) / "job1.pt").exists(), "no half-written job model"
     check_ok(run_snakemake(ws, "--unlock", overlay=overlay), "--unlock")
     rerun = run_snakemake(ws, "--cores", "2", "--rerun-incomplete", final, overlay=overlay)
     check_ok(rerun, "the chain run after the kill")
+    for path, mtime in before.items():
+        if path.parent == exp and path.stem.isdigit() and int(path.stem) < LAST:
+            assert path.stat().st_mtime_ns == mtime, f"{path} was rewritten"
+    assert (ws / final).stat().st_mtime_ns != before[ws / final]  # rebuilt
     assert (ws / final).read_bytes() == (workdir / final).read_bytes()
 
 
