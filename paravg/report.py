@@ -48,6 +48,8 @@ def collect_results(
                 "frames": r["frames"],
                 "combined_models": final.get("combined_from"),
             }
+            if "chain_objf" in r:  # a chain model: frame accuracy, cross-entropy null
+                row["chain_objf"] = r["chain_objf"]
             if decode:
                 row.update(decode_columns(Path(layout.decode_scores(exp, s))))
             rows.append(row)
@@ -60,22 +62,34 @@ def _rate(value, setting) -> str:
     return f"{value:.2f} ({setting.replace('_', '/')})" if setting else f"{value:.2f}"
 
 
+def _num(value) -> str:
+    """A frame accuracy, cross-entropy or chain objective; n/a where not defined (a chain
+    model's frame accuracy and cross-entropy, a cross-entropy model's chain objective)."""
+    return "n/a" if value is None else f"{value:.4f}"
+
+
 def format_markdown(rows: list[dict]) -> str:
+    """The table; a run with a chain experiment adds the column ``chain objective``
+    (per output frame, paravg.chain.evaluate), n/a for the cross-entropy models."""
     decode = bool(rows) and "wer" in rows[0]
+    chain = any("chain_objf" in r for r in rows)
     head = "| experiment | eval set | frame accuracy | cross-entropy (nats/frame) | frames "
-    head += "| models combined |"
+    head += "| models combined |" + (" chain objective (per frame) |" if chain else "")
     head += (
         " WER % (LMWT/WIP) | WER % own best | PER % (LMWT/WIP) | PER % own best |\n"
         if decode
         else "\n"
     )
-    head += "|---|---|---|---|---|---|" + ("---|---|---|---|\n" if decode else "\n")
+    head += "|---|---|---|---|---|---|" + ("---|" if chain else "")
+    head += "---|---|---|---|\n" if decode else "\n"
     body = ""
     for r in rows:
         body += (
-            f"| {r['experiment']} | {r['set']} | {r['frame_accuracy']:.4f} "
-            f"| {r['cross_entropy']:.4f} | {r['frames']} | {r['combined_models']} |"
+            f"| {r['experiment']} | {r['set']} | {_num(r['frame_accuracy'])} "
+            f"| {_num(r['cross_entropy'])} | {r['frames']} | {r['combined_models']} |"
         )
+        if chain:
+            body += f" {_num(r.get('chain_objf'))} |"
         if decode:
             for u in ("wer", "per"):
                 body += f" {_rate(r[u], r[f'{u}_setting'])} |"
@@ -86,11 +100,17 @@ def format_markdown(rows: list[dict]) -> str:
 
 def format_tsv(rows: list[dict]) -> str:
     cols = ["experiment", "set", "frame_accuracy", "cross_entropy", "frames", "combined_models"]
+    if any("chain_objf" in r for r in rows):
+        cols.append("chain_objf")
     if rows and "wer" in rows[0]:
         cols += [
             f"{u}{k}" for u in ("wer", "per") for k in ("", "_setting", "_own", "_own_setting")
         ]
-    return "\t".join(cols) + "\n" + "".join("\t".join(str(r[c]) for c in cols) + "\n" for r in rows)
+    return (
+        "\t".join(cols)
+        + "\n"
+        + "".join("\t".join(str(r.get(c)) for c in cols) + "\n" for r in rows)
+    )
 
 
 def check_one_decode_config(exp_root, experiments, eval_sets, decode: Mapping) -> None:

@@ -6,14 +6,8 @@
 #     chunk from its utterance's (SupervisionSplitter) and weighted by the normalisation
 #     FST, beside the archive (<prefix>.chain.*.npy): get_egs.sh's supervision part
 
-if PARAVG.chain.experiments:
-    # the chain decoding and export are not built yet (docs/chain.md, "What is left")
-    print(
-        f"chain experiment(s) {PARAVG.chain.experiments}: training, diagnostics, "
-        "combination and final.pt only; their evaluation, decoding and export treat the "
-        "chain output as a cross-entropy model's (docs/chain.md)",
-        file=sys.stderr,
-    )
+# A chain experiment's evaluation (its chain objective), decoding (graph/chain_*) and export
+# are those of rules/final.smk, decode.smk, graph.smk and export.smk (docs/chain.md).
 
 
 rule chain_den:

@@ -9,8 +9,9 @@ rule decode_split:
         **RECOGNITION.split_outputs("{j}"),
     params:
         nj=config["decode"]["nj"],
-        graph_dirs=RECOGNITION.graph_dirs(),
-        options=RECOGNITION.search_options(),
+        # a chain experiment's graphs (graph/chain_*) and scales (paravg.dag.recognition)
+        graph_dirs=lambda wildcards: RECOGNITION.graph_dirs(wildcards.exp),
+        options=lambda wildcards: RECOGNITION.search_options(wildcards.exp),
         text=from_dag("layout.text"),  # may be absent: WER skipped
     log:
         LAYOUT.log("decode", "{exp}/{set}/split{j}"),
@@ -39,7 +40,7 @@ rule score:
         ctm=LAYOUT.decode_ctm("{exp}", "{set}"),
     params:
         decode_dir=from_dag("layout.decode_dir"),  # wer_details/, per_details/
-        graph_dirs=RECOGNITION.graph_dirs(),
+        graph_dirs=lambda wildcards: RECOGNITION.graph_dirs(wildcards.exp),
         grids=RECOGNITION.grids(),
         frame_shift=0.01,  # s per feature frame; x f at a low frame rate (paravg.decode.score)
         text=from_dag("layout.text"),

@@ -12,9 +12,10 @@ rule export_kaldi:
         features=config["features"],
         sample_rate=config["data"]["sample_rate"],
         ivector_options=PARAVG.ivector.online_options(),
-        graph_dir=LAYOUT.graph_dir("words"),
+        # a chain experiment's: graph/chain_words, decode.chain_acoustic_scale
+        graph_dir=lambda wildcards: RECOGNITION.export_graph_dir(wildcards.exp),
         decoder=RECOGNITION.export_decoder_options(),
-        acoustic_scale=RECOGNITION.settings["acoustic_scale"],
+        acoustic_scale=lambda wildcards: RECOGNITION.export_acoustic_scale(wildcards.exp),
     log:
         LAYOUT.log("export_kaldi", "{exp}"),
     benchmark:

@@ -97,3 +97,37 @@ if RECOGNITION.graph_source == "hclg":
             runtime=30,
         script:
             "../scripts/graph_hclg.py"
+
+
+# The graphs of model.objective chain experiments (paravg.graph.build with chain=True): the
+# same lexicon and LMs, the chain topology and tree (target k's phone: pdfs 2k, 2k + 1),
+# graph.chain_self_loop_scale / chain_transition_scale (1.0, Kaldi's chain mkgraph.sh).
+if RECOGNITION.chain_experiments and RECOGNITION.graph_source == "demo":
+
+    use rule graph_demo_words as graph_demo_chain_words with:
+        output:
+            RECOGNITION.graph_outputs("chain_words"),
+        params:
+            text=RECOGNITION.demo_train_file("text"),
+            ctm=RECOGNITION.demo_train_file("phone_ctm"),
+            out_dir=layout_param("graph_dir", "chain_words"),
+            options=RECOGNITION.chain_graph_options(),
+            chain=True,
+        log:
+            LAYOUT.log("graph", "demo_chain_words"),
+        benchmark:
+            LAYOUT.benchmark("graph", "demo_chain_words")
+
+
+if RECOGNITION.chain_experiments and RECOGNITION.per_enabled:
+
+    use rule graph_phones as graph_chain_phones with:
+        output:
+            RECOGNITION.graph_outputs("chain_phones"),
+        params:
+            out_dir=layout_param("graph_dir", "chain_phones"),
+            options=RECOGNITION.chain_graph_options(),
+            sil_prob=config["graph"]["phone_sil_prob"],
+            chain=True,
+        log:
+            LAYOUT.log("graph", "chain_phones"),

@@ -4,6 +4,7 @@ import torch
 
 from paravg.data import read_origin
 from paravg.decode.decoder import decode_split
+from paravg.decode.options import CHAIN_SCALE_KEYS
 from paravg.decode.search import SearchOptions
 from paravg.decode.split import check_split_fits, read_num_frames
 from paravg.layout import Layout
@@ -25,6 +26,9 @@ check_split_fits(
     max_mem_mb=snakemake.config["decode"]["max_mem_mb"],
     where=origin.wav if origin else lambda utt: f"{layout.data_dir(set_)}: utterance {utt!r}",
 )
+options = dict(snakemake.params.options)
+# a chain experiment's scales (paravg.dag.recognition.Recognition.search_options)
+chain = {k: options.pop(k) for k in CHAIN_SCALE_KEYS if k in options} or None
 decode_split(
     model_path=snakemake.input.model,
     graph_dirs=snakemake.params.graph_dirs,
@@ -33,8 +37,9 @@ decode_split(
     lattice_paths={kind: out[f"lattices_{kind}"] for kind in snakemake.params.graph_dirs},
     nj=snakemake.params.nj,
     job=int(snakemake.wildcards.j),
-    opts=SearchOptions(**snakemake.params.options),
+    opts=SearchOptions(**options),
     ivectors_scp=snakemake.input.get("ivectors"),
     period_path=snakemake.input.get("period"),
     text_path=snakemake.params.get("text"),
+    chain=chain,
 )

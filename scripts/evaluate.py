@@ -1,5 +1,7 @@
 """Rule evaluate: frame accuracy and cross-entropy of final.pt on one eval set."""
 
+from pathlib import Path
+
 import torch
 
 from paravg.evaluate import evaluate_set
@@ -15,4 +17,8 @@ evaluate_set(
     ivectors_scp=snakemake.input.get("ivectors"),
     period_path=snakemake.input.get("period"),
     tolerance=snakemake.params.tolerance,
+    # a chain experiment's <egs>/chain (paravg.dag.chain.ChainDag.eval_inputs)
+    chain_dir=str(Path(snakemake.input.chain_den_fst).parent)
+    if hasattr(snakemake.input, "chain_den_fst")
+    else None,
 )

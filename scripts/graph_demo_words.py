@@ -10,4 +10,5 @@ build_demo_word_graph(
     train_ctm=snakemake.params.ctm,
     out_dir=snakemake.params.out_dir,
     options=GraphOptions(**snakemake.params.options),
+    chain=snakemake.params.get("chain", False),  # graph_demo_chain_words, graph_chain_phones
 )

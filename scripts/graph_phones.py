@@ -10,5 +10,6 @@ build_phone_graph(
     train_targets_scp=snakemake.input.targets,
     out_dir=snakemake.params.out_dir,
     options=GraphOptions(**snakemake.params.options),
+    chain=snakemake.params.get("chain", False),  # graph_demo_chain_words, graph_chain_phones
     sil_prob=snakemake.params.sil_prob,
 )

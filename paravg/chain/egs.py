@@ -103,6 +103,11 @@ class ChunkSupervisor:
             self._phases[phase] = (sup, state_times(sup))
         return self._phases[phase]
 
+    def num_output_frames(self, phase: int = 0) -> int:
+        """The output frames of the utterance's supervision starting at input frame
+        ``phase`` (its last state's time)."""
+        return int(self._phase(phase)[1].max())
+
     def chunk(self, first_frame: int, num_output_frames: int) -> FstArrays | None:
         """The weighted supervision of the chunk starting at input frame ``first_frame``
         with ``num_output_frames`` outputs; None when it reaches past the utterance."""

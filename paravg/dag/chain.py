@@ -35,6 +35,13 @@ class ChainDag:
         self.experiments = [
             e for e, cfg in run.experiments.items() if cfg["model"].get("objective") == "chain"
         ]
+        if self.experiments and run.config["data"].get("targets") == "gmm":
+            raise ConfigError(
+                f"experiments {self.experiments} (model.objective chain) read the frame "
+                "targets as phones (target k is chain phone k + 1), but data.targets gmm "
+                "makes them the GMM tree's pdfs: train chain experiments on phone targets "
+                "(data.targets absent), or remove them (docs/chain.md)"
+            )
 
     def is_chain(self, exp: str) -> bool:
         return exp in self.experiments
@@ -99,6 +106,13 @@ class ChainDag:
             return {}
         tables = [f for name in names for f in self.subset_table(name)]
         return {"chain_den": self.den_files()["den_fst"], "chain_sup": tables}
+
+    def eval_inputs(self, exp: str) -> dict:
+        """The chain setup a chain experiment's evaluation reads (none for cross-entropy):
+        ``chain_<file>`` of :data:`CHAIN_FILES` (the script passes their directory)."""
+        if not self.is_chain(exp):
+            return {}
+        return {f"chain_{k}": v for k, v in self.den_files().items()}
 
     def all_files(self) -> list[str]:
         """Every chain file of the run (after the egs checkpoint); none without chain."""

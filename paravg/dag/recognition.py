@@ -4,6 +4,13 @@
 Rules of ``rules/graph.smk``, ``rules/decode.smk`` and ``rules/export.smk`` ask these
 (Kaldi's ``utils/mkgraph.sh``, ``steps/nnet3/decode.sh`` with ``local/score.sh``, and a
 vosk model directory: :mod:`paravg.graph`, :mod:`paravg.decode`, :mod:`paravg.export`).
+
+A ``model.objective: chain`` experiment decodes on its own graphs, ``graph/chain_words``
+(and ``graph/chain_phones`` for PER): the demo's lexicon and LMs with the chain topology,
+target k's phone with pdfs 2k and 2k + 1 (the chain network's outputs), built at
+``graph.chain_self_loop_scale`` / ``chain_transition_scale`` (1.0, as Kaldi's chain
+recipes' ``mkgraph.sh``); its search uses ``decode.chain_acoustic_scale`` (1.0) and
+``decode.chain_post_decode_acwt`` (10); its export takes ``graph/chain_words``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,44 @@ class Recognition:
         if self.config["data"].get("targets") == "gmm":  # the targets are pdfs, not phones
             self.per_enabled = False
         self._num_frames: dict[tuple[str, int], dict[str, int]] = {}  # decode_mem_mb's
+        self.chain_experiments = list(train.chain.experiments)
+        self.check_chain()
+
+    # ------------------------------------------------------------ chain experiments
+    def check_chain(self) -> None:
+        """A chain experiment decodes on the chain graphs of the demo's lexicon and LMs
+        (``graph.source: demo``): a user's lang or HCLG (``lang``, ``hclg``) was built
+        for their GMM's pdfs, not the chain tree's, so that combination is refused at
+        start-up while decoding is on."""
+        from paravg.errors import ConfigError
+
+        if self.chain_experiments and self.enabled and self.graph_source != "demo":
+            raise ConfigError(
+                f"experiments {self.chain_experiments} (model.objective chain) decode on the "
+                f"chain graph paravg builds (graph.source: demo); graph.source "
+                f"{self.graph_source}'s graph is made for its final_mdl's pdfs, not the chain "
+                "tree's: use graph.source demo, or decode.enabled: false"
+            )
+
+    def is_chain(self, exp: str | None) -> bool:
+        return exp is not None and exp in self.chain_experiments
+
+    def graph_name(self, kind: str, exp: str | None = None) -> str:
+        """The directory under ``graph/`` experiment ``exp`` decodes graph ``kind``
+        (words, phones) with: ``chain_<kind>`` for a chain experiment, else ``kind``."""
+        return f"chain_{kind}" if self.is_chain(exp) else kind
+
+    def graph_names(self) -> list[str]:
+        """Every graph directory the run's experiments decode with."""
+        names = {self.graph_name(k, e): None for e in self.experiments for k in self.graph_dirs()}
+        return list(names)
+
+    def chain_graph_options(self) -> dict:
+        g = self.config["graph"]
+        return {
+            "transition_scale": g["chain_transition_scale"],
+            "self_loop_scale": g["chain_self_loop_scale"],
+        }
 
     def graph_outputs(self, kind: str) -> list[str]:
         """Files of results/graph/<kind>/ the decoder and the export read."""
@@ -65,9 +110,11 @@ class Recognition:
             inputs["tree"] = g["tree"]
         return inputs
 
-    def graph_dirs(self) -> dict[str, str]:
+    def graph_dirs(self, exp: str | None = None) -> dict[str, str]:
+        """Graph kind (words, phones) -> the directory experiment ``exp`` decodes it with
+        (a cross-entropy experiment's without ``exp``)."""
         kinds = ["words"] + (["phones"] if self.per_enabled else [])
-        return {k: self.layout.graph_dir(k) for k in kinds}
+        return {k: self.layout.graph_dir(self.graph_name(k, exp)) for k in kinds}
 
     def grids(self) -> dict[str, dict]:
         """Each decoded graph's scoring grid: the word graph's (score.sh: LMWT 7-17, WIP
@@ -98,10 +145,15 @@ class Recognition:
             self._num_frames[key] = read_num_frames(path)
         return split_mem_mb(self._num_frames[key], self.settings["nj"], j, per_minute)
 
-    def search_options(self) -> dict:
-        from paravg.decode.options import recorded_options
+    def search_options(self, exp: str | None = None) -> dict:
+        """The search options of rule decode_split (the results table's check: without
+        ``exp``); a chain experiment's add :data:`paravg.decode.options.CHAIN_SCALE_KEYS`."""
+        from paravg.decode.options import CHAIN_SCALE_KEYS, recorded_options
 
-        return recorded_options(self.settings)
+        options = recorded_options(self.settings)
+        if self.is_chain(exp):
+            options.update({k: self.settings[k] for k in CHAIN_SCALE_KEYS})
+        return options
 
     def split_outputs(self, j) -> dict[str, str]:
         """The split's summary JSON and each graph's lattices (paravg.decode.decoder)."""
@@ -116,9 +168,12 @@ class Recognition:
         transition model."""
         inputs = self.train.eval_inputs(exp, set_)
         inputs.pop("targets")
+        for key in [k for k in inputs if k.startswith("chain_")]:  # evaluation's only
+            inputs.pop(key)
         for kind in self.graph_dirs():
-            inputs[f"graph_{kind}"] = self.layout.graph_file(kind, "HCLG.fst")
-            inputs[f"transitions_{kind}"] = self.layout.graph_file(kind, "transition.mdl")
+            name = self.graph_name(kind, exp)
+            inputs[f"graph_{kind}"] = self.layout.graph_file(name, "HCLG.fst")
+            inputs[f"transitions_{kind}"] = self.layout.graph_file(name, "transition.mdl")
         return inputs
 
     def score_inputs(self, exp: str, set_: str) -> dict:
@@ -129,8 +184,10 @@ class Recognition:
         inputs = {"splits": [L.decode_split(exp, set_, j) for j in range(nj)]}
         for kind in self.graph_dirs():
             inputs[f"lattices_{kind}"] = [L.decode_lattices(exp, set_, kind, j) for j in range(nj)]
-            inputs[f"words_{kind}"] = L.graph_file(kind, "words.txt")
-            inputs[f"transitions_{kind}"] = L.graph_file(kind, "transition.mdl")
+            inputs[f"words_{kind}"] = L.graph_file(self.graph_name(kind, exp), "words.txt")
+            inputs[f"transitions_{kind}"] = L.graph_file(
+                self.graph_name(kind, exp), "transition.mdl"
+            )
         tune = self.settings["tune_set"]
         if tune and tune != set_:
             inputs["tuned"] = L.decode_scores(exp, tune)
@@ -152,13 +209,25 @@ class Recognition:
         inputs.update(
             zip(
                 ("hclg", "words", "transition", "graph_json"),
-                self.graph_outputs("words"),
+                self.graph_outputs(self.graph_name("words", exp)),
                 strict=True,
             )
         )
         if self.run.uses_ivectors(exp):
             inputs.update(zip(("pca", "ubm", "extractor"), self.ivector.model_files(), strict=True))
         return inputs
+
+    def export_graph_dir(self, exp: str) -> str:
+        """The word graph the export of ``exp`` carries (``graph/chain_words`` for a
+        chain experiment)."""
+        return self.layout.graph_dir(self.graph_name("words", exp))
+
+    def export_acoustic_scale(self, exp: str) -> float:
+        """model.conf's acoustic scale: ``decode.acoustic_scale`` (a 10-ms frame's; the
+        export multiplies it by f), for a chain experiment ``decode.chain_acoustic_scale``
+        (its output frame's, written as it is: vosk's chain models' 1.0)."""
+        key = "chain_acoustic_scale" if self.is_chain(exp) else "acoustic_scale"
+        return self.settings[key]
 
     def export_decoder_options(self) -> dict:
         """The export section's search options, for vosk's conf/model.conf (deployment:

@@ -82,8 +82,8 @@ class ResultsDag:
         files += [L.eval_result(e, s) for e in self.experiments for s in self.eval_sets]
         if not rec.enabled:
             return files
-        for kind in rec.graph_dirs():
-            files += rec.graph_outputs(kind)
+        for name in rec.graph_names():
+            files += rec.graph_outputs(name)
         for e in self.experiments:
             for s in self.eval_sets:
                 files += [L.decode_scores(e, s), L.decode_hyps(e, s), L.decode_ctm(e, s)]

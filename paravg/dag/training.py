@@ -234,8 +234,9 @@ class TrainDag:
         return inputs
 
     def eval_inputs(self, exp: str, set_: str) -> dict:
-        """What the final model is evaluated on for a set: its features and targets, and
-        the set's i-vectors when the experiment's model takes them."""
+        """What the final model is evaluated on for a set: its features and targets, the
+        set's i-vectors when the experiment's model takes them, and a chain experiment's
+        den and normalisation FSTs (its chain objective, :mod:`paravg.chain.evaluate`)."""
         L = self.layout
         inputs = {
             "model": L.final_model(exp),
@@ -245,7 +246,7 @@ class TrainDag:
         if self.run.uses_ivectors(exp):
             inputs["ivectors"] = L.ivector_scp(set_)
             inputs["period"] = L.ivector_period(set_)
-        return inputs
+        return {**inputs, **self.chain.eval_inputs(exp)}
 
     def eval_ema_inputs(self, exp: str, set_: str) -> dict:
         """As the final model's evaluation, with the last EMA model."""

@@ -34,6 +34,15 @@ with the graph every experiment shares (built at ``graph.self_loop_scale``, 0.1;
 LFR recipes make theirs at 0.333). The split's JSON keeps the config's ``options`` (per
 10-ms frame, what the results table checks) and adds ``frame_subsampling_factor``,
 ``search_acoustic_scale`` and ``post_decode_acwt`` when f > 1.
+
+A chain model (``model.objective: chain``; ``chain`` given) is decoded as Kaldi's
+``steps/nnet3/decode.sh --acwt 1.0 --post-decode-acwt 10.0`` decodes one: its ``output``
+(no softmax; ``final.pt``'s log-priors are zero, so nothing is subtracted) is the
+pseudo-log-likelihood, searched at ``chain_acoustic_scale`` (1.0) on the chain graph
+(self-loop scale 1.0), and the lattice's acoustic costs are multiplied by
+``chain_post_decode_acwt`` (10) so that scoring's LMWT 7-17 applies (LMWT 10 is the
+decoding scale); ``decode.acoustic_scale`` (a cross-entropy model's) is not used. The
+split's JSON records ``objective: chain`` with the search scale and the post-decode one.
 """
 
 from __future__ import annotations
@@ -154,6 +163,7 @@ def decode_split(
     ivectors_scp: str | Path | None = None,
     period_path: str | Path | None = None,
     text_path: str | Path | None = None,
+    chain: dict | None = None,
 ) -> dict:
     """Decode split ``job`` of ``nj`` on every graph (``{"words": dir, "phones": dir}``),
     one search each; write each graph's lattices to ``lattice_paths[kind]`` and the
@@ -163,9 +173,21 @@ def decode_split(
 
     file_dict = load_model_file(model_path)
     model = build_model(file_dict).eval()
-    log_priors = file_dict["state_dict"]["log_priors"].double()
     f = model.frame_subsampling_factor
-    search_scale, post_decode_acwt = low_frame_rate_scales(opts.acoustic_scale, f)
+    is_chain = getattr(model, "objective", "xent") == "chain"
+    log_priors = file_dict["state_dict"]["log_priors"].double()
+    if is_chain:  # no priors (as the export's final.mdl): the output is the log-likelihood
+        log_priors = torch.zeros_like(log_priors)
+    if is_chain != (chain is not None):
+        raise DataError(
+            f"{model_path}: a {'chain' if is_chain else 'cross-entropy'} model, decoded with "
+            f"the {'chain' if chain is not None else 'cross-entropy'} settings (graph, scales)"
+        )
+    if chain is not None:  # decode.sh --acwt 1.0 --post-decode-acwt 10.0
+        search_scale = float(chain["chain_acoustic_scale"])
+        post_decode_acwt = float(chain["chain_post_decode_acwt"])
+    else:
+        search_scale, post_decode_acwt = low_frame_rate_scales(opts.acoustic_scale, f)
     search_opts = dataclasses.replace(opts, acoustic_scale=search_scale)
     searches = {}
     for kind, d in graph_dirs.items():
@@ -234,7 +256,9 @@ def decode_split(
     }
     if opts.determinize_lattice:  # part of search_seconds
         result["determinize_seconds"] = round(det_s, 3)
-    if f > 1:
+    if chain is not None:
+        result["objective"] = "chain"
+    if f > 1 or chain is not None:
         result.update(
             frame_subsampling_factor=f,
             search_acoustic_scale=search_scale,

@@ -21,7 +21,13 @@ from typing import Any
 from paravg import schema
 from paravg.errors import ConfigError
 
-__all__ = ["SEARCH_KEYS", "SearchOptions", "check_search_options", "recorded_options"]
+__all__ = [
+    "CHAIN_SCALE_KEYS",
+    "SEARCH_KEYS",
+    "SearchOptions",
+    "check_search_options",
+    "recorded_options",
+]
 
 _DEFAULTS = schema.defaults("decode")
 
@@ -64,6 +70,9 @@ class SearchOptions:
 
 
 SEARCH_KEYS = tuple(f.name for f in fields(SearchOptions))
+#: the ``decode`` keys of a chain model's search (``decode.sh --acwt``,
+#: ``--post-decode-acwt``), in rule decode_split's options of a chain experiment only
+CHAIN_SCALE_KEYS = ("chain_acoustic_scale", "chain_post_decode_acwt")
 DETERMINIZE_KEYS = ("determinize_lattice", "determinize_beam")
 
 

@@ -55,13 +55,16 @@ def model_conf(
     silence_phones: str,
     decoder: Mapping[str, float] | None = None,
     frame_subsampling_factor: int = 1,
+    chain: bool = False,
 ) -> str:
     """vosk's ``conf/model.conf``: the network's frame subsampling f
     (``--frame-subsampling-factor``: 1, an output every 10-ms frame, or f, an output
     every f frames, the decoder seeing ⌈T/f⌉ frames), the acoustic scale (``acoustic_scale``
     is that of a 10-ms frame; at f > 1 the file gets f × it, the scale paravg's own
     decoder searches with: :func:`paravg.decode.search.low_frame_rate_scales`), the
-    decoder beams and ``--endpoint.silence-phones`` (vosk aborts without it)."""
+    decoder beams and ``--endpoint.silence-phones`` (vosk aborts without it). A chain
+    model's (``chain``) ``acoustic_scale`` is its output frame's, written as it is
+    (vosk's chain models: ``--acoustic-scale=1.0 --frame-subsampling-factor=3``)."""
     from paravg.decode.search import low_frame_rate_scales
 
     opts = dict(DECODER_DEFAULTS)
@@ -72,7 +75,11 @@ def model_conf(
                 f"decoder option {key!r}: vosk's model.conf accepts only {sorted(VOSK_OPTIONS)}"
             )
         opts[name] = value
-    opts["acoustic-scale"] = low_frame_rate_scales(acoustic_scale, frame_subsampling_factor)[0]
+    opts["acoustic-scale"] = (
+        acoustic_scale
+        if chain
+        else low_frame_rate_scales(acoustic_scale, frame_subsampling_factor)[0]
+    )
     opts["frame-subsampling-factor"] = frame_subsampling_factor
     lines = [f"--{k}={_value(v)}" for k, v in opts.items()]
     lines.append(f"--endpoint.silence-phones={silence_phones}")
@@ -107,19 +114,25 @@ def online_conf(
     with_ivectors: bool,
     frame_subsampling_factor: int = 1,
     acoustic_scale: float = 0.1,
+    chain: bool = False,
 ) -> str:
     """``conf/online.conf`` for ``online2-wav-nnet3-latgen-faster --config``; at f > 1
     also the binary's ``--frame-subsampling-factor`` and ``--acoustic-scale`` (f × the
-    10-ms ``acoustic_scale``), which Kaldi's ``steps/online/nnet3/decode.sh`` would pass
-    from the model directory's ``frame_subsampling_factor`` and ``--acwt``."""
+    10-ms ``acoustic_scale``; a ``chain`` model's as given), which Kaldi's
+    ``steps/online/nnet3/decode.sh`` would pass from the model directory's
+    ``frame_subsampling_factor`` and ``--acwt``."""
     from paravg.decode.search import low_frame_rate_scales
 
     d = Path(conf_dir).resolve()
     lines = ["--feature-type=mfcc", f"--mfcc-config={d / 'mfcc.conf'}"]
     if with_ivectors:
         lines.append(f"--ivector-extraction-config={d / 'ivector_extractor.conf'}")
-    if frame_subsampling_factor > 1:
-        scale = low_frame_rate_scales(acoustic_scale, frame_subsampling_factor)[0]
+    if frame_subsampling_factor > 1 or chain:  # a chain model's scale as given
+        scale = (
+            acoustic_scale
+            if chain
+            else low_frame_rate_scales(acoustic_scale, frame_subsampling_factor)[0]
+        )
         lines += [
             f"--frame-subsampling-factor={frame_subsampling_factor}",
             f"--acoustic-scale={_value(scale)}",

@@ -188,7 +188,13 @@ def export_model(
     ``conf/model.conf`` (what paravg's decoder searches with), vosk and Kaldi's looped
     decoders then evaluating the network at every f-th frame. vosk 0.3.45's recogniser
     assumes f = 3 for word times (``frame_offset · 3``, 0.03 s per output frame), so its
-    times are right at f = 3 only (paravg's own CTM is right at every f)."""
+    times are right at f = 3 only (paravg's own CTM is right at every f).
+
+    A chain model (``model.objective: chain``) is exported as Kaldi's chain
+    ``final.mdl``: the output node ``output`` without log-softmax (the ``output-xent``
+    branch left out), no priors; ``acoustic_scale`` is then its output frame's (the
+    chain recipes' 1.0), written to model.conf as it is, with
+    ``--frame-subsampling-factor=f``: vosk's own chain models' ``model.conf``."""
     out = Path(out_dir)
     model = _load_model(Path(model_path))
     tm = (
@@ -204,7 +210,10 @@ def export_model(
     graph = Path(graph_dir) if graph_dir is not None else None
     if graph is not None:
         check_graph_dir(graph, tm)
-    priors = np.exp(model.log_priors.double().numpy())
+    chain = getattr(model, "objective", "xent") == "chain"
+    # a chain model has no priors (AmNnetSimple's <Priors> empty, as Kaldi's chain
+    # final.mdl: the decoders subtract nothing)
+    priors = np.zeros(0) if chain else np.exp(model.log_priors.double().numpy())
     silence = endpoint_silence_phones or NO_SILENCE_PHONES
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -217,7 +226,7 @@ def export_model(
         (tmp / "conf" / "mfcc.conf").write_text(conf.mfcc_conf(mfcc))
         f = model.frame_subsampling_factor
         (tmp / "conf" / "model.conf").write_text(
-            conf.model_conf(acoustic_scale, silence, decoder, f)
+            conf.model_conf(acoustic_scale, silence, decoder, f, chain)
         )
         differences = {}
         if iv is not None:
@@ -234,7 +243,7 @@ def export_model(
                 log.warning("vosk fixes the i-vector option %s = %s (paravg: %s)",
                             k, d["vosk"], d["paravg"])  # fmt: skip
         (tmp / "conf" / "online.conf").write_text(
-            conf.online_conf(out / "conf", iv is not None, f, acoustic_scale)
+            conf.online_conf(out / "conf", iv is not None, f, acoustic_scale, chain)
         )
         if graph is not None:
             for name in (*GRAPH_REQUIRED, *GRAPH_OPTIONAL):
@@ -259,6 +268,8 @@ def export_model(
         }
         if f > 1:  # model.conf's --frame-subsampling-factor and its --acoustic-scale
             summary["frame_subsampling_factor"] = f
+        if chain:  # output without softmax, no priors, model.conf's acoustic scale as given
+            summary["objective"] = "chain"
         (tmp / "export.json").write_text(json.dumps(summary, indent=1) + "\n")
         for p in [tmp, *tmp.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)

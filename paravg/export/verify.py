@@ -81,7 +81,8 @@ def vosk_decode(
 
 
 def paravg_loglikes(model, feats: np.ndarray, ivectors: np.ndarray | None, period: int | None):
-    """Pseudo-log-likelihoods log p(pdf | x_t) − log prior for every output frame t
+    """Pseudo-log-likelihoods log p(pdf | x_t) − log prior (a chain model's ``output``,
+    no priors) for every output frame t
     (float64): t = 0, f, 2f, … for a model of frame-subsampling-factor f (every frame at
     f = 1), as Kaldi's decodables with ``--frame-subsampling-factor f``.
 
@@ -114,6 +115,8 @@ def paravg_loglikes(model, feats: np.ndarray, ivectors: np.ndarray | None, perio
         iv = torch.from_numpy(full)[None]
     with torch.no_grad():
         logp = model(xp[None], iv, stride=model.frame_subsampling_factor)[0].double().numpy()
+    if getattr(model, "objective", "xent") == "chain":  # no priors: its output as it is
+        return logp
     log_priors = np.maximum(model.log_priors.double().numpy(), np.log(PRIOR_FLOOR))
     return logp - log_priors
 

@@ -1,7 +1,9 @@
 """Build the demo's decoding graphs (words for WER, phones for PER) in one directory each.
 
-Layout of ``results/graph/<kind>/`` (``kind`` = ``words`` | ``phones``), the interface
-the decoder and the Kaldi export read (stable; see :mod:`paravg.graph.load`):
+Layout of ``results/graph/<kind>/`` (``kind`` = ``words`` | ``phones``, and for chain
+experiments ``chain_words`` | ``chain_phones``: the chain topology and tree,
+``build_from_lexicon(..., chain=True)``), the interface the decoder and the Kaldi export
+read (stable; see :mod:`paravg.graph.load`):
 
     lang/          Kaldi lang dir (phones.txt, words.txt, L.fst, L_disambig.fst, topo,
                    oov.txt, lexiconp*.txt, phones/{silence,nonsilence,disambig,sets,roots,
@@ -51,11 +53,20 @@ def build_from_lexicon(
     options=None,
     target_phones: Sequence[str] = PHONES,
     sil_prob: float = 0.5,
+    chain: bool = False,
 ) -> dict:
     """lang dir, bigram ARPA, G.fst and HCLG.fst of a lexicon + training sentences
-    (``sil_prob``: the lang's optional-silence probability, Kaldi's default 0.5)."""
+    (``sil_prob``: the lang's optional-silence probability, Kaldi's default 0.5).
+
+    ``chain``: the graph of a chain model (``model.objective: chain``): the lang's topology
+    is the chain one and the tree gives target k's phone the pdfs 2k (forward) and
+    2k + 1 (self-loop), the chain network's outputs
+    (:func:`paravg.graph.topology.chain_transition_model`); ``options`` then carry the
+    chain recipes' scales (``mkgraph.sh --self-loop-scale 1.0``, transition scale 1.0)."""
     from paravg.graph.hclg import GraphOptions, make_hclg, read_fst, write_graph
     from paravg.graph.topology import (
+        chain_transition_model,
+        check_pdfs_are_chain_targets,
         check_pdfs_are_targets,
         lang_topo_text,
         transition_model,
@@ -68,13 +79,19 @@ def build_from_lexicon(
     lang: Lang = make_lang(
         entries, [target_phones[0]], [p for p in target_phones[1:] if p != SILENCE]
     )
-    topo_text = lang_topo_text(lang)
+    if chain:
+        topo_text, tree, trans_model = chain_transition_model(lang)
+    else:
+        topo_text = lang_topo_text(lang)
     write_lang(lang, out / "lang", topo_text, sil_prob)
     vocab = [w for w in lang.words if w[0] not in "<#"]
     lm = write_bigram_arpa(out / "lm.arpa", sentences, vocab)
     arpa_to_g(out / "lm.arpa", out / "lang" / "words.txt", out / "G.fst")
-    _topo, tree, trans_model = transition_model(lang, topo_text)
-    check_pdfs_are_targets(lang, trans_model, target_phones)
+    if chain:
+        check_pdfs_are_chain_targets(lang, trans_model, target_phones)
+    else:
+        _topo, tree, trans_model = transition_model(lang, topo_text)
+        check_pdfs_are_targets(lang, trans_model, target_phones)
     hclg, sizes = make_hclg(
         read_fst(out / "lang" / "L_disambig.fst"),
         read_fst(out / "G.fst"),
@@ -98,6 +115,7 @@ def build_from_lexicon(
         "sizes": sizes,
         "options": vars(options),
         "sil_prob": sil_prob,
+        **({"topology": "chain"} if chain else {}),
         "build_seconds": round(time.perf_counter() - start, 3),
     }
     write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
@@ -105,12 +123,17 @@ def build_from_lexicon(
 
 
 def build_demo_word_graph(
-    train_text: str | Path, train_ctm: str | Path, out_dir: str | Path, options=None
+    train_text: str | Path,
+    train_ctm: str | Path,
+    out_dir: str | Path,
+    options=None,
+    chain: bool = False,
 ) -> dict:
-    """The demo's word graph: learnt lexicon + word bigram of the training text."""
+    """The demo's word graph: learnt lexicon + word bigram of the training text (for a
+    chain model with ``chain``: :func:`build_from_lexicon`)."""
     entries = demo_lexicon(train_text, train_ctm)
     sentences = [ws for ws in read_text(train_text).values() if ws]
-    return build_from_lexicon(entries, sentences, out_dir, options)
+    return build_from_lexicon(entries, sentences, out_dir, options, chain=chain)
 
 
 def build_phone_graph(
@@ -119,6 +142,7 @@ def build_phone_graph(
     options=None,
     target_phones: Sequence[str] = PHONES,
     sil_prob: float = 0.0,
+    chain: bool = False,
 ) -> dict:
     """The PER graph: phones as words, phone bigram of the training alignments.
 
@@ -142,4 +166,5 @@ def build_phone_graph(
         options,
         target_phones,
         sil_prob,
+        chain,
     )

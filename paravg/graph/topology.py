@@ -79,6 +79,46 @@ def transition_model(lang: Lang, topo_text: str | None = None):
     return topo, tree, kaldi_hmm_gmm.TransitionModel(tree, topo)
 
 
+def chain_transition_model(lang: Lang):
+    """(topology text, tree, TransitionModel) of ``lang`` with the chain topology
+    (``steps/nnet3/chain/gen_topo.py``, :mod:`paravg.chain.topology`: one state, a
+    forward and a self-loop pdf-class) and the shared monophone tree over the lang's phone
+    sets: set k (target k, chain phone k + 1 of :mod:`paravg.chain.prepare`) gets the
+    forward pdf 2k and the self-loop pdf 2k + 1, the pdfs of the chain model's outputs
+    (:func:`check_pdfs_are_chain_targets`)."""
+    import kaldi_hmm_gmm
+
+    from paravg.chain.topology import chain_topo_text
+
+    real = [(p, i) for p, i in lang.phones.items() if p[0] not in "<#"]
+    silence = {v for p in lang.silence for v in lang.variants(p)}
+    topo_text = chain_topo_text(
+        sorted(i for p, i in real if p not in silence), sorted(i for p, i in real if p in silence)
+    )
+    topo = read_topology(topo_text)
+    tree = shared_tree(lang, topo)
+    return topo_text, tree, kaldi_hmm_gmm.TransitionModel(tree, topo)
+
+
+def check_pdfs_are_chain_targets(lang: Lang, trans_model, target_phones: Sequence[str]) -> None:
+    """Raise unless every variant of target k's phone has forward pdf 2k and self-loop
+    pdf 2k + 1 (the chain tree of :mod:`paravg.chain.prepare`)."""
+    want = {p: k for k, p in enumerate(target_phones)}
+    names = lang.phone_names()
+    bad = set()
+    for t in trans_model.tuples:
+        f = {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", str(t))}
+        phone = base_phone(names[f["phone"]])
+        k = want.get(phone)
+        if k is None or (f["forward_pdf"], f["self_loop_pdf"]) != (2 * k, 2 * k + 1):
+            bad.add(phone)
+    if bad or trans_model.num_pdfs != 2 * len(target_phones):
+        raise DataError(
+            f"chain transition model: pdfs are not 2k / 2k + 1 of target k for phones "
+            f"{sorted(bad)[:10]} ({trans_model.num_pdfs} pdfs for {len(target_phones)} targets)"
+        )
+
+
 def pdf_of_phone(lang: Lang, trans_model) -> dict[str, int]:
     """Base phone -> pdf id, read back from the transition model."""
     names = lang.phone_names()
@@ -110,20 +150,27 @@ def tid_to_pdf(trans_model) -> np.ndarray:
 def transition_model_text(trans_model, topo_text: str) -> str:
     """Kaldi's text form of a transition model (what ``gmm-copy --binary=false`` shows
     before the GMMs): topology, ``<Triples>`` (phone, HMM state, pdf) per transition
-    state, ``<LogProbs>`` per transition-id (index 0 unused)."""
-    rows = []
-    for t in trans_model.tuples:  # the binding exposes the fields only through str()
-        f = dict(re.findall(r"(\w+)=(-?\d+)", str(t)))
-        if f["forward_pdf"] != f["self_loop_pdf"]:
-            raise ValueError("transition_model_text writes HMM topologies (<Triples>) only")
-        rows.append(f"{f['phone']} {f['hmm_state']} {f['forward_pdf']}")
+    state, or ``<Tuples>`` (phone, HMM state, forward pdf, self-loop pdf) for a topology
+    with separate self-loop pdf-classes (the chain one), ``<LogProbs>`` per
+    transition-id (index 0 unused)."""
+    fields = [dict(re.findall(r"(\w+)=(-?\d+)", str(t))) for t in trans_model.tuples]
+    # the binding exposes the fields only through str(); Kaldi writes <Triples> when
+    # every state's forward and self-loop pdf-classes agree (HmmTopology::IsHmm), else
+    # <Tuples> with the self-loop pdf (the chain topology)
+    is_hmm = all(f["forward_pdf"] == f["self_loop_pdf"] for f in fields)
+    rows = [
+        f"{f['phone']} {f['hmm_state']} {f['forward_pdf']}"
+        + ("" if is_hmm else f" {f['self_loop_pdf']}")
+        for f in fields
+    ]
+    tag = "Triples" if is_hmm else "Tuples"
     log_probs = np.asarray(trans_model.log_probs).ravel()
     return (
         "<TransitionModel> \n"
         + topo_text
-        + f"<Triples> {len(rows)} \n"
+        + f"<{tag}> {len(rows)} \n"
         + "".join(f"{r} \n" for r in rows)
-        + "</Triples> \n<LogProbs> \n [ "
+        + f"</{tag}> \n<LogProbs> \n [ "
         + " ".join(f"{x:.9g}" for x in log_probs)
         + " ]\n</LogProbs> \n</TransitionModel> \n"
     )

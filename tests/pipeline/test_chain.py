@@ -3,6 +3,11 @@ config: the chain egs (the egs cut into 30-frame chunks, each with its supervisi
 from its utterance's), the den graph from the train set's targets, the chain TDNN-F
 (output without softmax, output-xent branch) trained by N averaged NG-SGD jobs at frame
 subsampling 3, and diagnostics that print the chain objective, which improves.
+
+The run's ``all`` target then evaluates the chain model on its chain objective, decodes it
+on the chain graphs (self-loop scale 1.0, acoustic scale 1.0, lattices × 10) and exports
+it as Kaldi's chain models are (no softmax, no priors, vosk's chain ``model.conf``), and
+vosk decodes that export as Kaldi's FasterDecoder decodes paravg's network.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import WARM, check_ok, run_snakemake
+from .conftest import WARM, check_ok, find_job_process, run_snakemake, snakemake_command
 
 pytestmark = pytest.mark.pipeline
 
@@ -37,7 +42,7 @@ CHAIN = {
 # chain egs: 30 input frames (10 outputs) per eg; 120 x 30 frames per archive: 4 archives
 OVERLAY = {"egs": {"frames_per_eg": 30, "samples_per_iter": 120}, "experiments": {"chain": CHAIN}}
 EXP = Path("results/exp/chain")
-LAST = 8  # the model after iteration 7, the first of two jobs
+LAST = 8  # the model after iteration 7, the first of two jobs (of 13 iterations)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +50,7 @@ def workdir(clone_upstream) -> Path:
     ws = clone_upstream("chain")
     targets = [str(EXP / "diag" / f"{t}.json") for t in (0, LAST)]
     check_ok(run_snakemake(ws, "--cores", "2", *WARM, *targets, overlay=OVERLAY), "the chain run")
+    check_ok(run_snakemake(ws, "--cores", "2", *WARM, "all", overlay=OVERLAY), "its all target")
     return ws
 
 
@@ -67,7 +73,7 @@ def test_chain_training_improves_the_chain_objective_through_the_dag(workdir):
     assert last["valid"]["xent_objf"] > first["valid"]["xent_objf"], (first, last)
     # every job trained on the chain objective (N jobs averaged: two at the last
     # iteration), with the supervision of every eg of its archive
-    jobs = sorted((workdir / EXP).glob("*/job*.json"))
+    jobs = [p for p in (workdir / EXP).glob("*/job*.json") if int(p.parent.name) <= LAST]
     assert len(jobs) == LAST + 1 and len(list((workdir / EXP / str(LAST)).glob("job*.json"))) == 2
     for path in jobs:
         stats = json.loads(path.read_text())
@@ -76,3 +82,250 @@ def test_chain_training_improves_the_chain_objective_through_the_dag(workdir):
     # the diagnostics print the chain objective
     log = (workdir / "logs" / "diagnostics" / "chain" / f"{LAST}.log").read_text()
     assert "valid_diag: chain objective" in log
+
+
+def test_all_evaluates_decodes_and_exports_the_chain_model_as_kaldi_does(workdir):
+    r = workdir / "results"
+    # evaluation: the chain objective of each test utterance's supervision, no frame
+    # accuracy (its pdfs are not the targets); the results table says n/a
+    ev = json.loads((workdir / EXP / "eval" / "test.json").read_text())
+    assert ev["objective"] == "chain" and ev["frame_accuracy"] is None, ev
+    # the tiny run's phone LM (1.5 min of speech) lacks some phone n-gram of every test
+    # utterance: no supervision the den graph allows (nnet3-chain-get-egs skips such
+    # utterances), so no chain objective either, and the JSON says why
+    assert ev["utterances"] + len(ev["skipped_no_den_path"]) == 20, ev
+    if ev["utterances"]:
+        assert ev["chain_objf"] < 0 and not ev["failed_utterances"], ev
+    else:
+        assert ev["chain_objf"] is None and "valid_diag" in ev["not_scored"], ev
+    table = (r / "results.md").read_text()
+    assert "| chain | test | n/a | n/a |" in table and "chain objective" in table, table
+    # the chain graphs: the chain topology, pdfs 2k / 2k + 1, mkgraph.sh's chain scales
+    for kind in ("chain_words", "chain_phones"):
+        graph = json.loads((r / "graph" / kind / "graph.json").read_text())
+        assert graph["topology"] == "chain" and graph["num_pdfs"] == 2 * 40, graph
+        assert graph["options"]["self_loop_scale"] == 1.0, graph
+        assert "<Tuples>" in (r / "graph" / kind / "transition.mdl").read_text()
+    # decoding: acwt 1.0, lattices × 10 (post-decode-acwt), every third frame; scored
+    split = json.loads((workdir / EXP / "decode" / "test" / "split0.json").read_text())
+    assert split["objective"] == "chain" and split["frame_subsampling_factor"] == 3, split
+    assert split["search_acoustic_scale"] == 1.0 and split["post_decode_acwt"] == 10.0
+    scores = json.loads((workdir / EXP / "decode" / "test" / "scores.json").read_text())
+    assert 0 <= scores["wer"] <= 100 and scores["per"] is not None, scores
+    # the export: Kaldi's chain final.mdl (no log-softmax, no priors), vosk's model.conf
+    from paravg.export.final_mdl import read_final_mdl
+
+    kaldi = workdir / EXP / "kaldi"
+    am = read_final_mdl(kaldi / "am" / "final.mdl")
+    assert len(am.priors) == 0 and am.nnet.output_dim() == 2 * 40
+    assert not any("log-softmax" in line for line in am.nnet.config_lines)
+    conf = (kaldi / "conf" / "model.conf").read_text().split()
+    assert "--acoustic-scale=1" in conf and "--frame-subsampling-factor=3" in conf, conf
+    assert (kaldi / "graph" / "HCLG.fst").read_bytes() == (
+        r / "graph" / "chain_words" / "HCLG.fst"
+    ).read_bytes()
+
+
+def test_vosk_decodes_the_chain_export_like_paravgs_network(workdir):
+    """As the TDNN's and TDNN-F's tests (tests/pipeline/test_vosk.py, test_tdnnf.py): the
+    trained chain model without its i-vector input, exported with dither 0, decoded by
+    vosk and by Kaldi's FasterDecoder on paravg's chain output (no priors, every third
+    frame) at the export's acoustic scale 1, graph scale 0.9 (vosk's); the transition-id
+    → pdf map from Kaldi's own TransitionModel of the chain graph's lang."""
+    import numpy as np
+
+    from paravg.export.phone_loop import transition_ids
+    from paravg.export.stage import export_experiment
+    from paravg.export.transition_model import TransitionModel
+    from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
+    from paravg.features import MfccOptions, compute_mfcc
+    from paravg.graph.lang import read_lang
+    from paravg.graph.topology import chain_transition_model, tid_to_pdf
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    from .vosk_checks import (
+        assert_agreement,
+        decoded_wavs,
+        ivector_files,
+        record_agreement,
+        set_search_beams_of_paravgs_decoding,
+        utterances,
+        without_ivector_input,
+    )
+
+    r = workdir / "results"
+    model_path = without_ivector_input(workdir, workdir / EXP / "final.pt")
+    graph = r / "graph" / "chain_words"
+    kaldi = workdir / "kaldi_chain_no_ivector_input"
+    export_experiment(model_path, kaldi, {"dither": 0.0}, 16000, ivector_files(r),
+                      graph_dir=graph, acoustic_scale=1.0)  # fmt: skip
+    tm = chain_transition_model(read_lang(graph / "lang"))[2]
+    tid2pdf = tid_to_pdf(tm)[1:]
+    exported = TransitionModel.from_file(kaldi / "am" / "final.mdl")
+    got = np.array([pdf for row in transition_ids(exported) for _t, _d, pdf in row])
+    assert np.array_equal(got, tid2pdf), "the exported transition model is not Kaldi's"
+    model = build_model(load_model_file(model_path)).eval()
+    from paravg.audio import AudioReader
+    from paravg.data import read_data_dir
+
+    reader = AudioReader(read_data_dir(r / "data" / "test"), 16000)
+    utts = utterances(workdir)
+    # the i-vector columns are zeroed: any i-vector gives the same output
+    iv = np.zeros((1, model.ivector_dim), np.float32) if model.ivector_dim else None
+    feats = {u: compute_mfcc(reader(u), MfccOptions(dither=0.0)) for u in utts}
+    ll = {u: paravg_loglikes(model, feats[u], iv, 10**9) for u in utts}
+    ours = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt", 1.0)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(workdir))
+    stats = record_agreement(workdir, "chain_no_ivector_input", ours, vosk)
+    assert_agreement(stats)
+    words = set((graph / "words.txt").read_text().split()[::2])
+    assert all(set(h.split()) <= words for h in vosk.values()) and any(vosk.values())
+
+
+def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdir, tmp_path):
+    """As the cross-entropy test (tests/pipeline/test_failures.py), from a copy of the
+    finished chain run whose iterations from 7 on are deleted (models, syncs,
+    diagnostics, combination): job 1 of iteration 7, made slow (``simulate.straggler``,
+    timing only), is SIGKILLed while it sleeps after training, with snakemake itself (a
+    lost session); after ``--unlock`` the same command (Snakemake's own executor, a fresh
+    interpreter per job) finishes the run, rewriting nothing before iteration 7, and
+    ``final.pt`` is bit-identical to the uninterrupted run's (the warm executor's)."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from .conftest import copy_workspace
+
+    ws = copy_workspace(workdir, tmp_path / "ws")
+    exp = ws / EXP
+    before = {p: p.stat().st_mtime_ns for p in exp.rglob("*.pt")}
+    # the run from iteration 7 on: its models, syncs and diagnostics, the combination
+    # (Snakemake rebuilds a deleted iteration model only where a target needs it)
+    for path in [*exp.iterdir(), *(exp / "diag").iterdir(), *(exp / "sync").iterdir()]:
+        stem = path.name.split(".")[0]
+        if (stem.isdigit() and int(stem) >= LAST) or stem in ("combined", "combine", "final"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    straggler = {"simulate": {"straggler": {"job": 1, "factor": 40.0, "iteration": LAST - 1}}}
+    overlay = {**OVERLAY, **straggler}
+    final = str(EXP / "final.pt")
+    log_file = ws / "logs" / "train_job" / "chain" / str(LAST) / "job1.log"
+    log_file.unlink(missing_ok=True)
+    cmd = [*snakemake_command(ws, overlay), "--cores", "2", "--rerun-incomplete", final]
+    proc = subprocess.Popen(cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    pid, deadline = None, time.time() + 400
+    while pid is None and time.time() < deadline and proc.poll() is None:
+        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
+            pid = find_job_process(log_file)
+        time.sleep(0.2)
+    if pid:
+        os.kill(pid, signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)
+    out = proc.communicate(timeout=60)[0]
+    assert pid, "did not catch the chain training job:\n" + out[-3000:]
+    assert not (exp / str(LAST) / "job1.pt").exists(), "no half-written job model"
+    check_ok(run_snakemake(ws, "--unlock", overlay=overlay), "--unlock")
+    rerun = run_snakemake(ws, "--cores", "2", "--rerun-incomplete", final, overlay=overlay)
+    check_ok(rerun, "the chain run after the kill")
+    for path, mtime in before.items():
+        if path.parent == exp and path.stem.isdigit() and int(path.stem) < LAST:
+            assert path.stat().st_mtime_ns == mtime, f"{path} was rewritten"
+    assert (ws / final).read_bytes() == (workdir / final).read_bytes()
+
+
+def test_vosk_decodes_the_chain_export_like_paravgs_decoder(workdir, tmp_path):
+    """The model as trained, i-vectors included (vosk computes its own, from its own
+    dithered features), against paravg's decoding at the LMWT scoring chose (WIP 0):
+    paravg's lattices hold 10 × the acoustic costs (post-decode-acwt), so its LMWT L is
+    acoustic scale 10 / L of a graph cost, and vosk (graph scale 0.9) gets acoustic scale
+    0.9 · 10 / L: 0.9 at the decoding scale L = 10, what the export's 1.0 is with vosk's
+    graph scale. Measured on the tiny model (WER ~95 %, barely trained): 14/20 identical,
+    WER 95.24 on both sides (the cross-entropy TDNN's test_vosk: 14/20)."""
+    import shutil
+
+    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
+
+    from .vosk_checks import (
+        decoded_wavs,
+        record_agreement,
+        reference_text,
+        set_decoder_option,
+        set_search_beams_of_paravgs_decoding,
+        utterances,
+        wer_of,
+    )
+
+    dec = workdir / EXP / "decode" / "test"
+    lmwt = float(json.loads((dec / "scores.json").read_text())["lmwt"])
+    post = json.loads((dec / "split0.json").read_text())["post_decode_acwt"]
+    decoded = json.loads((dec / "hyps.json").read_text())["words"][f"{lmwt:g}_0"]
+    ours = {u: decoded[u] for u in utterances(workdir, None)}
+    kaldi = tmp_path / "kaldi"
+    shutil.copytree(workdir / EXP / "kaldi", kaldi)
+    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE * post / lmwt)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
+    stats = record_agreement(workdir, "chain_with_ivectors", ours, vosk)
+    text = reference_text(workdir)
+    wer = {"paravg": wer_of(text, ours), "vosk": wer_of(text, vosk)}
+    print("WER", json.dumps(wer))
+    assert stats["identical_fraction"] >= 0.6, stats
+    assert abs(wer["paravg"] - wer["vosk"]) <= 2.0, wer
+
+
+SYNC = {  # two more chain experiments: a decentralized method and BMUF, 2 jobs throughout
+    f"chain_{m.replace('-', '_')}": {
+        **CHAIN,
+        "trainer": {**CHAIN["trainer"], "num_jobs_initial": 2, "num_jobs_final": 2},
+        "sync": {"method": m},
+    }
+    for m in ("ring", "bmuf")
+}
+
+
+def test_chain_trains_with_a_decentralized_method_and_bmuf(workdir):
+    """The chain experiment's copies with sync.method ring (every learner starts from
+    its ring neighbours' average; the final model their consensus) and bmuf (block
+    momentum over the jobs' summed displacement), 2 jobs per iteration, trained in the
+    same workspace (its chain egs and den graph reused) to final.pt: each method's own
+    nodes ran, and the chain objective on valid_diag improves as the averaged one does."""
+    overlay = {**OVERLAY, "experiments": {**OVERLAY["experiments"], **SYNC}}
+    targets = [f"results/exp/{e}/final.pt" for e in SYNC]
+    check_ok(run_snakemake(workdir, "--cores", "2", *WARM, *targets, overlay=overlay), "sync")
+    logs = workdir / "logs"
+    assert list((logs / "consensus" / "chain_ring").iterdir())
+    assert list((logs / "bmuf" / "chain_bmuf").iterdir())
+    for exp in SYNC:
+        diags = sorted((workdir / "results/exp" / exp / "diag").glob("*.json"),
+                       key=lambda p: int(p.stem))  # fmt: skip
+        first, last = (json.loads(p.read_text()) for p in (diags[0], diags[-1]))
+        assert last["valid"]["chain_objf"] > first["valid"]["chain_objf"] + 0.1, (exp, last)
+        assert last["valid"]["failed_minibatches"] == 0
+        for job in (workdir / "results/exp" / exp).glob("*/job*.json"):
+            assert "chain" in json.loads(job.read_text()), job
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"graph": {"source": "lang", "lang_dir": "l", "lm": "G.fst", "final_mdl": "m"}},
+            "graph.source lang's graph is made for its final_mdl's pdfs, not the chain tree's",
+        ),
+        ({"data": {"targets": "gmm"}}, "data.targets gmm makes them the GMM tree's pdfs"),
+    ],
+    ids=["users-graph", "gmm-targets"],
+)
+def test_a_chain_config_that_cannot_decode_or_train_stops_at_start_up(
+    clone_upstream, extra, message
+):
+    """A chain experiment with a user's graph (made for their GMM's pdfs) while decoding,
+    or on GMM targets (pdfs, not phones): snakemake stops before any job, naming the
+    experiment and the key."""
+    ws = clone_upstream("chain_bad_config")
+    proc = run_snakemake(ws, "-n", "--cores", "1", overlay={**OVERLAY, **extra})
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert message in proc.stdout and "['chain']" in proc.stdout, proc.stdout[-3000:]

@@ -93,14 +93,21 @@ def ng_affine(name: str, part, learning_rate: float, ng: NgOptions) -> Component
     return Component(name, "NaturalGradientAffineComponent", params)
 
 
-def output_part(source: str, affine: Component, delay: int = 0):
+def output_part(source: str, affine: Component, delay: int = 0, log_softmax: bool = True):
     """The output layer reading ``source``: ``output.affine`` (made by the family), the
-    log-softmax, and the output node, ``delay`` frames late (xconfig's output-delay)."""
-    out = "output.log-softmax" if delay == 0 else f"Offset(output.log-softmax, {delay})"
-    lines = [
-        f"component-node name=output.affine component=output.affine input={source}",
+    log-softmax, and the output node, ``delay`` frames late (xconfig's output-delay).
+
+    ``log_softmax=False``: a chain model's output (xconfig's ``output-layer
+    include-log-softmax=false``), the output node reading ``output.affine`` itself."""
+    top = "output.log-softmax" if log_softmax else "output.affine"
+    out = top if delay == 0 else f"Offset({top}, {delay})"
+    lines = [f"component-node name=output.affine component=output.affine input={source}"]
+    if not log_softmax:
+        lines.append(f"output-node name=output input={out} objective=linear")
+        return lines, [affine]
+    lines += [
         "component-node name=output.log-softmax component=output.log-softmax input=output.affine",
         f"output-node name=output input={out} objective=linear",
     ]
-    log_softmax = nonlinear("output.log-softmax", "LogSoftmaxComponent", affine.output_dim)
-    return lines, [affine, log_softmax]
+    component = nonlinear("output.log-softmax", "LogSoftmaxComponent", affine.output_dim)
+    return lines, [affine, component]

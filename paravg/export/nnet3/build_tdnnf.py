@@ -150,6 +150,11 @@ def tdnnf_nnet3(model, learning_rate: float, ng: NgOptions) -> Nnet3:
             prev = f"{name}.batchnorm2"
         else:
             raise ModelFileError(f"no nnet3 export for the TDNN-F layer {type(layer).__name__}")
-    out_lines, out_comps = output_part(prev, ng_affine("output.affine", model.output,
-                                                       learning_rate, ng))  # fmt: skip
+    # a chain model's output has no log-softmax (run_tdnn_1d.sh's output-layer
+    # include-log-softmax=false); its output-xent branch is training's only and is not
+    # exported (vosk and Kaldi's decoders read the output node "output")
+    chain = getattr(model, "objective", "xent") == "chain"
+    out_lines, out_comps = output_part(
+        prev, ng_affine("output.affine", model.output, learning_rate, ng), log_softmax=not chain
+    )
     return Nnet3(lines + out_lines, comps + out_comps)

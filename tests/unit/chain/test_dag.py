@@ -72,3 +72,55 @@ def test_chain_experiments_must_share_their_supervision(tmp_path):
 def test_chain_config_checks(tmp_path, model, egs, message):
     with pytest.raises(ConfigError, match=message):
         dag_of(tmp_path, {"egs": {"frames_per_eg": egs}, "experiments": {"x": {"model": model}}})
+
+
+def test_chain_decoding_reads_the_chain_graphs_and_scales(tmp_path):
+    """A chain experiment decodes on graph/chain_words and chain_phones with decode.sh's
+    --acwt 1.0 --post-decode-acwt 10.0 and is exported with graph/chain_words at acoustic
+    scale 1; its evaluation reads the chain setup; a cross-entropy experiment's inputs
+    and params are what they were."""
+    dag = chain_dag(tmp_path, {"ce": {}, "lfmmi": {"model": CHAIN}})
+    rec, graph = dag.recognition, f"{tmp_path}/results/graph"
+    assert rec.graph_dirs("lfmmi") == {
+        "words": f"{graph}/chain_words",
+        "phones": f"{graph}/chain_phones",
+    }
+    assert (
+        rec.graph_dirs("ce")
+        == rec.graph_dirs()
+        == {
+            "words": f"{graph}/words",
+            "phones": f"{graph}/phones",
+        }
+    )
+    assert rec.graph_names() == ["words", "phones", "chain_words", "chain_phones"]
+    assert rec.search_options("ce") == rec.search_options()
+    chain = rec.search_options("lfmmi")
+    assert chain == {**rec.search_options(), "chain_acoustic_scale": 1.0,
+                     "chain_post_decode_acwt": 10.0}  # fmt: skip
+    assert rec.chain_graph_options() == {"transition_scale": 1.0, "self_loop_scale": 1.0}
+    decode = rec.decode_inputs("lfmmi", "test")
+    assert decode["graph_words"] == f"{graph}/chain_words/HCLG.fst"
+    assert not [k for k in decode if k.startswith("chain_")]
+    assert rec.decode_inputs("ce", "test")["graph_words"] == f"{graph}/words/HCLG.fst"
+    assert rec.export_inputs("lfmmi")["hclg"] == f"{graph}/chain_words/HCLG.fst"
+    assert rec.export_graph_dir("lfmmi") == f"{graph}/chain_words"
+    assert (rec.export_acoustic_scale("lfmmi"), rec.export_acoustic_scale("ce")) == (1.0, 0.1)
+    egs = f"{tmp_path}/results/egs"
+    assert dag.train.eval_inputs("lfmmi", "test")["chain_den_fst"] == f"{egs}/chain/den.fst"
+    assert not [k for k in dag.train.eval_inputs("ce", "test") if k.startswith("chain_")]
+
+
+def test_chain_with_gmm_targets_or_a_users_graph_is_refused_at_start_up(tmp_path):
+    from tests.unit.test_dag_gmm import GMM
+
+    experiments = {"lfmmi": {"model": CHAIN}}
+    with pytest.raises(ConfigError, match=r"data\.targets gmm makes them the GMM tree's pdfs"):
+        dag_of(tmp_path, {**GMM, "egs": {"frames_per_eg": 9}, "experiments": experiments})
+    lang = {"source": "lang", "lang_dir": "l", "lm": "G.fst", "final_mdl": "m"}
+    overrides = {"egs": {"frames_per_eg": 9}, "experiments": experiments, "graph": lang}
+    with pytest.raises(ConfigError, match=r"graph\.source lang's graph is made for"):
+        dag_of(tmp_path, overrides, Checkpoints9())
+    # not decoding: the user's graph is not used, and the run trains
+    quiet = {**overrides, "decode": {"enabled": False}}
+    assert dag_of(tmp_path, quiet, Checkpoints9())[0].chain.experiments == ["lfmmi"]

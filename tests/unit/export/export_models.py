@@ -71,13 +71,18 @@ def nnet3_bytes(nnet: Nnet3, binary: bool) -> bytes:
 
 
 def tdnnf_model(
-    cfg=TDNNF_CFG, ivector_dim=IVECTOR_DIM, seed=0, stats_feats=None, stats_ivectors=None
+    cfg=TDNNF_CFG,
+    ivector_dim=IVECTOR_DIM,
+    seed=0,
+    stats_feats=None,
+    stats_ivectors=None,
+    num_targets=NUM_TARGETS,
 ):
     """A random TDNN-F in eval mode: Kaldi's initialisation, a random output layer,
     priors and LDA-like transform, and batch-norm statistics from training-mode forwards
     (on ``stats_feats`` where given: the network's input then has the scale it has in
     use)."""
-    model = new_model(cfg, FEAT_DIM, ivector_dim, NUM_TARGETS)
+    model = new_model(cfg, FEAT_DIM, ivector_dim, num_targets)
     model.init_parameters(seed)
     gen = random_head(model, seed)
     if stats_feats is None:
