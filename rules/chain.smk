@@ -1,7 +1,9 @@
 # chain stage rules (model.objective: chain; package paravg.chain, docs/chain.md): only a
 # run with a chain experiment has jobs of them (its train jobs and diagnostics ask).
 #   chain_den: Kaldi's gen_topo.py + tree + chain-est-phone-lm + chain-make-den-fst, from
-#     the train set's targets (target k is chain phone k + 1) -> <egs>/chain/
+#     the train set's targets (target k is chain phone k + 1) -> <egs>/chain/; the tree
+#     monophone, or (model.chain.tree: biphone) build_tree.sh's left-biphone tree from
+#     the targets and the train set's features -> <egs>/chain/tree
 #   chain_sup (per archive a) / chain_sup_subset: the supervision of every eg, cut per
 #     chunk from its utterance's (SupervisionSplitter) and weighted by the normalisation
 #     FST, beside the archive (<prefix>.chain.*.npy): get_egs.sh's supervision part
@@ -14,10 +16,13 @@ rule chain_den:
     input:
         targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
         info=LAYOUT.egs_info(),
+        **PARAVG.chain.den_inputs(),
     output:
         **PARAVG.chain.den_files(),
     params:
         num_targets=config["data"]["num_targets"],  # 0: the egs info's
+        tree=PARAVG.chain.tree_options(),
+        frame_subsampling_factor=PARAVG.chain.supervision_options()["frame_subsampling_factor"],
     log:
         LAYOUT.log("chain_den", "all"),
     conda:

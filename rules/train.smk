@@ -10,6 +10,7 @@ rule init_model:
     input:
         info=LAYOUT.egs_info(),
         egs=from_dag("train.lda_egs"),
+        chain_info=from_dag("chain.init_inputs"),  # the biphone chain tree's pdfs
     output:
         model=LAYOUT.init_model("{exp}"),
         stats=LAYOUT.init_stats("{exp}"),
@@ -18,7 +19,7 @@ rule init_model:
         model=from_dag("model_config"),
         use_ivector=from_dag("uses_ivectors"),
         srand=from_dag("srand"),
-        num_targets=from_dag("chain.num_outputs"),  # a chain model's: its tree's pdfs
+        num_targets=from_dag("chain.num_outputs"),  # a chain model's: its tree's pdfs (None: chain_info's)
     log:
         LAYOUT.log("init_model", "{exp}"),
     benchmark:

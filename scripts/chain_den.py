@@ -1,19 +1,36 @@
 """Rule chain_den: the run's chain setup (topology, tree, phone LM, den and normalisation
-FSTs) from the train set's targets (paravg.chain.prepare)."""
+FSTs) from the train set's targets, and for the biphone tree its features
+(paravg.chain.prepare)."""
 
 import logging
 from pathlib import Path
 
 from paravg.chain.prepare import prepare_chain
+from paravg.errors import DataError
 from paravg.io import read_json
 from paravg.kaldi_io import load_scp
 from paravg.logs import setup_logging
 
 setup_logging(snakemake.log[0])
 targets = load_scp(snakemake.input.targets_scp)
+tree = snakemake.params.tree
+tree_utterances = None
+if tree["tree"] == "biphone":
+    feats = load_scp(snakemake.input.feats_scp)
+    missing = [u for u in targets if u not in feats]
+    if missing:
+        raise DataError(
+            f"{snakemake.input.feats_scp}: no features for {len(missing)} utterances with "
+            f"targets (first {missing[0]}), the chain tree's statistics need them"
+        )
+    tree_utterances = ((targets[u], feats[u]) for u in targets)
 info = prepare_chain(
     (targets[u] for u in targets),
     int(snakemake.params.num_targets) or int(read_json(snakemake.input.info)["num_targets"]),
     Path(snakemake.output.info_json).parent,
+    tree=tree["tree"],
+    num_leaves=int(tree["num_leaves"]),
+    tree_utterances=tree_utterances,
+    frame_subsampling_factor=int(snakemake.params.frame_subsampling_factor),
 )
 logging.getLogger("chain_den").info("chain setup: %s", info)

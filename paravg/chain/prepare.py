@@ -5,11 +5,15 @@ supervision part.
 
 * :func:`prepare_chain` (the ``chain_den`` rule): the chain topology over phones
   ``1 … num_targets`` (target ``k`` is phone ``k + 1``; phone 1, target 0, is silence),
-  a monophone tree (``MonophoneContextDependency``: pdfs ``2 (p − 1)`` forward and
-  ``2 (p − 1) + 1`` self-loop), the phone LM of the training targets' phone runs, the den
-  and normalisation FSTs. Files in ``DIR``: ``topo``, ``phone_lm.fst``, ``den.fst``,
-  ``normalization.fst``, ``info.json`` (``num_pdfs``, ``num_phones``, the phone LM's
-  and the den FST's sizes).
+  the tree (``model.chain.tree``): ``monophone`` (``MonophoneContextDependency``: pdfs
+  ``2 (p − 1)`` forward and ``2 (p − 1) + 1`` self-loop) or ``biphone``
+  (:func:`paravg.chain.tree.build_chain_tree` from the train set's targets and features,
+  ``build_tree.sh --context-width=2 --central-position=1`` with at most
+  ``model.chain.num_leaves`` pdfs, written as Kaldi's binary ``tree``), the phone LM of
+  the training targets' phone runs, the den and normalisation FSTs. Files in ``DIR``:
+  ``topo``, ``phone_lm.fst``, ``den.fst``, ``normalization.fst``, ``info.json``
+  (``num_pdfs``, the network's outputs; ``num_phones``, ``tree``, the phone LM's and the
+  den FST's sizes), and ``tree`` for the biphone tree.
 * :func:`archive_supervision` (the ``chain_sup`` rule, one per egs archive or subset):
   the weighted supervision of every eg of a paravg egs archive, rows in the archive's
   order (so the egs stage's split and shuffle serve chain egs unchanged): eg
@@ -34,6 +38,8 @@ from paravg.errors import DataError
 from paravg.io import read_json, write_json_atomic, write_text_atomic
 
 CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
+#: ``model.chain.tree`` values (the monophone tree needs no file; the biphone one is ``tree``)
+CHAIN_TREES = ("monophone", "biphone")
 
 
 @dataclass
@@ -48,14 +54,18 @@ class ChainSetup:
     normalization_fst: object
 
 
-def _models(num_phones: int):
+def _models(num_phones: int, ctx_dep=None):
+    """(tree, transition model) over chain phones ``1 … num_phones``: ``ctx_dep`` (the
+    biphone tree), or the monophone tree when None."""
     import kaldi_hmm_gmm
 
     from paravg.chain.topology import chain_topology
 
     topo = chain_topology(list(range(2, num_phones + 1)), [1])
-    classes = list(topo.get_phone_to_num_pdf_classes())
-    ctx_dep = kaldi_hmm_gmm.monophone_context_dependency(list(range(1, num_phones + 1)), classes)
+    if ctx_dep is None:
+        classes = list(topo.get_phone_to_num_pdf_classes())
+        phones = list(range(1, num_phones + 1))
+        ctx_dep = kaldi_hmm_gmm.monophone_context_dependency(phones, classes)
     return ctx_dep, kaldi_hmm_gmm.TransitionModel(ctx_dep, topo)
 
 
@@ -64,15 +74,24 @@ def prepare_chain(
     num_targets: int,
     out_dir: str | os.PathLike,
     lm_opts: LanguageModelOptions | None = None,
+    tree: str = "monophone",
+    num_leaves: int = 0,
+    tree_utterances: Iterable[tuple] | None = None,
+    frame_subsampling_factor: int = 3,
 ) -> dict:
     """Write the chain setup of targets ``0 … num_targets − 1`` to ``out_dir``; returns
-    its ``info.json``."""
+    its ``info.json``. ``tree`` ``biphone`` grows the tree from ``tree_utterances``
+    ((frame targets, features) pairs) with at most ``num_leaves`` leaves."""
     from paravg.chain.den_fst import create_denominator_fst
     from paravg.chain.den_graph import normalization_fst
     from paravg.chain.topology import chain_topo_text
 
     if num_targets < 1:
         raise DataError(f"chain: num_targets must be >= 1, got {num_targets}")
+    if tree not in CHAIN_TREES:
+        raise DataError(f"chain: model.chain.tree {tree!r} is not one of {CHAIN_TREES}")
+    if tree == "biphone" and (tree_utterances is None or num_leaves < 1):
+        raise DataError("chain: a biphone tree needs the features and num_leaves >= 1")
     sentences = []
     for targets in frame_targets:
         t = np.asarray(targets)
@@ -84,7 +103,14 @@ def prepare_chain(
         raise DataError("chain: no training targets for the phone LM")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ctx_dep, trans_model = _models(num_targets)
+    ctx_dep = None
+    if tree == "biphone":
+        from paravg.chain.tree import build_chain_tree
+
+        ctx_dep, _built = build_chain_tree(
+            tree_utterances, num_targets, num_leaves, frame_subsampling_factor, out / "tree"
+        )
+    ctx_dep, trans_model = _models(num_targets, ctx_dep)
     lm, _ = estimate_phone_lm(sentences, lm_opts)
     den, _ = create_denominator_fst(lm, ctx_dep, trans_model)
     write_text_atomic(out / "topo", chain_topo_text(range(2, num_targets + 1), [1]))
@@ -94,7 +120,7 @@ def prepare_chain(
     info = {
         "num_phones": num_targets,
         "num_pdfs": int(trans_model.num_pdfs),
-        "tree": "monophone",
+        "tree": tree,
         "phone_lm_states": int(lm.num_states),
         "den_states": int(den.num_states),
     }
@@ -108,7 +134,12 @@ def load_chain(chain_dir: str | os.PathLike) -> ChainSetup:
 
     d = Path(chain_dir)
     info = read_json(d / "info.json")
-    ctx_dep, trans_model = _models(int(info["num_phones"]))
+    ctx_dep = None
+    if info.get("tree", "monophone") == "biphone":
+        from paravg.gmm.tree_io import load_kaldi_tree
+
+        ctx_dep = load_kaldi_tree(d / "tree")
+    ctx_dep, trans_model = _models(int(info["num_phones"]), ctx_dep)
     fsts = [kaldifst.StdVectorFst.read(str(d / n)) for n in ("den.fst", "normalization.fst")]
     if any(f is None for f in fsts):
         raise DataError(f"{d}: den.fst / normalization.fst cannot be read")

@@ -107,5 +107,6 @@ class Dag(RunCore):
         self.train = TrainDag(self, self.egs, wait_for_block)
         self.chain = self.train.chain  # rules/chain.smk
         self.chain.supervision_options()  # chain experiments agree on their supervision
+        self.chain.tree_options()  # and on their tree (model.chain.tree, num_leaves)
         self.recognition = Recognition(self, self.train, self.ivector)
         self.results = ResultsDag(self, self.data, self.ivector, self.train, self.recognition)

@@ -12,7 +12,13 @@ A chain experiment's train jobs, diagnostics and ``init_model`` take these as in
 (:meth:`ChainDag.job_inputs`, :meth:`ChainDag.subset_inputs`); a cross-entropy
 experiment's inputs are what they were. The supervision is shared by the run's chain
 experiments, so they must agree on its options (the frame subsampling factor and the
-tolerances): :meth:`ChainDag.supervision_options` says so at start-up.
+tolerances) and on the tree (``model.chain.tree``, ``num_leaves``):
+:meth:`ChainDag.supervision_options` and :meth:`ChainDag.tree_options` say so at start-up.
+
+With ``model.chain.tree: biphone`` the network's outputs are the tree's pdfs, known only
+after ``chain_den`` (``<egs>/chain/info.json``'s ``num_pdfs``): ``init_model`` then reads
+that file (:meth:`ChainDag.init_inputs`; :meth:`ChainDag.num_outputs` is None), and the
+chain graphs take the ``tree`` file (:meth:`ChainDag.tree_file`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from paravg.errors import ConfigError
 #: ``model.chain`` keys that change the supervision (the rest only the objective)
 SUPERVISION_KEYS = ("left_tolerance", "right_tolerance")
 CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
+#: ``model.chain`` tree keys and their defaults (the monophone tree: 2 pdfs a phone)
+TREE_DEFAULTS = {"tree": "monophone", "num_leaves": 500}
 
 
 class ChainDag:
@@ -68,6 +76,34 @@ class ChainDag:
         f, left, right = next(iter(seen)) if seen else (1, 5, 5)
         return {"frame_subsampling_factor": f, "left_tolerance": left, "right_tolerance": right}
 
+    def tree_options(self) -> dict:
+        """``tree`` (monophone | biphone) and ``num_leaves`` of the run's chain tree
+        (:data:`TREE_DEFAULTS` for absent keys); raises when two chain experiments
+        differ (they share ``chain_den``)."""
+        seen: dict[tuple, str] = {}
+        for exp in self.experiments:
+            chain = self.run.experiments[exp]["model"].get("chain") or {}
+            seen.setdefault(tuple(chain.get(k, v) for k, v in TREE_DEFAULTS.items()), exp)
+        if len(seen) > 1:
+            raise ConfigError(
+                "chain experiments share the chain tree (chain_den): "
+                f"{sorted(seen.values())} differ in model.chain.tree or model.chain.num_leaves"
+            )
+        values = next(iter(seen)) if seen else tuple(TREE_DEFAULTS.values())
+        return dict(zip(TREE_DEFAULTS, values, strict=True))
+
+    def biphone(self) -> bool:
+        return bool(self.experiments) and self.tree_options()["tree"] == "biphone"
+
+    def tree_file(self) -> list[str]:
+        """``[<egs>/chain/tree]`` with the biphone tree, else ``[]`` (no file)."""
+        return [f"{self.chain_dir()}/tree"] if self.biphone() else []
+
+    def den_inputs(self) -> dict:
+        """``chain_den``'s inputs beyond the targets: the train set's features for the
+        biphone tree's statistics."""
+        return {"feats_scp": self.layout.feats_scp(self.run.train_set)} if self.biphone() else {}
+
     def chain_dir(self) -> str:
         """``<egs>/chain`` (:func:`paravg.chain.train.chain_dir_of` finds it from an
         archive's prefix)."""
@@ -75,7 +111,8 @@ class ChainDag:
 
     def den_files(self) -> dict[str, str]:
         d = self.chain_dir()
-        return {name.replace(".", "_"): f"{d}/{name}" for name in CHAIN_FILES}
+        files = {name.replace(".", "_"): f"{d}/{name}" for name in CHAIN_FILES}
+        return {**files, **({"tree": self.tree_file()[0]} if self.biphone() else {})}
 
     def table_files(self, prefix: str) -> list[str]:
         return list(table_files(prefix).values())
@@ -86,13 +123,21 @@ class ChainDag:
     def subset_table(self, name: str) -> list[str]:
         return self.table_files(self.layout.egs_subset_prefix(name))
 
-    def num_outputs(self, exp: str) -> int:
+    def num_outputs(self, exp: str) -> int | None:
         """The network's outputs: the targets, or for a chain experiment the chain
-        monophone tree's pdfs (two pdf-classes per phone, :mod:`paravg.chain.prepare`)."""
+        monophone tree's pdfs (two pdf-classes per phone, :mod:`paravg.chain.prepare`);
+        None for the biphone tree (its pdfs: ``chain/info.json``, :meth:`init_inputs`)."""
         k = int(self.run.config["data"]["num_targets"])  # 0: the egs' (init_model)
         if not self.is_chain(exp):
             return k
+        if self.biphone():
+            return None
         return 2 * (k or int(self.run.egs_info()["num_targets"]))
+
+    def init_inputs(self, exp: str) -> list[str]:
+        """``init_model``'s chain input: ``[<egs>/chain/info.json]`` (the tree's pdfs) for
+        a chain experiment with the biphone tree, else ``[]``."""
+        return [self.den_files()["info_json"]] if self.is_chain(exp) and self.biphone() else []
 
     def job_inputs(self, exp: str, archive: int) -> dict:
         """The chain inputs of a train job on ``archive`` (none for cross-entropy)."""

@@ -124,3 +124,26 @@ def test_chain_with_gmm_targets_or_a_users_graph_is_refused_at_start_up(tmp_path
     # not decoding: the user's graph is not used, and the run trains
     quiet = {**overrides, "decode": {"enabled": False}}
     assert dag_of(tmp_path, quiet, Checkpoints9())[0].chain.experiments == ["lfmmi"]
+
+
+def test_the_biphone_chain_tree_is_built_by_chain_den_and_sets_the_outputs(tmp_path):
+    """model.chain.tree biphone: chain_den reads the train set's features and writes
+    <egs>/chain/tree; the network's outputs are unknown at start-up (None) and init_model
+    reads them from chain/info.json; the monophone default keeps 2K outputs and no tree
+    file; chain experiments must agree on the tree."""
+    biphone = {**CHAIN, "chain": {"tree": "biphone", "num_leaves": 200}}
+    dag = chain_dag(tmp_path, {"ce": {}, "lfmmi": {"model": biphone}})
+    egs = f"{tmp_path}/results/egs"
+    assert dag.chain.tree_options() == {"tree": "biphone", "num_leaves": 200}
+    assert dag.chain.den_files()["tree"] == f"{egs}/chain/tree"
+    assert dag.chain.tree_file() == [f"{egs}/chain/tree"]
+    assert dag.chain.den_inputs()["feats_scp"].endswith("/feats.scp")
+    assert dag.chain.num_outputs("lfmmi") is None
+    assert dag.chain.init_inputs("lfmmi") == [f"{egs}/chain/info.json"]
+    assert dag.chain.num_outputs("ce") == 0 and dag.chain.init_inputs("ce") == []
+    mono = chain_dag(tmp_path, {"lfmmi": {"model": CHAIN}})
+    assert mono.chain.tree_options() == {"tree": "monophone", "num_leaves": 500}
+    assert "tree" not in mono.chain.den_files() and mono.chain.den_inputs() == {}
+    assert mono.chain.num_outputs("lfmmi") == 80 and mono.chain.init_inputs("lfmmi") == []
+    with pytest.raises(ConfigError, match="share the chain tree"):
+        chain_dag(tmp_path, {"a": {"model": CHAIN}, "b": {"model": biphone}})

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from paravg.chain.tree import build_chain_tree, chain_tree_stats, subsampled_alignment
+from paravg.errors import DataError
 
 K, D = 4, 8  # targets 0..3 (chain phones 1..4, phone 1 silence); feature dim
 
@@ -77,7 +78,31 @@ def test_the_tree_splits_phone_3_by_its_left_neighbour_and_the_chain_code_takes_
 
 
 def test_no_targets_is_an_error():
-    from paravg.errors import DataError
-
     with pytest.raises(DataError, match="no utterance"):
         chain_tree_stats([])
+
+
+def test_prepare_chain_with_the_biphone_tree_writes_it_and_load_chain_reads_it(tmp_path):
+    """chain_den with model.chain.tree biphone: info.json's num_pdfs (the network's
+    outputs) is the tree's leaves, and load_chain's tree maps phone 3's forward pdf by
+    its left phone as the written tree does."""
+    from paravg.chain.prepare import load_chain, prepare_chain
+    from paravg.gmm.event_map import PDF_CLASS_KEY
+    from paravg.gmm.tree_io import read_tree
+
+    data = utterances()
+    info = prepare_chain((t for t, _ in data), K, tmp_path, tree="biphone", num_leaves=30,
+                         tree_utterances=iter(data))  # fmt: skip
+    tree, width, central = read_tree(tmp_path / "tree")
+    assert (info["tree"], width, central) == ("biphone", 2, 1)
+    setup = load_chain(tmp_path)
+    assert setup.num_pdfs == info["num_pdfs"] == setup.trans_model.num_pdfs
+    assert 6 <= info["num_pdfs"] <= 30 and info["num_pdfs"] != 2 * K
+    assert (setup.ctx_dep.context_width, setup.ctx_dep.central_position) == (2, 1)
+    pdfs = {left: tree.map({0: left, 1: 3, PDF_CLASS_KEY: 0}) for left in (1, 2, 4)}
+    assert len(set(pdfs.values())) == 3
+    mono = prepare_chain((t for t, _ in data), K, tmp_path / "mono")
+    assert (mono["tree"], mono["num_pdfs"]) == ("monophone", 2 * K)
+    assert not (tmp_path / "mono" / "tree").exists()
+    with pytest.raises(DataError, match="biphone tree needs the features"):
+        prepare_chain((t for t, _ in data), K, tmp_path / "x", tree="biphone", num_leaves=30)
