@@ -102,9 +102,14 @@ if RECOGNITION.graph_source == "hclg":
 # The graphs of model.objective chain experiments (paravg.graph.build with chain=True): the
 # same lexicon and LMs, the chain topology and tree (target k's phone: pdfs 2k, 2k + 1),
 # graph.chain_self_loop_scale / chain_transition_scale (1.0, Kaldi's chain mkgraph.sh).
+# With model.chain.tree biphone: the chain tree (<egs>/chain/tree, chain_den) on the lang's
+# phones and the context transducer at width 2, central position 1 (paravg.graph.chain_tree).
 if RECOGNITION.chain_experiments and RECOGNITION.graph_source == "demo":
 
     use rule graph_demo_words as graph_demo_chain_words with:
+        input:
+            done=LAYOUT.demo_file("done"),
+            chain_tree=PARAVG.chain.tree_file(),
         output:
             RECOGNITION.graph_outputs("chain_words"),
         params:
@@ -122,6 +127,9 @@ if RECOGNITION.chain_experiments and RECOGNITION.graph_source == "demo":
 if RECOGNITION.chain_experiments and RECOGNITION.per_enabled:
 
     use rule graph_phones as graph_chain_phones with:
+        input:
+            targets=LAYOUT.targets_scp(PARAVG.source_train_set),
+            chain_tree=PARAVG.chain.tree_file(),
         output:
             RECOGNITION.graph_outputs("chain_phones"),
         params:

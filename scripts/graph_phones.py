@@ -11,5 +11,6 @@ build_phone_graph(
     out_dir=snakemake.params.out_dir,
     options=GraphOptions(**snakemake.params.options),
     chain=snakemake.params.get("chain", False),  # graph_demo_chain_words, graph_chain_phones
+    chain_tree=next(iter(snakemake.input.get("chain_tree", [])), None),  # the biphone tree
     sil_prob=snakemake.params.sil_prob,
 )

@@ -54,6 +54,7 @@ def build_from_lexicon(
     target_phones: Sequence[str] = PHONES,
     sil_prob: float = 0.5,
     chain: bool = False,
+    chain_tree: str | Path | None = None,
 ) -> dict:
     """lang dir, bigram ARPA, G.fst and HCLG.fst of a lexicon + training sentences
     (``sil_prob``: the lang's optional-silence probability, Kaldi's default 0.5).
@@ -62,7 +63,13 @@ def build_from_lexicon(
     is the chain one and the tree gives target k's phone the pdfs 2k (forward) and
     2k + 1 (self-loop), the chain network's outputs
     (:func:`paravg.graph.topology.chain_transition_model`); ``options`` then carry the
-    chain recipes' scales (``mkgraph.sh --self-loop-scale 1.0``, transition scale 1.0)."""
+    chain recipes' scales (``mkgraph.sh --self-loop-scale 1.0``, transition scale 1.0).
+    ``chain_tree``: the chain model's biphone ``tree`` file (``model.chain.tree:
+    biphone``) instead of the monophone tree: its pdfs on the lang's phones
+    (:func:`paravg.graph.chain_tree.chain_tree_transition_model`), the context
+    transducer at its width and central position."""
+    from dataclasses import replace
+
     from paravg.graph.hclg import GraphOptions, make_hclg, read_fst, write_graph
     from paravg.graph.topology import (
         chain_transition_model,
@@ -87,7 +94,14 @@ def build_from_lexicon(
     vocab = [w for w in lang.words if w[0] not in "<#"]
     lm = write_bigram_arpa(out / "lm.arpa", sentences, vocab)
     arpa_to_g(out / "lm.arpa", out / "lang" / "words.txt", out / "G.fst")
-    if chain:
+    if chain and chain_tree is not None:
+        from paravg.graph.chain_tree import chain_tree_transition_model
+
+        tree, trans_model, width, central = chain_tree_transition_model(
+            lang, topo_text, chain_tree, target_phones
+        )
+        options = replace(options, context_width=width, central_position=central)
+    elif chain:
         check_pdfs_are_chain_targets(lang, trans_model, target_phones)
     else:
         _topo, tree, trans_model = transition_model(lang, topo_text)
@@ -116,6 +130,7 @@ def build_from_lexicon(
         "options": vars(options),
         "sil_prob": sil_prob,
         **({"topology": "chain"} if chain else {}),
+        **({"chain_tree": str(chain_tree)} if chain_tree is not None else {}),
         "build_seconds": round(time.perf_counter() - start, 3),
     }
     write_graph(hclg, out / "HCLG.fst", summary, out / "graph.json")
@@ -128,12 +143,15 @@ def build_demo_word_graph(
     out_dir: str | Path,
     options=None,
     chain: bool = False,
+    chain_tree: str | Path | None = None,
 ) -> dict:
     """The demo's word graph: learnt lexicon + word bigram of the training text (for a
-    chain model with ``chain``: :func:`build_from_lexicon`)."""
+    chain model with ``chain`` and ``chain_tree``: :func:`build_from_lexicon`)."""
     entries = demo_lexicon(train_text, train_ctm)
     sentences = [ws for ws in read_text(train_text).values() if ws]
-    return build_from_lexicon(entries, sentences, out_dir, options, chain=chain)
+    return build_from_lexicon(
+        entries, sentences, out_dir, options, chain=chain, chain_tree=chain_tree
+    )
 
 
 def build_phone_graph(
@@ -143,6 +161,7 @@ def build_phone_graph(
     target_phones: Sequence[str] = PHONES,
     sil_prob: float = 0.0,
     chain: bool = False,
+    chain_tree: str | Path | None = None,
 ) -> dict:
     """The PER graph: phones as words, phone bigram of the training alignments.
 
@@ -167,4 +186,5 @@ def build_phone_graph(
         target_phones,
         sil_prob,
         chain,
+        chain_tree,
     )
