@@ -28,7 +28,7 @@ import torch
 from paravg.data import read_origin
 from paravg.decode.posteriors import utterance_log_posteriors
 from paravg.errors import DataError
-from paravg.io import write_json_atomic
+from paravg.io import read_json, write_json_atomic
 from paravg.kaldi_io import load_scp
 from paravg.nnet.model_file import build_model, load_model_file
 from paravg.nnet.objective import ObjectiveStats
@@ -75,8 +75,15 @@ def evaluate_set(
     if chain:
         if chain_dir is None:
             raise ValueError("a chain model is evaluated with its run's chain setup (chain_dir)")
-        # the frame targets are phones 0 … K − 1; the chain model's outputs are 2K pdfs
-        check_target_ids(targets, model.num_targets // 2, Path(targets_scp).parent, model_path)
+        # the frame targets are phones 0 … K − 1; the chain model's outputs are the chain
+        # tree's pdfs (2K for the monophone tree, the leaves of the biphone one)
+        info = read_json(Path(chain_dir) / "info.json")
+        if model.num_targets != int(info["num_pdfs"]):
+            raise DataError(
+                f"model {model_path} has {model.num_targets} outputs but the chain tree of "
+                f"{chain_dir} has {info['num_pdfs']} pdfs (trained with another tree?)"
+            )
+        check_target_ids(targets, int(info["num_phones"]), Path(targets_scp).parent, model_path)
     else:
         check_target_ids(targets, model.num_targets, Path(targets_scp).parent, model_path)
     skipped = []

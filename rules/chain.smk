@@ -21,8 +21,7 @@ rule chain_den:
         **PARAVG.chain.den_files(),
     params:
         num_targets=config["data"]["num_targets"],  # 0: the egs info's
-        tree=PARAVG.chain.tree_options(),
-        frame_subsampling_factor=PARAVG.chain.supervision_options()["frame_subsampling_factor"],
+        **PARAVG.chain.den_params(),  # the biphone tree's options (none: monophone)
     log:
         LAYOUT.log("chain_den", "all"),
     conda:

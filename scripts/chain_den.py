@@ -13,7 +13,7 @@ from paravg.logs import setup_logging
 
 setup_logging(snakemake.log[0])
 targets = load_scp(snakemake.input.targets_scp)
-tree = snakemake.params.tree
+tree = snakemake.params.get("tree", {"tree": "monophone", "num_leaves": 0, "thresh": 0.0})
 tree_utterances = None
 if tree["tree"] == "biphone":
     feats = load_scp(snakemake.input.feats_scp)
@@ -30,7 +30,8 @@ info = prepare_chain(
     Path(snakemake.output.info_json).parent,
     tree=tree["tree"],
     num_leaves=int(tree["num_leaves"]),
+    tree_thresh=float(tree["thresh"]),
     tree_utterances=tree_utterances,
-    frame_subsampling_factor=int(snakemake.params.frame_subsampling_factor),
+    frame_subsampling_factor=int(snakemake.params.get("frame_subsampling_factor", 3)),
 )
 logging.getLogger("chain_den").info("chain setup: %s", info)

@@ -78,10 +78,12 @@ def prepare_chain(
     num_leaves: int = 0,
     tree_utterances: Iterable[tuple] | None = None,
     frame_subsampling_factor: int = 3,
+    tree_thresh: float = 300.0,
 ) -> dict:
     """Write the chain setup of targets ``0 … num_targets − 1`` to ``out_dir``; returns
     its ``info.json``. ``tree`` ``biphone`` grows the tree from ``tree_utterances``
-    ((frame targets, features) pairs) with at most ``num_leaves`` leaves."""
+    ((frame targets, features) pairs) with at most ``num_leaves`` leaves, splitting while
+    a split gains more than ``tree_thresh`` (build-tree's ``--thresh``)."""
     from paravg.chain.den_fst import create_denominator_fst
     from paravg.chain.den_graph import normalization_fst
     from paravg.chain.topology import chain_topo_text
@@ -108,7 +110,12 @@ def prepare_chain(
         from paravg.chain.tree import build_chain_tree
 
         ctx_dep, _built = build_chain_tree(
-            tree_utterances, num_targets, num_leaves, frame_subsampling_factor, out / "tree"
+            tree_utterances,
+            num_targets,
+            num_leaves,
+            frame_subsampling_factor,
+            out / "tree",
+            thresh=tree_thresh,
         )
     ctx_dep, trans_model = _models(num_targets, ctx_dep)
     lm, _ = estimate_phone_lm(sentences, lm_opts)

@@ -99,16 +99,19 @@ def build_chain_tree(
     num_leaves: int,
     frame_subsampling_factor: int = 3,
     tree_path: str | os.PathLike | None = None,
+    thresh: float = 300.0,
 ):
     """(kaldi-hmm-gmm ``ContextDependency``, :class:`paravg.gmm.build_tree.BuiltTree`) of
     the left-biphone chain tree with at most ``num_leaves`` leaves (its pdfs), written
-    to ``tree_path`` in Kaldi's format when given."""
+    to ``tree_path`` in Kaldi's format when given; a split is kept while it gains more
+    than ``thresh`` in log-likelihood (build-tree's ``--thresh``, 300: on little data
+    the tree stays at one leaf per phone)."""
     from paravg.gmm.train_deltas import grow_tree
     from paravg.gmm.tree_io import context_dependency_bytes, kaldi_context_dependency, write_tree
 
     stats = chain_tree_stats(utterances, frame_subsampling_factor)
     with tempfile.TemporaryDirectory() as tmp:
-        built = grow_tree(stats, chain_lang_dir(num_phones, tmp), num_leaves)
+        built = grow_tree(stats, chain_lang_dir(num_phones, tmp), num_leaves, thresh=thresh)
     if tree_path is not None:
         write_tree(Path(tree_path), built.tree, CONTEXT_WIDTH, CENTRAL_POSITION)
     data = context_dependency_bytes(built.tree, CONTEXT_WIDTH, CENTRAL_POSITION)

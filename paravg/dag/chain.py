@@ -32,7 +32,7 @@ from paravg.errors import ConfigError
 SUPERVISION_KEYS = ("left_tolerance", "right_tolerance")
 CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
 #: ``model.chain`` tree keys and their defaults (the monophone tree: 2 pdfs a phone)
-TREE_DEFAULTS = {"tree": "monophone", "num_leaves": 500}
+TREE_DEFAULTS = {"tree": "monophone", "num_leaves": 500, "thresh": 300.0}
 
 
 class ChainDag:
@@ -87,7 +87,7 @@ class ChainDag:
         if len(seen) > 1:
             raise ConfigError(
                 "chain experiments share the chain tree (chain_den): "
-                f"{sorted(seen.values())} differ in model.chain.tree or model.chain.num_leaves"
+                f"{sorted(seen.values())} differ in model.chain.tree, num_leaves or thresh"
             )
         values = next(iter(seen)) if seen else tuple(TREE_DEFAULTS.values())
         return dict(zip(TREE_DEFAULTS, values, strict=True))
@@ -103,6 +103,14 @@ class ChainDag:
         """``chain_den``'s inputs beyond the targets: the train set's features for the
         biphone tree's statistics."""
         return {"feats_scp": self.layout.feats_scp(self.run.train_set)} if self.biphone() else {}
+
+    def den_params(self) -> dict:
+        """``chain_den``'s tree params: none for the monophone tree (its params are what
+        they were), else ``tree`` (:meth:`tree_options`) and ``frame_subsampling_factor``."""
+        if not self.biphone():
+            return {}
+        f = self.supervision_options()["frame_subsampling_factor"]
+        return {"tree": self.tree_options(), "frame_subsampling_factor": f}
 
     def chain_dir(self) -> str:
         """``<egs>/chain`` (:func:`paravg.chain.train.chain_dir_of` finds it from an

@@ -134,7 +134,11 @@ def test_the_biphone_chain_tree_is_built_by_chain_den_and_sets_the_outputs(tmp_p
     biphone = {**CHAIN, "chain": {"tree": "biphone", "num_leaves": 200}}
     dag = chain_dag(tmp_path, {"ce": {}, "lfmmi": {"model": biphone}})
     egs = f"{tmp_path}/results/egs"
-    assert dag.chain.tree_options() == {"tree": "biphone", "num_leaves": 200}
+    assert dag.chain.tree_options() == {"tree": "biphone", "num_leaves": 200, "thresh": 300.0}
+    assert dag.chain.den_params() == {
+        "tree": dag.chain.tree_options(),
+        "frame_subsampling_factor": 3,
+    }
     assert dag.chain.den_files()["tree"] == f"{egs}/chain/tree"
     assert dag.chain.tree_file() == [f"{egs}/chain/tree"]
     assert dag.chain.den_inputs()["feats_scp"].endswith("/feats.scp")
@@ -142,7 +146,8 @@ def test_the_biphone_chain_tree_is_built_by_chain_den_and_sets_the_outputs(tmp_p
     assert dag.chain.init_inputs("lfmmi") == [f"{egs}/chain/info.json"]
     assert dag.chain.num_outputs("ce") == 0 and dag.chain.init_inputs("ce") == []
     mono = chain_dag(tmp_path, {"lfmmi": {"model": CHAIN}})
-    assert mono.chain.tree_options() == {"tree": "monophone", "num_leaves": 500}
+    assert mono.chain.tree_options() == {"tree": "monophone", "num_leaves": 500, "thresh": 300.0}
+    assert mono.chain.den_params() == {}  # chain_den's params as before the tree keys
     assert "tree" not in mono.chain.den_files() and mono.chain.den_inputs() == {}
     assert mono.chain.num_outputs("lfmmi") == 80 and mono.chain.init_inputs("lfmmi") == []
     with pytest.raises(ConfigError, match="share the chain tree"):
