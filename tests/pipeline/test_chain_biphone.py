@@ -67,3 +67,61 @@ def test_the_biphone_tree_sets_the_outputs_and_the_graphs(workdir):
     assert 0 <= scores["wer"] <= 100 and scores["per"] is not None, scores
     am = read_final_mdl(workdir / EXP / "kaldi" / "am" / "final.mdl")
     assert am.nnet.output_dim() == num_pdfs and len(am.priors) == 0
+
+
+def test_vosk_decodes_the_biphone_export_like_paravgs_network(workdir):
+    """test_chain.py's vosk check on the biphone model: the trained model without its
+    i-vector input, exported with dither 0, decoded by vosk and by Kaldi's FasterDecoder
+    on paravg's chain output at acoustic scale 1; the transition-id → pdf map from
+    Kaldi's TransitionModel of the graph's lang with the biphone tree (context width 2
+    in the HCLG vosk reads)."""
+    import numpy as np
+
+    from paravg.audio import AudioReader
+    from paravg.corpus.phones import PHONES
+    from paravg.data import read_data_dir
+    from paravg.export.phone_loop import transition_ids
+    from paravg.export.stage import export_experiment
+    from paravg.export.transition_model import TransitionModel
+    from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
+    from paravg.features import MfccOptions, compute_mfcc
+    from paravg.graph.chain_tree import chain_tree_transition_model
+    from paravg.graph.lang import read_lang
+    from paravg.graph.topology import tid_to_pdf
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    from .vosk_checks import (
+        assert_agreement,
+        decoded_wavs,
+        ivector_files,
+        record_agreement,
+        set_search_beams_of_paravgs_decoding,
+        utterances,
+        without_ivector_input,
+    )
+
+    r = workdir / "results"
+    model_path = without_ivector_input(workdir, workdir / EXP / "final.pt")
+    graph = r / "graph" / "chain_words"
+    kaldi = workdir / "kaldi_biphone_no_ivector_input"
+    export_experiment(model_path, kaldi, {"dither": 0.0}, 16000, ivector_files(r),
+                      graph_dir=graph, acoustic_scale=1.0)  # fmt: skip
+    lang = graph / "lang"
+    tm = chain_tree_transition_model(
+        read_lang(lang), (lang / "topo").read_text(), r / "egs/chain/tree", PHONES
+    )[1]
+    tid2pdf = tid_to_pdf(tm)[1:]
+    exported = TransitionModel.from_file(kaldi / "am" / "final.mdl")
+    got = np.array([pdf for row in transition_ids(exported) for _t, _d, pdf in row])
+    assert np.array_equal(got, tid2pdf), "the exported transition model is not Kaldi's"
+    model = build_model(load_model_file(model_path)).eval()
+    reader = AudioReader(read_data_dir(r / "data" / "test"), 16000)
+    utts = utterances(workdir)
+    iv = np.zeros((1, model.ivector_dim), np.float32) if model.ivector_dim else None
+    feats = {u: compute_mfcc(reader(u), MfccOptions(dither=0.0)) for u in utts}
+    ll = {u: paravg_loglikes(model, feats[u], iv, 10**9) for u in utts}
+    ours = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt", 1.0)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(workdir))
+    stats = record_agreement(workdir, "biphone_no_ivector_input", ours, vosk)
+    assert_agreement(stats)
