@@ -125,3 +125,13 @@ def test_vosk_decodes_the_biphone_export_like_paravgs_network(workdir):
     vosk = vosk_decode(kaldi, decoded_wavs(workdir))
     stats = record_agreement(workdir, "biphone_no_ivector_input", ours, vosk)
     assert_agreement(stats)
+
+
+def test_chain_experiments_with_different_trees_stop_at_start_up(clone_upstream):
+    """Two chain experiments share chain_den: a monophone and a biphone one stop
+    ``snakemake -n`` before any job, naming both and the keys."""
+    ws = clone_upstream("chain_two_trees")
+    overlay = {**OVERLAY, "experiments": {"bi": BIPHONE, "mono": CHAIN}}
+    proc = run_snakemake(ws, "-n", "--cores", "1", overlay=overlay)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "share the chain tree (chain_den): ['bi', 'mono']" in proc.stdout, proc.stdout[-3000:]
