@@ -24,7 +24,13 @@ import numpy as np
 from paravg.errors import DataError
 from paravg.kaldi_io import iter_table, load_scp, read_int_table, table_dict
 
-__all__ = ["read_int_table", "read_scp_keys", "read_table"]  # used by the egs modules
+__all__ = [
+    "read_int_table",
+    "read_scp_keys",
+    "read_table",
+    "read_utt2spk",
+    "read_utt2uniq",
+]  # used by the egs modules
 
 IVECTOR_LENGTH_TOLERANCE = 100
 
@@ -32,6 +38,24 @@ IVECTOR_LENGTH_TOLERANCE = 100
 def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
     """A Kaldi ``<key> <value>`` table (value = rest of the line if columns == 0)."""
     return table_dict(path, num_fields=2 if columns == 2 else None)
+
+
+def read_utt2spk(path: str | os.PathLike) -> dict[str, str]:
+    """``utt2spk`` (two fields a line) with one string per speaker, shared by its
+    utterances (not one per line): per utterance a dict slot and its name."""
+    names: dict[str, str] = {}
+    return {
+        r.key: names.setdefault(r.fields[0], r.fields[0])
+        for r in iter_table(path, num_fields=2, require_sorted=False)
+    }
+
+
+def read_utt2uniq(path: str | os.PathLike) -> dict[str, str]:
+    """``utt2uniq``, an utterance that is its own source sharing its key's string."""
+    return {
+        r.key: r.key if r.fields[0] == r.key else r.fields[0]
+        for r in iter_table(path, num_fields=2, require_sorted=False)
+    }
 
 
 def read_scp_keys(path: str | os.PathLike) -> list[str]:
