@@ -15,6 +15,7 @@ Length rules (``src/nnet3bin/nnet3-get-egs.cc``):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,27 +41,45 @@ def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
     return table_dict(path, num_fields=2 if columns == 2 else None)
 
 
+# The egs plan holds a few tables of the same utterances: their names are interned
+# (``sys.intern``), so each utterance's name is one string, whichever table holds it.
+
+
 def read_utt2spk(path: str | os.PathLike) -> dict[str, str]:
-    """``utt2spk`` (two fields a line) with one string per speaker, shared by its
-    utterances (not one per line): per utterance a dict slot and its name."""
-    names: dict[str, str] = {}
+    """``utt2spk`` (two fields a line), names interned (one string per utterance and per
+    speaker): per utterance a dict slot."""
     return {
-        r.key: names.setdefault(r.fields[0], r.fields[0])
+        sys.intern(r.key): sys.intern(r.fields[0])
         for r in iter_table(path, num_fields=2, require_sorted=False)
     }
 
 
 def read_utt2uniq(path: str | os.PathLike) -> dict[str, str]:
-    """``utt2uniq``, an utterance that is its own source sharing its key's string."""
+    """``utt2uniq``, names interned."""
     return {
-        r.key: r.key if r.fields[0] == r.key else r.fields[0]
+        sys.intern(r.key): sys.intern(r.fields[0])
         for r in iter_table(path, num_fields=2, require_sorted=False)
     }
 
 
+def read_lengths(path: str | os.PathLike) -> dict[str, int]:
+    """``<utt> <int>`` lines (``utt2num_frames``), names interned; the errors of
+    :func:`paravg.kaldi_io.read_int_table`."""
+    out = {}
+    for r in iter_table(path, num_fields=2, require_sorted=False):
+        try:
+            out[sys.intern(r.key)] = int(r.fields[0])
+        except ValueError:
+            raise DataError(
+                f"{path}:{r.lineno}: {r.key}: expected an integer, got {r.fields[0]!r}"
+            ) from None
+    return out
+
+
 def read_scp_keys(path: str | os.PathLike) -> list[str]:
-    """Keys of a ``.scp`` file, in file order (streamed: no line held but its key)."""
-    return [row.key for row in iter_table(path, require_sorted=False)]
+    """Keys of a ``.scp`` file, in file order (streamed: no line held but its key),
+    interned."""
+    return [sys.intern(row.key) for row in iter_table(path, require_sorted=False)]
 
 
 def read_ivector_period(path: str | os.PathLike) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from paravg.egs.inputs import (
     check_ivector_rows,
     read_int_table,
     read_ivector_period,
+    read_lengths,
     read_scp_keys,
     read_utt2spk,
     read_utt2uniq,
@@ -260,7 +262,7 @@ def _scan_targets(
                 f"{targets_scp}: utterance {utt}: {len(vec)} targets but {wanted[utt]} feature "
                 f"frames (tolerance {tolerance} frames, egs.targets_length_tolerance)"
             )
-        have.add(utt)
+        have.add(sys.intern(utt))
         if len(vec) and int(vec.max()) > largest:
             largest, where_largest = int(vec.max()), where
     return have, largest, where_largest
@@ -290,7 +292,7 @@ def plan_egs(
     F = widths[0]  # archive sizing: the principal width
     # Per utterance this holds its name (once, shared by every table below), its frame
     # count and its speaker (one string per speaker); the other tables are streamed.
-    lengths = read_int_table(utt2num_frames)
+    lengths = read_lengths(utt2num_frames)
     utts = read_scp_keys(feats_scp)
     missing = next((u for u in utts if u not in lengths), None)
     if missing is not None:
