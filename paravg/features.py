@@ -42,7 +42,13 @@ from paravg.audio import AudioReader, Segment
 from paravg.data import PreparedUtterance, check_target_lengths, iter_prepared_utterances
 from paravg.errors import ConfigError, DataError
 from paravg.io import atomic_path, read_json, write_json_atomic, write_text_atomic
-from paravg.kaldi_io import RxFilename, TableLine, iter_table, load_scp, read_table, write_ark_scp
+from paravg.kaldi_io import (
+    InStepScp,
+    RxFilename,
+    TableLine,
+    iter_table,
+    write_ark_scp,
+)
 
 log = logging.getLogger(__name__)
 
@@ -577,20 +583,23 @@ def compute_cmvn(
     :func:`cmvn_stats` over each speaker's utterances that have features, written as
     float64 ``DM`` matrices. Speakers none of whose utterances have features are skipped
     with a warning, as Kaldi does."""
-    feats = load_scp(feats_scp)
-    speakers = read_table(spk2utt, min_fields=2)
+    # spk2utt and feats.scp read in step (InStepScp: sorted utterance ids that start
+    # with their speaker's, Kaldi's convention, keep one line of each in memory; other
+    # orders index feats.scp whole)
+    feats = InStepScp(feats_scp)
     skipped_spk: list[str] = []
     missing_utts = 0
 
     def items() -> Iterator[tuple[str, np.ndarray]]:
         nonlocal missing_utts
-        for row in speakers:
+        for row in iter_table(spk2utt, min_fields=2):
             stats = None
             for utt in row.fields:
-                if utt not in feats:
+                mat = feats.get(utt)
+                if mat is None:
                     missing_utts += 1
                     continue
-                s = cmvn_stats(feats[utt])
+                s = cmvn_stats(mat)
                 stats = s if stats is None else stats + s
             if stats is None:
                 log.warning("%s:%d: speaker %s has no features, no stats written",
@@ -599,7 +608,10 @@ def compute_cmvn(
                 continue
             yield row.key, stats
 
-    n = write_ark_scp(items(), cmvn_ark, cmvn_scp)
+    try:
+        n = write_ark_scp(items(), cmvn_ark, cmvn_scp)
+    finally:
+        feats.close()
     if n == 0:
         raise DataError(f"{spk2utt}: no speaker has features in {feats_scp}")
     return {

@@ -50,6 +50,7 @@ from paravg.errors import DataError
 from paravg.io import atomic_path
 
 __all__ = [
+    "InStepScp",
     "Place",
     "RxFilename",
     "ScpTable",
@@ -459,6 +460,59 @@ def iter_scp(
             del table._entries[row.key]
     finally:
         table.close()
+
+
+class InStepScp:
+    """Lookups of an scp in ascending key order, answered by reading the file in step
+    (one line held), as a Kaldi sequential reader with a sorted ``spk2utt``: ``get(key)``
+    gives the object or None when the file has no such key. A lookup out of order, or
+    a file out of order, turns it into an :class:`ScpTable` of the whole file (what
+    random access holds), which answers the rest."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        self._table = ScpTable(path, keys=())  # every line checked, none held
+        self._last: str | None = None
+        self._index: ScpTable | None = None
+        try:  # whether the file is sorted (one key held)
+            for _ in iter_table(path, min_fields=2):
+                pass
+        except DataError as exc:
+            if ": not sorted: " not in str(exc):
+                raise
+            self._whole()  # a file out of order: random access
+        self._rows = iter_table(path, min_fields=2)
+        self._row: TableLine | None = None if self._index else next(self._rows, None)
+
+    def _next(self) -> TableLine | None:
+        return next(self._rows, None)
+
+    def _whole(self) -> ScpTable:
+        if self._index is None:
+            self._table.close()
+            self._index = ScpTable(self.path)
+        return self._index
+
+    def get(self, key: str) -> Any:
+        if self._index is None and self._last is not None and key <= self._last:
+            self._whole()
+        self._last = key
+        while self._index is None and self._row is not None and self._row.key < key:
+            self._row = self._next()
+        if self._index is not None:
+            return self._index.get(key)
+        if self._row is None or self._row.key != key:
+            return None
+        self._table._add(self._row)
+        try:
+            return self._table[key]
+        finally:
+            del self._table._entries[key]
+
+    def close(self) -> None:
+        self._table.close()
+        if self._index is not None:
+            self._index.close()
 
 
 def load_scp(path: str | os.PathLike, keys: Container[str] | None = None) -> ScpTable:

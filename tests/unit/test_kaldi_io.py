@@ -319,3 +319,28 @@ def test_an_int_vector_scp_is_read_entry_by_entry(tmp_path):
     (tmp_path / "t.scp").write_text(f"a {tmp_path / 'cut.ark'}:2\n")
     with pytest.raises(DataError, match=r"truncated int32 vector \(length 3\)"):
         list(iter_int_vectors(tmp_path / "t.scp"))
+
+
+def test_an_in_step_scp_answers_sorted_lookups_and_falls_back_to_an_index(tmp_path):
+    """InStepScp (compute_cmvn's reader) reads the file in step with ascending lookups,
+    None for a key it lacks; a lookup out of order, and a file out of order, are answered
+    from the whole index: the same objects every way."""
+    from paravg.kaldi_io import InStepScp
+
+    mats = {k: np.full((2, 2), i, np.float32) for i, k in enumerate("abcdef")}
+    write_ark_scp(mats.items(), tmp_path / "a.ark", tmp_path / "a.scp")
+    lines = (tmp_path / "a.scp").read_text().splitlines()
+    (tmp_path / "r.scp").write_text("\n".join(lines[3:] + lines[:3]) + "\n")
+    for scp, asked in (
+        ("a.scp", ["a", "b", "bb", "d", "f", "g"]),  # in order, two missing
+        ("a.scp", ["b", "e", "a", "f"]),  # "a" after "e": the index answers from there
+        ("r.scp", ["a", "c", "e", "z"]),  # the file out of order
+    ):
+        reader = InStepScp(tmp_path / scp)
+        for key in asked:
+            got = reader.get(key)
+            if key in mats:
+                np.testing.assert_array_equal(got, mats[key])
+            else:
+                assert got is None, key
+        reader.close()
