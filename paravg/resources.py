@@ -15,7 +15,8 @@ pages too), one utterance's matrices and the ``spk2utt`` lines of the job's shar
 set (each i-vector job reads its own speakers' lines of ``spk2utt`` and ``feats.scp`` in
 step with them: ~120 bytes per utterance of the set at the job's peak, ~5 MB at 1,000 h
 of 3-s utterances with ``ivector.nj`` 30). A feature job reads its split's lines as it
-goes and ``merge_features`` streams the splits (nothing per utterance). Where a job holds
+goes, ``merge_features`` streams the splits and ``compute_cmvn`` reads ``spk2utt`` and
+``feats.scp`` in step (nothing per utterance). Where a job holds
 a table per utterance (the prepared set's tables in ``prepare_data``, the egs plan's
 lists), its working set counts :data:`PER_UTT_BYTES` for each utterance it holds:
 ``prepare_data`` at 1,000 h of 3-s utterances declares ~9 GB (~4 GB of it the targets
@@ -198,11 +199,10 @@ UBM_SUBSET_RULES = ("ivector_pca", "ubm_init", "ubm_gselect", "ubm_acc")
 #: generous 10 s utterance (4 bytes a frame), which it holds only when the targets file
 #: lists the utterances out of their sorted order (else it streams them). ``egs``: the
 #: plan's utterance lists and lengths (793). ``extract_ivectors``: its share of
-#: ``spk2utt`` and the pseudo-speakers (~250 per utterance of the job). ``merge_features``
-#: and ``compute_features`` stream (nothing per utterance).
+#: ``spk2utt`` and the pseudo-speakers (~250 per utterance of the job). ``merge_features``,
+#: ``compute_features`` and ``compute_cmvn`` stream (nothing per utterance).
 PER_UTT_BYTES = {
     "prepare_data": 7_500,
-    "compute_cmvn": 2_000,
     "egs": 2_000,
     "egs_split": 3_000,
     "extract_ivectors": 1_000,
@@ -303,7 +303,7 @@ RULES: dict[str, RuleCost] = {
     "prepare_data": RuleCost(_per_utt("prepare_data"), _per_hour("prepare_data")),
     "compute_features": RuleCost(_none, _per_hour("compute_features")),
     "merge_features": RuleCost(_none, _per_hour("merge_features")),  # streamed
-    "compute_cmvn": RuleCost(_per_utt("compute_cmvn"), _per_hour("compute_cmvn")),
+    "compute_cmvn": RuleCost(_none, _per_hour("compute_cmvn")),  # spk2utt and feats in step
     "ubm_subset": RuleCost(_per_utt("ubm_subset"), _none),
     "ivector_pca": RuleCost(_none, _pca_cpu),
     "ubm_init": RuleCost(_iv(ubm_init_mem_mb), _ubm_init_cpu),

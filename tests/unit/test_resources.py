@@ -49,7 +49,8 @@ def test_runtime_and_memory_grow_with_what_the_job_reads():
         assert rule_mem_mb(rule, cfg, big) >= rule_mem_mb(rule, cfg, small) + 200, rule
     # bounded: a chunk, a model, a frame cap; the feature jobs stream their tables
     for rule in ("ubm_init", "ubm_gselect", "extractor_post", "egs_archive", "extractor_est",
-                 "compute_features", "merge_features", "ubm_acc", "extractor_acc"):  # fmt: skip
+                 "compute_features", "merge_features", "compute_cmvn", "ubm_acc",
+                 "extractor_acc"):  # fmt: skip
         assert rule_mem_mb(rule, cfg, big) == rule_mem_mb(rule, cfg, small), rule
     # the PCA reads at most pca_max_utts utterances, the UBM init ubm_num_frames frames
     huge = JobData(1_200_000, 1000.0, 22)
