@@ -172,11 +172,13 @@ def _prepare_into(
     recos = sorted({data.recording(u) for u in kept})
 
     def wav_value(reco: str) -> str:
+        # os.path.realpath (what Path.resolve runs) on the string: pathlib would intern
+        # every file name of the corpus
         rx = data.wav[reco]
         if rx.kind == "file":
-            return str(Path(rx.target).resolve())
+            return os.path.realpath(rx.target)
         if rx.kind == "offset":
-            return f"{Path(rx.target).resolve()}:{rx.offset}"
+            return f"{os.path.realpath(rx.target)}:{rx.offset}"
         return rx.text
 
     write_table(out / "wav.scp", ((r, wav_value(r)) for r in recos))
