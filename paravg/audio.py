@@ -63,7 +63,7 @@ def parse_wav_rxfilename(value: str, where: str = "") -> RxFilename:
     whitespace that names no file (usually a pipe without its trailing ``|``)."""
     rx = parse_rxfilename(value, where)
     prefix = f"{where}: " if where else ""
-    if rx.kind == "file" and not Path(rx.target).exists():
+    if rx.kind == "file" and not os.path.exists(rx.target):
         if _AUDIO_RANGE.match(rx.target):
             raise DataError(f"{prefix}{value!r}: ark ranges '[...]' are not supported for audio")
         if any(c.isspace() for c in rx.target):
@@ -134,13 +134,13 @@ class AudioInfo:
     channels: int
 
 
-def _wav_declared_data_bytes(path: Path) -> tuple[int, int] | None:
+def _wav_declared_data_bytes(path: str) -> tuple[int, int] | None:
     """(declared data-chunk bytes, bytes present after its header) of a RIFF/WAVE file."""
     with open(path, "rb") as f:
         head = f.read(12)
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
             return None
-        size = path.stat().st_size
+        size = os.path.getsize(path)
         pos = 12
         while pos + 8 <= size:
             f.seek(pos)
@@ -162,14 +162,16 @@ def audio_info(rx: RxFilename, where: str) -> AudioInfo | None:
     if rx.kind == "offset":
         rate, samples = _read_ark_wav(rx, where)
         return AudioInfo(samples.shape[0], rate, 1 if samples.ndim == 1 else samples.shape[1])
-    path = Path(rx.target)
-    if not path.is_file():
+    # path strings, not Path objects: pathlib interns every name it parses, which a
+    # corpus's recordings would grow without bound (one interned name per file)
+    path = rx.target
+    if not os.path.isfile(path):
         raise DataError(
             f"{where}: audio file {rx.target!r} does not exist (relative paths are resolved "
             f"against the working directory {os.getcwd()})"
         )
     try:
-        info = soundfile.info(str(path))
+        info = soundfile.info(path)
     except Exception as exc:  # libsndfile raises its own error types
         raise DataError(f"{where}: cannot read audio {rx.target!r}: {exc}") from exc
     if info.format == "WAV":
@@ -246,7 +248,7 @@ def read_recording(rx: RxFilename, where: str = "") -> tuple[int, np.ndarray]:
     elif rx.kind == "offset":
         rate, samples = _read_ark_wav(rx, where)
     else:
-        if not Path(rx.target).is_file():
+        if not os.path.isfile(rx.target):
             raise DataError(f"{where}: audio file {rx.target!r} does not exist")
         rate, samples = _decode(rx.target, where, repr(rx.target))
     if samples.ndim == 2 and samples.shape[1] == 1:

@@ -18,7 +18,7 @@ A Kaldi data dir (``utils/validate_data_dir.sh``, ``utils/fix_data_dir.sh``) hol
 
 Kaldi requires every table to be sorted by key in ``LC_ALL=C`` order (byte order, which is
 Python's ``str`` order) with unique keys; we check the same and name the file and line of the
-first violation (:func:`read_data_dir`, :func:`read_targets_with_places`, both through
+first violation (:func:`read_data_dir`, :func:`iter_checked_targets`, both through
 :mod:`paravg.kaldi_io`). A prepared dir (``results/data/<set>``, written by
 :mod:`paravg.prepare_data`) keeps an :class:`Origin` so that every later error names the
 user's file and line; :func:`check_target_lengths` applies ``nnet3-get-egs``'s length rule
@@ -30,8 +30,9 @@ Related modules: :mod:`paravg.audio` reads the audio (files, pipes, segments);
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,15 @@ import numpy as np
 
 from paravg.audio import Segment, parse_wav_rxfilename
 from paravg.errors import DataError
-from paravg.kaldi_io import Place, RxFilename, iter_int_vectors, read_table, write_table
+from paravg.kaldi_io import (
+    Place,
+    RxFilename,
+    TableLine,
+    iter_int_vectors,
+    iter_table,
+    read_table,
+    write_table,
+)
 
 TARGET_FILE_NAMES = (
     "targets.scp",
@@ -115,12 +124,17 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     wav_file = path / "wav.scp"
     wav: dict[str, RxFilename] = {}
     wav_lines: dict[str, int] = {}
-    for line in read_table(wav_file):
+    for line in iter_table(wav_file):
         wav[line.key] = parse_wav_rxfilename(line.rest, f"{wav_file}:{line.lineno}")
         wav_lines[line.key] = line.lineno
 
     u2s_file = path / "utt2spk"
-    utt2spk = {line.key: line.fields[0] for line in read_table(u2s_file, num_fields=2)}
+    names: dict[str, str] = {}  # one string per speaker, shared by its utterances
+    utt2spk = {
+        line.key: names.setdefault(line.fields[0], line.fields[0])
+        for line in iter_table(u2s_file, num_fields=2)
+    }
+    del names
     if not utt2spk:
         raise DataError(f"{u2s_file}: no utterances")
 
@@ -128,7 +142,7 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     seg_file = path / "segments"
     if seg_file.exists():
         segments = {}
-        for line in read_table(seg_file, min_fields=4):
+        for line in iter_table(seg_file, min_fields=4):
             where = f"{seg_file}:{line.lineno}"
             if len(line.fields) == 4 and line.fields[3] != "0":
                 raise DataError(
@@ -172,15 +186,16 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     spk2utt = {spk: derived[spk] for spk in sorted(derived)}
     s2u_file = path / "spk2utt"
     if s2u_file.exists():
-        given = read_table(s2u_file, min_fields=2)
-        for line in given:
+        given: set[str] = set()
+        for line in iter_table(s2u_file, min_fields=2):
+            given.add(line.key)
             if sorted(line.fields) != spk2utt.get(line.key):
                 raise DataError(
                     f"{s2u_file}:{line.lineno}: speaker {line.key!r} lists utterances "
                     f"{first_keys(line.fields)} but utt2spk gives "
                     f"{first_keys(spk2utt.get(line.key, []))}"
                 )
-        missing = set(spk2utt) - {line.key for line in given}
+        missing = set(spk2utt) - given
         if missing:
             raise DataError(f"{s2u_file}: speakers of utt2spk missing: {first_keys(missing)}")
 
@@ -196,7 +211,7 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     text = None
     text_file = path / "text"
     if text_file.exists():
-        text = {line.key: line.rest for line in read_table(text_file, min_fields=1)}
+        text = {line.key: line.rest for line in iter_table(text_file, min_fields=1)}
         unknown = set(text) - set(utt2spk)
         if unknown:
             raise DataError(f"{text_file}: utterances not in {u2s_file}: {first_keys(unknown)}")
@@ -211,7 +226,7 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     utt2uniq = None
     uniq_file = path / "utt2uniq"
     if uniq_file.exists():
-        utt2uniq = {line.key: line.fields[0] for line in read_table(uniq_file, num_fields=2)}
+        utt2uniq = {line.key: line.fields[0] for line in iter_table(uniq_file, num_fields=2)}
         unknown = set(utt2uniq) - set(utt2spk)
         if unknown:
             raise DataError(f"{uniq_file}: utterances not in {u2s_file}: {first_keys(unknown)}")
@@ -219,7 +234,7 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     r2fc = None
     r2fc_file = path / "reco2file_and_channel"
     if r2fc_file.exists():
-        r2fc = {line.key: line.rest for line in read_table(r2fc_file, num_fields=3)}
+        r2fc = {line.key: line.rest for line in iter_table(r2fc_file, num_fields=3)}
         unknown = set(r2fc) - set(wav)
         if unknown:
             raise DataError(f"{r2fc_file}: recordings not in {wav_file}: {first_keys(unknown)}")
@@ -260,28 +275,42 @@ class Origin:
         return f"{place if place else self.targets}: utterance {utt!r}"
 
     def write(self, prepared: Path, utts: Iterable[str]) -> None:
-        rows = (
+        write_origin(
+            prepared,
             (
-                u,
-                f"{self.wav_line[u]} {self.segment_line.get(u, 0)} {self.targets_place[u].token()}",
-            )
-            for u in utts
+                (u, self.wav_line[u], self.segment_line.get(u, 0), self.targets_place[u])
+                for u in utts
+            ),
         )
-        write_table(prepared / ORIGIN_FILE, rows)
 
     def files(self) -> dict[str, str | None]:
         return {"wav.scp": self.wav_scp, "segments": self.segments, "targets": self.targets}
 
 
-def read_origin(prepared: str | os.PathLike) -> Origin | None:
-    """The :class:`Origin` of a prepared dir; ``None`` when it has none."""
+def write_origin(prepared: Path, rows: Iterable[tuple[str, int, int, Place]]) -> None:
+    """Write ``prepared/origin`` from ``(utt, wav.scp line, segments line or 0, targets
+    place)`` rows as they come (:class:`Origin`'s file; no table held)."""
+    write_table(
+        prepared / ORIGIN_FILE,
+        ((u, f"{wav} {seg} {place.token()}") for u, wav, seg, place in rows),
+    )
+
+
+def _origin_files(prepared: Path) -> dict[str, str | None] | None:
+    """The source files of a prepared dir's :class:`Origin` (``report.json``), or
+    ``None`` when it has no origin."""
     from paravg.io import read_json
 
-    prepared = Path(prepared)
     if not (prepared / ORIGIN_FILE).is_file() or not (prepared / "report.json").is_file():
         return None
-    files = read_json(prepared / "report.json").get("source_files")
-    if not files:
+    return read_json(prepared / "report.json").get("source_files") or None
+
+
+def read_origin(prepared: str | os.PathLike) -> Origin | None:
+    """The :class:`Origin` of a prepared dir; ``None`` when it has none."""
+    prepared = Path(prepared)
+    files = _origin_files(prepared)
+    if files is None:
         return None
     wav_line, seg_line, places = {}, {}, {}
     for row in read_table(prepared / ORIGIN_FILE, num_fields=4):
@@ -307,6 +336,99 @@ def source_text_lines(prepared: str | os.PathLike) -> tuple[Path, dict[str, int]
     return text, {r.key: r.lineno for r in read_table(text, min_fields=1, require_sorted=False)}
 
 
+# ------------------------------------------------------------------------------ one split, streamed
+@dataclass(frozen=True)
+class PreparedUtterance:
+    """One utterance of a prepared dir as a feature job reads it: its recording's
+    rxfilename, its segment (or None) and where it came from (for errors)."""
+
+    utt: str
+    recording: str
+    wav: RxFilename
+    segment: Segment | None
+    where: str
+
+
+def iter_prepared_utterances(
+    prepared: str | os.PathLike, start: int, stop: int
+) -> Iterator[PreparedUtterance]:
+    """Utterances ``start .. stop - 1`` (0-based, in the sorted order of ``utt2spk``) of
+    a prepared dir (or any checked data dir), read line by line: its sorted tables
+    (``utt2spk``, ``origin``, ``segments``; ``wav.scp`` too without segments, whose keys
+    are then the utterances) are joined as they are read, as ``utils/split_data.sh``
+    gives each job its own lines. With segments, the ``wav.scp`` lines of the split's
+    recordings are held (one per recording). Nothing else is held per utterance; the
+    checks are the prepared dir's (:func:`read_data_dir` ran on its source)."""
+    path = Path(prepared)
+    u2s_file, wav_file, seg_file = path / "utt2spk", path / "wav.scp", path / "segments"
+    has_segments = seg_file.is_file()
+    files = _origin_files(path)
+    empty: Iterator[TableLine] = iter(())
+    origin_rows = iter_table(path / ORIGIN_FILE, num_fields=4) if files is not None else empty
+    seg_rows = iter_table(seg_file, min_fields=4) if has_segments else empty
+    wav_rows = empty
+    wav_of: dict[str, tuple[RxFilename, int]] = {}
+    if has_segments:  # the split's recordings, then their wav.scp lines
+        recos = {
+            row.fields[0]
+            for row in itertools.islice(iter_table(seg_file, min_fields=4), start, stop)
+        }
+        for row in iter_table(wav_file, keys=recos):
+            where = f"{wav_file}:{row.lineno}"
+            wav_of[row.key] = (parse_wav_rxfilename(row.rest, where), row.lineno)
+    else:
+        wav_rows = iter_table(wav_file)
+    tables = (
+        (ORIGIN_FILE, files is not None),
+        ("segments", has_segments),
+        ("wav.scp", not has_segments),
+    )
+    rows = itertools.zip_longest(
+        iter_table(u2s_file, num_fields=2), origin_rows, seg_rows, wav_rows
+    )
+    for i, (u2s, orig, seg_row, wav_row) in enumerate(rows):
+        if i >= stop:
+            break
+        for row, (name, used) in zip((orig, seg_row, wav_row), tables, strict=True):
+            if used and (row is None or u2s is None or row.key != u2s.key):
+                what = f"utterance {row.key!r}" if row is not None else "no line"
+                has = f"{u2s.key!r} (line {u2s.lineno})" if u2s is not None else "no line"
+                raise DataError(
+                    f"{path / name}: {what} at line {i + 1}, where {u2s_file} has {has}: "
+                    "the prepared tables disagree; run prepare_data for this set again"
+                )
+        utt = u2s.key
+        if i < start:
+            continue
+        segment = None
+        if seg_row is not None:
+            reco, s_start, s_end = seg_row.fields[:3]
+            segment = Segment(
+                reco, float(s_start), float(s_end), seg_row.lineno, " ".join(seg_row.fields[:3])
+            )
+            if reco not in wav_of:
+                raise DataError(
+                    f"{seg_file}:{seg_row.lineno}: recording {reco!r} is not in {wav_file}"
+                )
+            wav, wav_line = wav_of[reco]
+        else:
+            reco = utt
+            wav, wav_line = (
+                parse_wav_rxfilename(wav_row.rest, f"{wav_file}:{wav_row.lineno}"),
+                wav_row.lineno,
+            )
+        if orig is not None:
+            one = Origin(
+                files["wav.scp"], files["segments"], files["targets"],
+                {utt: int(orig.fields[0])}, {utt: int(orig.fields[1])}, {},
+            )  # fmt: skip
+            where = one.wav(utt)
+        else:
+            seg = f" (segments line {segment.lineno})" if segment is not None else ""
+            where = f"{wav_file}:{wav_line}: utterance {utt!r}{seg}"
+        yield PreparedUtterance(utt, reco, wav, segment, where)
+
+
 # ------------------------------------------------------------------------------ targets
 def find_targets_file(path: str | os.PathLike) -> Path:
     """The targets file of a data dir: the first of ``TARGET_FILE_NAMES`` that exists."""
@@ -325,20 +447,34 @@ def read_targets_with_places(
     path: str | os.PathLike, num_targets: int = 0
 ) -> tuple[dict[str, np.ndarray], dict[str, Place]]:
     """Per-frame integer targets of a ``.scp``, ``.ark`` or ``.txt`` file
-    (:func:`paravg.kaldi_io.iter_int_vectors`) and where each is in ``path`` (its line, or
-    its byte in a binary ark).
+    (:func:`iter_checked_targets`: every check) and where each is in ``path`` (its line,
+    or its byte in a binary ark). Holds them all: :mod:`paravg.prepare_data` scans with
+    :func:`iter_checked_targets` instead."""
+    out: dict[str, np.ndarray] = {}
+    places: dict[str, Place] = {}
+    for key, vec, place in iter_checked_targets(path, num_targets):
+        out[key] = vec
+        places[key] = place
+    return out, places
+
+
+def iter_checked_targets(
+    path: str | os.PathLike, num_targets: int = 0, seen: dict[str, Place] | None = None
+) -> Iterator[tuple[str, np.ndarray, Place]]:
+    """``(key, int32 vector, place)`` of each entry of a targets file
+    (:func:`paravg.kaldi_io.iter_int_vectors`), one at a time, checked.
 
     Every vector must be non-empty with entries in ``[0, num_targets)`` (``[0, 2^31)``
     when ``num_targets`` is 0: not configured) and keys unique; errors name the file, the
-    line and the utterance.
+    line and the utterance. ``seen`` (filled here: key -> place) is the table of keys the
+    uniqueness check needs; pass one to keep it.
     """
-    out: dict[str, np.ndarray] = {}
-    places: dict[str, Place] = {}
+    places: dict[str, Place] = {} if seen is None else seen
     limit = num_targets or 2**31
     what = f"data.num_targets = {num_targets}" if num_targets else "2^31"
     for key, vec, place in iter_int_vectors(path):
         where = f"{place}: utterance {key!r}"
-        if key in out:
+        if key in places:
             raise DataError(
                 f"{where}: duplicate targets for this utterance (first at {places[key]})"
             )
@@ -349,9 +485,8 @@ def read_targets_with_places(
             bad = low if low < 0 else high
             frame = int(np.flatnonzero(vec == bad)[0])
             raise DataError(f"{where}: target id {bad} at frame {frame} is outside [0, {what})")
-        out[key] = vec.astype(np.int32)
         places[key] = place
-    return out, places
+        yield key, vec.astype(np.int32), place
 
 
 # ------------------------------------------------------------------------------ source files
@@ -394,32 +529,62 @@ def _scp_archives(scp: Path) -> list[Path]:
 # ------------------------------------------------------------------------------ feature lengths
 def check_target_lengths(
     prepared: str | os.PathLike,
-    utt2num_frames: Mapping[str, int],
+    utt2num_frames: Mapping[str, int] | Iterable[tuple[str, int]],
     tolerance: int,
 ) -> dict:
     """Kaldi's ``nnet3-get-egs`` length rule, right after the features exist: every
     utterance with features has targets with ``|len(targets) - T| <= tolerance``
     (``egs.targets_length_tolerance``). The error names the utterance and its place in
-    the user's targets file (through the prepared dir's :class:`Origin`)."""
+    the user's targets file (through the prepared dir's :class:`Origin`).
+
+    ``utt2num_frames``: a mapping, or ``(utt, frames)`` pairs in ``LC_ALL=C`` order (the
+    merged ``utt2num_frames`` as it is read). The prepared ``targets.scp`` is sorted (a
+    prepared dir is written in utterance order), so the two are joined as they are read
+    (``join`` of two sorted tables): one target vector in memory, nothing per utterance.
+    A ``targets.scp`` out of order (never written so) is an error."""
     prepared = Path(prepared)
-    lengths = {key: vec.size for key, vec, _ in iter_int_vectors(prepared / "targets.scp")}
+    pairs = (
+        sorted(utt2num_frames.items())
+        if isinstance(utt2num_frames, Mapping)
+        else iter(utt2num_frames)
+    )
     worst = 0
-    for utt, frames in utt2num_frames.items():
-        if utt not in lengths:
+    targets = _sorted_target_lengths(prepared / "targets.scp")
+    key, length = next(targets, (None, 0))
+    for utt, frames in pairs:
+        while key is not None and key < utt:
+            key, length = next(targets, (None, 0))
+        if key is None:
+            break
+        if key != utt:
             continue
-        diff = lengths[utt] - frames
-        if abs(diff) > tolerance:
-            origin = read_origin(prepared)  # its per-utterance tables only for the error
-            src = (
-                origin.targets_of(utt)
-                if origin
-                else f"{prepared / 'targets.scp'}: utterance {utt!r}"
-            )
-            raise DataError(
-                f"{src}: {lengths[utt]} targets but {frames} feature frames; at most "
-                f"{tolerance} frames of difference are allowed "
-                "(egs.targets_length_tolerance): is this alignment of this audio, "
-                "made with the same frame shift?"
-            )
-        worst = max(worst, abs(diff))
+        worst = max(worst, _check_target_length(prepared, utt, length, frames, tolerance))
     return {"max_target_length_difference": worst, "targets_length_tolerance": tolerance}
+
+
+def _sorted_target_lengths(scp: Path) -> Iterator[tuple[str, int]]:
+    """``(utt, number of targets)`` of a prepared ``targets.scp``, checked to be in key
+    order (as :mod:`paravg.prepare_data` writes it) so that it can be joined."""
+    prev = None
+    for key, vec, place in iter_int_vectors(scp):
+        if prev is not None and key < prev:
+            raise DataError(
+                f"{place}: utterance {key!r} comes after {prev!r}: a prepared targets.scp is "
+                "written in LC_ALL=C order; run prepare_data for this set again"
+            )
+        prev = key
+        yield key, vec.size
+
+
+def _check_target_length(prepared: Path, utt: str, length: int, frames: int, tolerance: int) -> int:
+    diff = length - frames
+    if abs(diff) > tolerance:
+        origin = read_origin(prepared)  # its per-utterance tables only for the error
+        src = origin.targets_of(utt) if origin else f"{prepared / 'targets.scp'}: utterance {utt!r}"
+        raise DataError(
+            f"{src}: {length} targets but {frames} feature frames; at most "
+            f"{tolerance} frames of difference are allowed "
+            "(egs.targets_length_tolerance): is this alignment of this audio, "
+            "made with the same frame shift?"
+        )
+    return abs(diff)

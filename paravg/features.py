@@ -27,20 +27,28 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kaldi_native_fbank as knf
 import numpy as np
 
-from paravg.audio import AudioReader
-from paravg.data import check_target_lengths, read_data_dir, read_origin
+from paravg.audio import AudioReader, Segment
+from paravg.data import PreparedUtterance, check_target_lengths, iter_prepared_utterances
 from paravg.errors import ConfigError, DataError
-from paravg.io import read_json, write_json_atomic, write_text_atomic
-from paravg.kaldi_io import load_scp, read_table, write_ark_scp
+from paravg.io import atomic_path, read_json, write_json_atomic, write_text_atomic
+from paravg.kaldi_io import (
+    InStepScp,
+    RxFilename,
+    TableLine,
+    iter_table,
+    write_ark_scp,
+)
 
 log = logging.getLogger(__name__)
 
@@ -302,43 +310,101 @@ def split_utterances(
     least ``nj`` speakers, chunk boundaries fall between speakers (``split_data.sh``'s
     default), placed where the cumulative utterance count is closest to ``j * U / nj``.
     Otherwise by utterance: the first ``U mod nj`` chunks get one more. Chunks may be empty
-    only when there are fewer utterances than jobs.
+    only when there are fewer utterances than jobs (:func:`split_bounds`).
     """
     if nj < 1:
         raise ValueError(f"nj={nj} must be >= 1")
     utts = sorted(utts)
-    runs: list[list[str]] = []
+    runs = None
     if utt2spk is not None:
+        runs = SpeakerRuns()
         for utt in utts:
-            if runs and utt2spk[runs[-1][-1]] == utt2spk[utt]:
-                runs[-1].append(utt)
-            else:
-                runs.append([utt])
-        speakers = [utt2spk[r[0]] for r in runs]
-        if len(set(speakers)) != len(speakers) or len(runs) < nj:
-            runs = []
-    if not runs:
-        runs = [[u] for u in utts]
-        if len(runs) < nj:
-            return [runs[j] if j < len(runs) else [] for j in range(nj)]
-        base, extra = divmod(len(runs), nj)
-        bounds = [0]
-        for j in range(nj):
-            bounds.append(bounds[-1] + base + (j < extra))
-    else:
-        cum = np.cumsum([len(r) for r in runs])
+            runs.add(utt2spk[utt])
+    bounds = split_bounds(runs.lengths() if runs else None, len(utts), nj)
+    return [utts[bounds[j] : bounds[j + 1]] for j in range(nj)]
+
+
+class SpeakerRuns:
+    """The runs of consecutive utterances of one speaker in a sorted ``utt2spk``, read
+    one utterance at a time: per speaker a count and its name (to see whether a speaker
+    comes back), nothing per utterance."""
+
+    def __init__(self) -> None:
+        self._counts: list[int] = []
+        self._seen: set[str] = set()
+        self._last: str | None = None
+        self.contiguous = True
+
+    def add(self, speaker: str) -> None:
+        if self._counts and speaker == self._last:
+            self._counts[-1] += 1
+            return
+        if speaker in self._seen:
+            self.contiguous = False
+        self._seen.add(speaker)
+        self._last = speaker
+        self._counts.append(1)
+
+    def lengths(self) -> list[int] | None:
+        """The runs' utterance counts; None when a speaker's utterances are not contiguous."""
+        return self._counts if self.contiguous else None
+
+
+def split_bounds(runs: list[int] | None, num_utts: int, nj: int) -> list[int]:
+    """The ``nj + 1`` utterance positions that bound the chunks of
+    :func:`split_utterances`: at speaker-run boundaries when ``runs`` (the runs' counts,
+    every speaker contiguous) has at least ``nj`` runs, else by utterance."""
+    if nj < 1:
+        raise ValueError(f"nj={nj} must be >= 1")
+    if runs and len(runs) >= nj:
+        cum = np.cumsum(runs)
         total = int(cum[-1])
         bounds = [0]
         for j in range(1, nj):
             lo, hi = bounds[-1] + 1, len(runs) - (nj - j)
             cand = np.arange(lo, hi + 1)
-            b = int(cand[np.argmin(np.abs(cum[cand - 1] - j * total / nj))])
-            bounds.append(b)
+            bounds.append(int(cand[np.argmin(np.abs(cum[cand - 1] - j * total / nj))]))
         bounds.append(len(runs))
-    return [[u for r in runs[bounds[j] : bounds[j + 1]] for u in r] for j in range(nj)]
+        return [0] + [int(cum[b - 1]) for b in bounds[1:]]
+    if num_utts < nj:
+        return [min(j, num_utts) for j in range(nj + 1)]
+    base, extra = divmod(num_utts, nj)
+    bounds = [0]
+    for j in range(nj):
+        bounds.append(bounds[-1] + base + (j < extra))
+    return bounds
+
+
+def prepared_split_bounds(data_dir: str | os.PathLike, nj: int) -> list[int]:
+    """:func:`split_bounds` of a prepared dir, its ``utt2spk`` read line by line."""
+    runs, n = SpeakerRuns(), 0
+    for row in iter_table(Path(data_dir) / "utt2spk", num_fields=2):
+        runs.add(row.fields[0])
+        n += 1
+    return split_bounds(runs.lengths(), n, nj)
 
 
 # ------------------------------------------------------------------------------ jobs
+class _OneUtterance:
+    """The audio view (:class:`paravg.audio.AudioReader`'s) of the utterance a feature job
+    is at (:func:`paravg.data.iter_prepared_utterances`)."""
+
+    utt: PreparedUtterance
+
+    def recording(self, utt: str) -> str:
+        return self.utt.recording
+
+    def where(self, utt: str) -> str:
+        return self.utt.where
+
+    def segment(self, utt: str) -> Segment | None:
+        return self.utt.segment
+
+    @property
+    def wav(self) -> dict[str, RxFilename]:
+        return {self.utt.recording: self.utt.wav}
+
+
 def compute_features_split(
     data_dir: str | os.PathLike,
     nj: int,
@@ -362,23 +428,25 @@ def compute_features_split(
     """
     if not 1 <= job <= nj:
         raise ValueError(f"job {job} is not in 1..{nj}")
-    data = read_data_dir(data_dir)
-    data.origin = read_origin(data_dir)
-    utts = split_utterances(data.utterances, nj, data.utt2spk)[job - 1]
-    reader = AudioReader(data, int(opts.sample_frequency))
+    # the split's lines only, read as the job goes (utils/split_data.sh's per-job dirs)
+    bounds = prepared_split_bounds(data_dir, nj)
+    current = _OneUtterance()
+    reader = AudioReader(current, int(opts.sample_frequency))
     counts: dict[str, str | int] = {}
     skipped: list[str] = []
     stats = {"num_samples": 0}
 
     def items() -> Iterator[tuple[str, np.ndarray]]:
-        for utt in utts:
+        for one in iter_prepared_utterances(data_dir, bounds[job - 1], bounds[job]):
+            current.utt = one
+            utt = one.utt
             samples = reader(utt)
             stats["num_samples"] += samples.shape[0]
             rng = utterance_rng(srand, utt) if opts.dither > 0 else None
             feats = compute_mfcc(samples, opts, rng)
             if feats.shape[0] == 0:
                 log.warning("%s: too short for one frame (%d samples), skipped",
-                            data.where(utt), samples.shape[0])  # fmt: skip
+                            one.where, samples.shape[0])  # fmt: skip
                 skipped.append(utt)
                 continue
             counts[utt] = feats.shape[0]
@@ -426,34 +494,57 @@ def merge_feature_splits(
     not after the i-vector training."""
     if len(split_scps) != len(split_utt2num_frames):
         raise ValueError("need one utt2num_frames per split scp")
-    scp_lines: list[str] = []
-    u2nf_lines: list[str] = []
-    prev = None
-    for scp_path, u2nf_path in zip(split_scps, split_utt2num_frames, strict=True):
-        scp_rows = read_table(scp_path, num_fields=2)
-        u2nf_rows = read_table(u2nf_path, num_fields=2)
-        if [r.key for r in scp_rows] != [r.key for r in u2nf_rows]:
-            raise DataError(f"{scp_path} and {u2nf_path} list different utterances")
-        if scp_rows and prev is not None and scp_rows[0].key <= prev:
-            raise DataError(
-                f"{scp_path}:1: utterance {scp_rows[0].key!r} does not sort after the "
-                f"previous split's last {prev!r}"
-            )
-        if scp_rows:
-            prev = scp_rows[-1].key
-        scp_lines += [f"{r.key} {r.fields[0]}\n" for r in scp_rows]
-        u2nf_lines += [f"{r.key} {r.fields[0]}\n" for r in u2nf_rows]
-    if not scp_lines:
-        raise DataError(f"{feats_scp}: no utterance has features")
-    lengths_check = {}
-    if prepared_dir is not None:
-        frames = {line.split()[0]: int(line.split()[1]) for line in u2nf_lines}
-        lengths_check = check_target_lengths(prepared_dir, frames, targets_length_tolerance)
-    write_text_atomic(utt2num_frames, "".join(u2nf_lines))
-    write_text_atomic(feats_scp, "".join(scp_lines))
+    counts = {"utterances": 0, "frames": 0}
+
+    def merged() -> Iterator[tuple[TableLine, TableLine]]:
+        """The splits' (scp line, utt2num_frames line) pairs in order, checked as read."""
+        prev = None
+        for scp_path, u2nf_path in zip(split_scps, split_utt2num_frames, strict=True):
+            scp_rows = iter_table(scp_path, num_fields=2)
+            u2nf_rows = iter_table(u2nf_path, num_fields=2)
+            first = True
+            for s_row, u_row in itertools.zip_longest(scp_rows, u2nf_rows):
+                if s_row is None or u_row is None or s_row.key != u_row.key:
+                    raise DataError(f"{scp_path} and {u2nf_path} list different utterances")
+                if first and prev is not None and s_row.key <= prev:
+                    raise DataError(
+                        f"{scp_path}:1: utterance {s_row.key!r} does not sort after the "
+                        f"previous split's last {prev!r}"
+                    )
+                first = False
+                prev = s_row.key
+                yield s_row, u_row
+
+    def frames_of(rows: Iterator[tuple[TableLine, TableLine]]) -> Iterator[tuple[str, int]]:
+        """Write each pair's lines as they pass and give ``(utt, frames)``."""
+        for s_row, u_row in rows:
+            fs.write(f"{s_row.key} {s_row.fields[0]}\n")
+            fu.write(f"{u_row.key} {u_row.fields[0]}\n")
+            counts["utterances"] += 1
+            frames = int(u_row.fields[0])
+            counts["frames"] += frames
+            yield u_row.key, frames
+
+    # Streamed (nothing held per utterance): the lines are written to temporary files as
+    # they are read and checked, the targets joined with them in the same pass; the
+    # files replace feats.scp and utt2num_frames only when everything passed.
+    with (
+        atomic_path(utt2num_frames) as tmp_u,
+        open(tmp_u, "w") as fu,
+        atomic_path(feats_scp) as tmp_s,
+        open(tmp_s, "w") as fs,
+    ):
+        rows = frames_of(merged())
+        lengths_check = {}
+        if prepared_dir is not None:
+            lengths_check = check_target_lengths(prepared_dir, rows, targets_length_tolerance)
+        for _ in rows:  # the lines after the last utterance with targets
+            pass
+        if not counts["utterances"]:
+            raise DataError(f"{feats_scp}: no utterance has features")
     summary: dict[str, Any] = {
-        "num_utterances": len(scp_lines),
-        "num_frames": sum(int(line.split()[1]) for line in u2nf_lines),
+        "num_utterances": counts["utterances"],
+        "num_frames": counts["frames"],
         "num_splits": len(split_scps),
         **lengths_check,
     }
@@ -492,20 +583,23 @@ def compute_cmvn(
     :func:`cmvn_stats` over each speaker's utterances that have features, written as
     float64 ``DM`` matrices. Speakers none of whose utterances have features are skipped
     with a warning, as Kaldi does."""
-    feats = load_scp(feats_scp)
-    speakers = read_table(spk2utt, min_fields=2)
+    # spk2utt and feats.scp read in step (InStepScp: sorted utterance ids that start
+    # with their speaker's, Kaldi's convention, keep one line of each in memory; other
+    # orders index feats.scp whole)
+    feats = InStepScp(feats_scp)
     skipped_spk: list[str] = []
     missing_utts = 0
 
     def items() -> Iterator[tuple[str, np.ndarray]]:
         nonlocal missing_utts
-        for row in speakers:
+        for row in iter_table(spk2utt, min_fields=2):
             stats = None
             for utt in row.fields:
-                if utt not in feats:
+                mat = feats.get(utt)
+                if mat is None:
                     missing_utts += 1
                     continue
-                s = cmvn_stats(feats[utt])
+                s = cmvn_stats(mat)
                 stats = s if stats is None else stats + s
             if stats is None:
                 log.warning("%s:%d: speaker %s has no features, no stats written",
@@ -514,7 +608,10 @@ def compute_cmvn(
                 continue
             yield row.key, stats
 
-    n = write_ark_scp(items(), cmvn_ark, cmvn_scp)
+    try:
+        n = write_ark_scp(items(), cmvn_ark, cmvn_scp)
+    finally:
+        feats.close()
     if n == 0:
         raise DataError(f"{spk2utt}: no speaker has features in {feats_scp}")
     return {

@@ -47,9 +47,10 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from paravg.errors import DataError
-from paravg.io import atomic_path, write_text_atomic
+from paravg.io import atomic_path
 
 __all__ = [
+    "InStepScp",
     "Place",
     "RxFilename",
     "ScpTable",
@@ -141,13 +142,15 @@ def iter_table(
     for duplicates (every line is still checked for its fields and order): what the
     caller holds grows with the keys it asked for, not with the file, as Kaldi's
     ``RandomAccessTableReader`` of a sorted scp reads only the lines it is asked for.
+    A sorted table (``require_sorted``) is checked holding one key (a duplicate is the
+    previous line's key); an unsorted one holds each kept key's line number.
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: missing file")
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # unsorted tables only: the lines of the keys kept
     prev_key: str | None = None
-    prev_lineno = 0
+    prev_lineno = run_start = 0
     with open(path, "rb") as f:
         for lineno, bline in enumerate(f, start=1):
             if lineno == 1:
@@ -172,11 +175,20 @@ def iter_table(
                 )
             key = parts[0]
             kept = keys is None or key in keys
-            if kept and key in seen:
-                raise DataError(
-                    f"{path}:{lineno}: duplicate key {key!r} (first on line {seen[key]})"
-                )
+            if key != prev_key:
+                run_start = lineno
+            # sorted: a duplicate is the previous line's key (nothing held per key)
+            first = (run_start if key == prev_key else None) if require_sorted else seen.get(key)
+            if kept and first is not None:
+                raise DataError(f"{path}:{lineno}: duplicate key {key!r} (first on line {first})")
             if require_sorted and prev_key is not None and key < prev_key:
+                # out of order; a duplicate of an earlier line is named as such (as when
+                # every key was held), found by reading the lines before this one again
+                first = _first_line_of(path, key, lineno) if kept else None
+                if first is not None:
+                    raise DataError(
+                        f"{path}:{lineno}: duplicate key {key!r} (first on line {first})"
+                    )
                 raise DataError(
                     f"{path}:{lineno}: not sorted: key {key!r} comes after {prev_key!r} "
                     f"(line {prev_lineno}); Kaldi needs LC_ALL=C order: "
@@ -185,8 +197,21 @@ def iter_table(
             prev_key, prev_lineno = key, lineno
             if not kept:
                 continue
-            seen[key] = lineno
+            if not require_sorted:
+                seen[key] = lineno
             yield TableLine(key, tuple(parts[1:]), lineno, text.strip()[len(key) :].strip())
+
+
+def _first_line_of(path: Path, key: str, before: int) -> int | None:
+    """The first line before line ``before`` of a table whose key is ``key``, or None."""
+    with open(path, "rb") as f:
+        for lineno, bline in enumerate(f, start=1):
+            if lineno >= before:
+                return None
+            parts = bline.split(maxsplit=1)
+            if parts and parts[0].decode("utf-8", "replace") == key:
+                return lineno
+    return None
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -209,14 +234,14 @@ def table_dict(
     """``{key: rest of the line}`` of a table (two fields per line unless ``num_fields``)."""
     return {
         r.key: r.rest
-        for r in read_table(path, num_fields=num_fields, require_sorted=require_sorted)
+        for r in iter_table(path, num_fields=num_fields, require_sorted=require_sorted)
     }
 
 
 def read_int_table(path: str | os.PathLike) -> dict[str, int]:
     """``<key> <int>`` lines (e.g. ``utt2num_frames``)."""
     out = {}
-    for r in read_table(path, num_fields=2, require_sorted=False):
+    for r in iter_table(path, num_fields=2, require_sorted=False):
         try:
             out[r.key] = int(r.fields[0])
         except ValueError:
@@ -227,8 +252,11 @@ def read_int_table(path: str | os.PathLike) -> dict[str, int]:
 
 
 def write_table(path: str | os.PathLike, rows: Iterable[tuple[str, str]]) -> None:
-    """Write ``key value`` lines atomically."""
-    write_text_atomic(path, "".join(f"{k} {v}\n" for k, v in rows))
+    """Write ``key value`` lines atomically, line by line (``rows`` may be a generator:
+    nothing is held per row)."""
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        for k, v in rows:
+            f.write(f"{k} {v}\n")
 
 
 # ------------------------------------------------------------------------------ rxfilenames
@@ -434,6 +462,59 @@ def iter_scp(
         table.close()
 
 
+class InStepScp:
+    """Lookups of an scp in ascending key order, answered by reading the file in step
+    (one line held), as a Kaldi sequential reader with a sorted ``spk2utt``: ``get(key)``
+    gives the object or None when the file has no such key. A lookup out of order, or
+    a file out of order, turns it into an :class:`ScpTable` of the whole file (what
+    random access holds), which answers the rest."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        self._table = ScpTable(path, keys=())  # every line checked, none held
+        self._last: str | None = None
+        self._index: ScpTable | None = None
+        try:  # whether the file is sorted (one key held)
+            for _ in iter_table(path, min_fields=2):
+                pass
+        except DataError as exc:
+            if ": not sorted: " not in str(exc):
+                raise
+            self._whole()  # a file out of order: random access
+        self._rows = iter_table(path, min_fields=2)
+        self._row: TableLine | None = None if self._index else next(self._rows, None)
+
+    def _next(self) -> TableLine | None:
+        return next(self._rows, None)
+
+    def _whole(self) -> ScpTable:
+        if self._index is None:
+            self._table.close()
+            self._index = ScpTable(self.path)
+        return self._index
+
+    def get(self, key: str) -> Any:
+        if self._index is None and self._last is not None and key <= self._last:
+            self._whole()
+        self._last = key
+        while self._index is None and self._row is not None and self._row.key < key:
+            self._row = self._next()
+        if self._index is not None:
+            return self._index.get(key)
+        if self._row is None or self._row.key != key:
+            return None
+        self._table._add(self._row)
+        try:
+            return self._table[key]
+        finally:
+            del self._table._entries[key]
+
+    def close(self) -> None:
+        self._table.close()
+        if self._index is not None:
+            self._index.close()
+
+
 def load_scp(path: str | os.PathLike, keys: Container[str] | None = None) -> ScpTable:
     """An :class:`ScpTable` of ``path`` (the one scp reader of paravg); with ``keys``,
     of those keys' lines only."""
@@ -518,21 +599,7 @@ def iter_int_vectors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray,
     if not path.is_file():
         raise DataError(f"{path}: missing file")
     if path.suffix == ".scp":
-        arks: dict[str, bytes] = {}
-        for line in read_table(path, min_fields=2, require_sorted=False):
-            place = Place(str(path), line=line.lineno)
-            where = f"{place}: utterance {line.key!r}"
-            rx = parse_rxfilename(line.rest, str(place))
-            if rx.kind == "pipe":
-                raise DataError(
-                    f"{where}: {rx.text!r} is a command; only wav.scp entries may be pipes"
-                )
-            if rx.target not in arks:
-                try:
-                    arks[rx.target] = Path(rx.target).read_bytes()
-                except (FileNotFoundError, IsADirectoryError):
-                    raise DataError(f"{where}: archive {rx.target} does not exist") from None
-            yield line.key, _vector_at(arks[rx.target], rx.offset, f"{where} ({rx.text})"), place
+        yield from _iter_scp_int_vectors(path)
     elif path.suffix == ".ark":
         buf = path.read_bytes()
         check_no_byte_order_mark(buf, path)
@@ -543,14 +610,51 @@ def iter_int_vectors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray,
             yield line.key, _parse_text_ints(list(line.fields), str(place)), place
 
 
-def _vector_at(buf: bytes, offset: int, where: str) -> np.ndarray:
-    if offset >= len(buf):
+def _iter_scp_int_vectors(path: Path) -> Iterator[tuple[str, np.ndarray, Place]]:
+    """The vectors of an int-vector scp, each read from its archive at its offset (at
+    most ``max_open`` archives open, as :class:`ScpTable`): one vector in memory at a
+    time, never a whole archive."""
+    open_fds: OrderedDict[str, BinaryIO] = OrderedDict()
+    max_open = 4
+    try:
+        for line in iter_table(path, min_fields=2, require_sorted=False):
+            place = Place(str(path), line=line.lineno)
+            where = f"{place}: utterance {line.key!r}"
+            rx = parse_rxfilename(line.rest, str(place))
+            if rx.kind == "pipe":
+                raise DataError(
+                    f"{where}: {rx.text!r} is a command; only wav.scp entries may be pipes"
+                )
+            fd = open_fds.pop(rx.target, None)
+            if fd is None:
+                try:
+                    fd = open(rx.target, "rb")  # noqa: SIM115 (kept open for the next lines)
+                except (FileNotFoundError, IsADirectoryError):
+                    raise DataError(f"{where}: archive {rx.target} does not exist") from None
+                while len(open_fds) >= max_open:
+                    open_fds.popitem(last=False)[1].close()
+            open_fds[rx.target] = fd
+            yield line.key, _vector_at(fd, rx.offset, f"{where} ({rx.text})"), place
+    finally:
+        for fd in open_fds.values():
+            fd.close()
+
+
+def _vector_at(fd: BinaryIO, offset: int, where: str) -> np.ndarray:
+    """The int vector at byte ``offset`` of the open archive ``fd``: binary (``\\0B``)
+    or the text form up to the end of its line; only its own bytes are read."""
+    if offset >= os.fstat(fd.fileno()).st_size:
         raise DataError(f"{where}: offset past the end of the file")
-    if buf[offset : offset + 2] == b"\0B":
-        vec, _ = _parse_int_vector(buf, offset + 2, where)
+    fd.seek(offset)
+    if fd.read(2) == b"\0B":
+        head = fd.read(5)
+        if head[:1] == b"\x04" and len(head) == 5:
+            (n,) = struct.unpack_from("<i", head, 1)
+            head += fd.read(5 * n) if n > 0 else b""
+        vec, _ = _parse_int_vector(head, 0, where)
         return vec
-    end = buf.find(b"\n", offset)
-    text = buf[offset : None if end < 0 else end].decode("utf-8", "replace")
+    fd.seek(offset)
+    text = fd.readline().rstrip(b"\n").decode("utf-8", "replace")
     return _parse_text_ints(text.split(), where)
 
 
@@ -587,20 +691,25 @@ def write_ark_scp(
     ark, scp = Path(ark), Path(scp)
     named = Path(scp_ark_path) if scp_ark_path else ark
     ark_abs = named.resolve() if absolute else named
-    lines = []
     n = 0
-    with atomic_path(ark) as tmp_ark, open(tmp_ark, "wb") as fd:
+    # the scp is written beside the ark, line by line (nothing held per item), and
+    # renamed after it: the ark's context is the inner one
+    with (
+        atomic_path(scp) as tmp_scp,
+        open(tmp_scp, "w") as scp_fd,
+        atomic_path(ark) as tmp_ark,
+        open(tmp_ark, "wb") as fd,
+    ):
         for key, array in items:
             if not key or any(c.isspace() for c in key):
                 raise ValueError(f"{ark}: invalid key {key!r}")
             fd.write(key.encode("utf-8") + b" ")
-            lines.append(f"{key} {ark_abs}:{fd.tell()}\n")
+            scp_fd.write(f"{key} {ark_abs}:{fd.tell()}\n")
             if array.dtype == np.int32 and array.ndim == 1:
                 fd.write(int32_vector_bytes(array))
             else:
                 write_array(fd, array, compression_method=compression_method)
             n += 1
-    write_text_atomic(scp, "".join(lines))
     return n
 
 

@@ -19,8 +19,10 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+import numpy as np
 
 from paravg.audio import check_audio
 from paravg.data import (
@@ -29,12 +31,13 @@ from paravg.data import (
     Origin,
     find_targets_file,
     first_keys,
+    iter_checked_targets,
     read_data_dir,
-    read_targets_with_places,
+    write_origin,
 )
 from paravg.errors import DataError
 from paravg.io import write_json_atomic
-from paravg.kaldi_io import write_ark_scp, write_table
+from paravg.kaldi_io import Place, iter_int_vectors, write_ark_scp, write_table
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def prepare_data_dir(
 
     All checks run before anything is written: the tables
     (:func:`paravg.data.read_data_dir`), the targets
-    (:func:`paravg.data.read_targets_with_places`: ids in ``[0, num_targets)`` when
+    (:func:`paravg.data.iter_checked_targets`: ids in ``[0, num_targets)`` when
     ``data.num_targets`` is set), the audio headers (:func:`paravg.audio.check_audio`).
     Utterances without targets are skipped and counted, as Kaldi's ``get_egs.sh`` does (it
     warns per utterance); more than ``max_missing_fraction`` of them is an error.
@@ -133,12 +136,24 @@ def _prepare_into(
     """Check ``src`` and write the prepared files into ``out`` (which becomes ``dst``)."""
     data = read_data_dir(src)
     targets_file = find_targets_file(src)
-    targets, places = read_targets_with_places(targets_file, num_targets)
+    utts = data.utterances
+    # First pass over the targets: every check, and per utterance only its length and
+    # place (a vector is read, checked and dropped); whether the file gives the data
+    # dir's utterances in their (sorted) order, which lets the second pass stream them.
+    places: dict[str, Place] = {}
+    sizes: dict[str, int] = {}
+    utt_set = set(utts)
+    in_order, prev = True, None
+    for key, vec, _ in iter_checked_targets(targets_file, num_targets, places):
+        sizes[key] = vec.size
+        if key in utt_set:
+            in_order &= prev is None or key > prev
+            prev = key
+    del utt_set
     audio = check_audio(data, sample_rate)
 
-    utts = data.utterances
-    missing = [u for u in utts if u not in targets]
-    kept = [u for u in utts if u in targets]
+    missing = [u for u in utts if u not in sizes]
+    kept = [u for u in utts if u in sizes]
     fraction = len(missing) / len(utts)
     if not kept or fraction > max_missing_fraction:
         raise DataError(
@@ -151,17 +166,19 @@ def _prepare_into(
         log.warning("%s: no targets for utterance %s, skipping it", targets_file, utt)
     for msg in data.warnings:
         log.warning("%s", msg)
-    extra = sorted(set(targets) - set(utts))
+    extra_count = len(sizes) - len(kept)  # the keys of sizes are unique
 
     kept_set = set(kept)
     recos = sorted({data.recording(u) for u in kept})
 
     def wav_value(reco: str) -> str:
+        # os.path.realpath (what Path.resolve runs) on the string: pathlib would intern
+        # every file name of the corpus
         rx = data.wav[reco]
         if rx.kind == "file":
-            return str(Path(rx.target).resolve())
+            return os.path.realpath(rx.target)
         if rx.kind == "offset":
-            return f"{Path(rx.target).resolve()}:{rx.offset}"
+            return f"{os.path.realpath(rx.target)}:{rx.offset}"
         return rx.text
 
     write_table(out / "wav.scp", ((r, wav_value(r)) for r in recos))
@@ -172,6 +189,8 @@ def _prepare_into(
         if mine:
             spk2utt[spk] = mine
     write_table(out / "spk2utt", ((s, " ".join(us)) for s, us in spk2utt.items()))
+    num_speakers = len(spk2utt)
+    del spk2utt
     uniq = data.utt2uniq or {}
     write_table(out / "utt2uniq", ((u, uniq.get(u, u)) for u in kept))
     if data.segments is not None:
@@ -181,28 +200,61 @@ def _prepare_into(
     if data.reco2file_and_channel is not None:
         r2fc = data.reco2file_and_channel
         write_table(out / "reco2file_and_channel", ((r, r2fc[r]) for r in recos if r in r2fc))
+    largest = {"max": -1}
+
+    def kept_targets() -> Iterator[tuple[str, np.ndarray]]:
+        """Second pass: the kept utterances' vectors in their order. Streamed when the
+        file has them in that order (Kaldi's tables are sorted); else the kept vectors
+        are read into a table first (the memory of one copy of the set's targets)."""
+        every = ((k, v.astype(np.int32)) for k, v, _ in iter_int_vectors(targets_file))
+        if in_order:
+            vectors = ((k, v) for k, v in every if k in kept_set)
+        else:
+            table = {k: v for k, v in every if k in kept_set}
+            vectors = ((u, table.pop(u)) for u in kept)
+        for key, vec in vectors:
+            largest["max"] = max(largest["max"], int(vec.max()))
+            yield key, vec
+
     write_ark_scp(
-        ((u, targets[u]) for u in kept),
+        kept_targets(),
         out / "targets.ark",
         out / "targets.scp",
         scp_ark_path=dst / "targets.ark",
     )
     seg_file = src / "segments"
-    origin = Origin(
-        wav_scp=str((src / "wav.scp").resolve()),
-        segments=str(seg_file.resolve()) if data.segments is not None else None,
-        targets=str(targets_file.resolve()),
-        wav_line={u: data.wav_lines[data.recording(u)] for u in kept},
-        segment_line={u: data.segments[u].lineno for u in kept} if data.segments else {},
-        targets_place={u: places[u] for u in kept},
+    segments = data.segments
+    origin_files = {
+        "wav.scp": str((src / "wav.scp").resolve()),
+        "segments": str(seg_file.resolve()) if segments is not None else None,
+        "targets": str(targets_file.resolve()),
+    }
+    write_origin(
+        out,
+        (
+            (
+                u,
+                data.wav_lines[data.recording(u)],
+                segments[u].lineno if segments else 0,
+                places[u],
+            )
+            for u in kept
+        ),
     )
-    origin.write(out, kept)
-    long_utts = [u for u in kept if targets[u].size > LONG_UTTERANCE_S * FRAMES_PER_SECOND]
+    long_utts = [u for u in kept if sizes[u] > LONG_UTTERANCE_S * FRAMES_PER_SECOND]
     if long_utts:
-        longest = max(long_utts, key=lambda u: targets[u].size)
+        longest = max(long_utts, key=lambda u: sizes[u])
+        origin = Origin(
+            wav_scp=origin_files["wav.scp"],
+            segments=origin_files["segments"],
+            targets=origin_files["targets"],
+            wav_line={longest: data.wav_lines[data.recording(longest)]},
+            segment_line={longest: segments[longest].lineno} if segments else {},
+            targets_place={longest: places[longest]},
+        )
         long_warning = (
             f"{len(long_utts)} utterance(s) longer than {LONG_UTTERANCE_S / 60:g} minutes, the "
-            f"longest {targets[longest].size / FRAMES_PER_SECOND / 60:.1f} minutes "
+            f"longest {sizes[longest] / FRAMES_PER_SECOND / 60:.1f} minutes "
             f"({origin.wav(longest)}): decoding holds a whole utterance's "
             "lattice (decode.mem_mb_per_minute, decode.max_mem_mb); Kaldi recipes segment "
             "recordings into utterances of seconds (a segments file)"
@@ -210,23 +262,23 @@ def _prepare_into(
         log.warning("%s", long_warning)
         data.warnings.append(long_warning)
 
-    frames = int(sum(targets[u].size for u in kept))
+    frames = int(sum(sizes[u] for u in kept))
     report = {
         "source": str(src.resolve()),
-        "source_files": origin.files(),
+        "source_files": origin_files,
         "targets_source": str(targets_file.resolve()),
         "sample_rate": sample_rate,
         "num_recordings": len(recos),
         "num_utterances": len(utts),
         "num_utterances_kept": len(kept),
-        "num_speakers": len(spk2utt),
+        "num_speakers": num_speakers,
         "num_missing_targets": len(missing),
         "missing_targets_fraction": round(fraction, 6),
         "skipped_utterances": missing,
-        "num_targets_without_utterance": len(extra),
+        "num_targets_without_utterance": extra_count,
         "num_target_frames": frames,
         "num_targets_configured": num_targets,
-        "max_target": int(max(int(targets[u].max()) for u in kept)),
+        "max_target": largest["max"],
         "duration_s_checked": audio["duration_s"],
         "unchecked_pipe_recordings": len(audio["unchecked_pipes"]),
         "has_segments": data.segments is not None,
@@ -241,7 +293,7 @@ def _prepare_into(
         dst,
         len(kept),
         len(utts),
-        len(spk2utt),
+        num_speakers,
         frames,
     )
     return report

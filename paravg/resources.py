@@ -11,14 +11,17 @@ rule in :data:`RULES`, reached through ``PARAVG.mem_mb(rule)`` / ``PARAVG.runtim
 
 ``BASE_MB`` (2,000, what these rules declared before) is the job's interpreter, numpy and
 paravg (40-60 MB measured; a job forked from paravg-warm counts the forkserver's shared
-pages too), one utterance's matrices and the ``spk2utt`` and ``feats.scp`` lines of the
-job's share of the set (each i-vector job holds only its own speakers' ``feats.scp``
-lines; ~1 KB per utterance: ~40 MB at 1,000 h of 3-s utterances with ``ivector.nj`` 30).
-Where a job holds a larger table per utterance
-(the prepared set's tables in ``prepare_data``, ``feats.scp`` in ``merge_features``, the
-egs plan's lengths), its working set counts :data:`PER_UTT_BYTES` for each utterance it
-holds (measured growth, x 2): ``prepare_data`` at 1,000 h of 3-s utterances declares
-~11 GB, the others stay near ``BASE_MB`` (``../shared/reference/scale-review.md``).
+pages too), one utterance's matrices and the ``spk2utt`` lines of the job's share of the
+set (each i-vector job reads its own speakers' lines of ``spk2utt`` and ``feats.scp`` in
+step with them: ~120 bytes per utterance of the set at the job's peak, ~5 MB at 1,000 h
+of 3-s utterances with ``ivector.nj`` 30). A feature job reads its split's lines as it
+goes, ``merge_features`` streams the splits and ``compute_cmvn`` reads ``spk2utt`` and
+``feats.scp`` in step (nothing per utterance). Where a job holds
+a table per utterance (the prepared set's tables in ``prepare_data``, the egs plan's
+lists), its working set counts :data:`PER_UTT_BYTES` for each utterance it holds:
+``prepare_data`` at 1,000 h of 3-s utterances declares ~9.5 GB (~4.7 GB of it the
+targets it holds only for a targets file out of order), the others stay near ``BASE_MB``
+(``../shared/reference/scale-review.md``).
 
 ``runtime``, in minutes (SLURM's ``--time``)::
 
@@ -190,15 +193,19 @@ JOB_SHARE: dict[str, tuple[str | None, str | None]] = {
 #: Rules that read the UBM's data: with ``ivector.ubm_subset_utts`` only the subset.
 UBM_SUBSET_RULES = ("ivector_pca", "ubm_init", "ubm_gselect", "ubm_acc")
 
-#: Bytes each held utterance adds (measured growth between two corpus sizes, x 2; the
-#: targets of ``prepare_data`` at a generous 10 s an utterance, 4 bytes a frame).
+#: Bytes each held utterance adds (the job's traced peak per utterance, x 2; measured
+#: on the demo at 2 h with benchmarks/bench_data_scale.py's workspace, docs/benchmarks.md).
+#: ``prepare_data``: its validation tables (1,186 bytes), x 2, plus the targets of a
+#: generous 10 s utterance (4 bytes a frame), which it holds only when the targets file
+#: lists the utterances out of their sorted order (else it streams them). ``egs``: the
+#: plan's utterance lists and lengths (793). ``extract_ivectors``: its share of
+#: ``spk2utt`` and the pseudo-speakers (~250 per utterance of the job). ``merge_features``,
+#: ``compute_features`` and ``compute_cmvn`` stream (nothing per utterance).
 PER_UTT_BYTES = {
-    "prepare_data": 12_000,
-    "merge_features": 6_000,
-    "compute_cmvn": 2_000,
-    "egs": 5_000,
+    "prepare_data": 6_500,
+    "egs": 2_000,
     "egs_split": 3_000,
-    "extract_ivectors": 2_000,
+    "extract_ivectors": 1_000,
     "merge_ivectors": 2_000,
     "ubm_subset": 1_000,
 }
@@ -295,8 +302,8 @@ def _iv(fn: Callable[[dict], int]) -> Callable[[dict, JobData], float]:
 RULES: dict[str, RuleCost] = {
     "prepare_data": RuleCost(_per_utt("prepare_data"), _per_hour("prepare_data")),
     "compute_features": RuleCost(_none, _per_hour("compute_features")),
-    "merge_features": RuleCost(_per_utt("merge_features"), _per_hour("merge_features")),
-    "compute_cmvn": RuleCost(_per_utt("compute_cmvn"), _per_hour("compute_cmvn")),
+    "merge_features": RuleCost(_none, _per_hour("merge_features")),  # streamed
+    "compute_cmvn": RuleCost(_none, _per_hour("compute_cmvn")),  # spk2utt and feats in step
     "ubm_subset": RuleCost(_per_utt("ubm_subset"), _none),
     "ivector_pca": RuleCost(_none, _pca_cpu),
     "ubm_init": RuleCost(_iv(ubm_init_mem_mb), _ubm_init_cpu),

@@ -94,8 +94,9 @@ rule prepare_data:
     conda:
         "../envs/paravg.yaml"
     threads: 1
-    # Text tables and all targets of one set are held in memory (~100 bytes per frame of
-    # targets in the worst case); audio is only header-checked. Minutes even for 1000 h.
+    # The set's text tables are held for the cross-checks (~1.6 KB per utterance); the
+    # targets are streamed twice (checks, then the kept ones in order), held only when the
+    # targets file is out of utterance order; audio is only header-checked.
     resources:
         mem_mb=from_dag("mem_mb", "prepare_data"),  # paravg/resources.py
         runtime=from_dag("runtime", "prepare_data"),

@@ -76,8 +76,8 @@ rule merge_features:
     conda:
         "../envs/paravg.yaml"
     threads: 1
-    # Concatenates small text files and reads the set's targets once (int32 vectors:
-    # 4-5 bytes per frame, ~2 GB for 1000 h at 100 frames/s in the worst case).
+    # Streams the splits' text files and the set's targets (one vector at a time),
+    # joined as they are read: nothing held per utterance.
     resources:
         mem_mb=from_dag("mem_mb", "merge_features"),  # paravg/resources.py
         runtime=from_dag("runtime", "merge_features"),

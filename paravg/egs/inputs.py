@@ -15,6 +15,7 @@ Length rules (``src/nnet3bin/nnet3-get-egs.cc``):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,13 @@ import numpy as np
 from paravg.errors import DataError
 from paravg.kaldi_io import iter_table, load_scp, read_int_table, table_dict
 
-__all__ = ["read_int_table", "read_scp_keys", "read_table"]  # used by the egs modules
+__all__ = [
+    "read_int_table",
+    "read_scp_keys",
+    "read_table",
+    "read_utt2spk",
+    "read_utt2uniq",
+]  # used by the egs modules
 
 IVECTOR_LENGTH_TOLERANCE = 100
 
@@ -34,9 +41,45 @@ def read_table(path: str | os.PathLike, columns: int = 2) -> dict[str, str]:
     return table_dict(path, num_fields=2 if columns == 2 else None)
 
 
+# The egs plan holds a few tables of the same utterances: their names are interned
+# (``sys.intern``), so each utterance's name is one string, whichever table holds it.
+
+
+def read_utt2spk(path: str | os.PathLike) -> dict[str, str]:
+    """``utt2spk`` (two fields a line), names interned (one string per utterance and per
+    speaker): per utterance a dict slot."""
+    return {
+        sys.intern(r.key): sys.intern(r.fields[0])
+        for r in iter_table(path, num_fields=2, require_sorted=False)
+    }
+
+
+def read_utt2uniq(path: str | os.PathLike) -> dict[str, str]:
+    """``utt2uniq``, names interned."""
+    return {
+        sys.intern(r.key): sys.intern(r.fields[0])
+        for r in iter_table(path, num_fields=2, require_sorted=False)
+    }
+
+
+def read_lengths(path: str | os.PathLike) -> dict[str, int]:
+    """``<utt> <int>`` lines (``utt2num_frames``), names interned; the errors of
+    :func:`paravg.kaldi_io.read_int_table`."""
+    out = {}
+    for r in iter_table(path, num_fields=2, require_sorted=False):
+        try:
+            out[sys.intern(r.key)] = int(r.fields[0])
+        except ValueError:
+            raise DataError(
+                f"{path}:{r.lineno}: {r.key}: expected an integer, got {r.fields[0]!r}"
+            ) from None
+    return out
+
+
 def read_scp_keys(path: str | os.PathLike) -> list[str]:
-    """Keys of a ``.scp`` file, in file order (streamed: no line held but its key)."""
-    return [row.key for row in iter_table(path, require_sorted=False)]
+    """Keys of a ``.scp`` file, in file order (streamed: no line held but its key),
+    interned."""
+    return [sys.intern(row.key) for row in iter_table(path, require_sorted=False)]
 
 
 def read_ivector_period(path: str | os.PathLike) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,12 +49,13 @@ from paravg.egs.inputs import (
     check_ivector_rows,
     read_int_table,
     read_ivector_period,
+    read_lengths,
     read_scp_keys,
-    read_table,
+    read_utt2spk,
+    read_utt2uniq,
 )
 from paravg.errors import ConfigError, DataError
-from paravg.io import write_text_atomic
-from paravg.kaldi_io import iter_scp, load_scp
+from paravg.kaldi_io import iter_scp, load_scp, write_table
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +216,8 @@ def split_by_speaker(utts: Iterable[str], utt2spk: dict[str, str], nj: int) -> l
 
 
 def write_uttlist(path: str | os.PathLike, utts: list[str], lengths: dict[str, int]) -> None:
-    """``<utt> <num_frames>`` per line (a subset of ``utt2num_frames``)."""
-    write_text_atomic(path, "".join(f"{u} {lengths[u]}\n" for u in utts))
+    """``<utt> <num_frames>`` per line (a subset of ``utt2num_frames``), written as it goes."""
+    write_table(path, ((u, lengths[u]) for u in utts))
 
 
 def read_uttlist(path: str | os.PathLike) -> list[tuple[str, int]]:
@@ -234,17 +236,20 @@ def iter_uttlist(path: str | os.PathLike) -> Iterator[tuple[str, int]]:
 
 
 def count_egs(
-    utts: list[tuple[str, int]], frames_per_eg: int, srand: int, alternatives: tuple = ()
+    utts: Iterable[tuple[str, int]], frames_per_eg: int, srand: int, alternatives: tuple = ()
 ) -> int:
     """Number of egs the chunker gives these utterances (same draws as the writer)."""
     splitter = UtteranceSplitter(frames_per_eg, tuple(alternatives))
     return sum(len(splitter.chunk_sizes(T, utterance_rng(srand, u))) for u, T in utts)
 
 
-def _scan_targets(targets_scp: str, wanted: dict[str, int]) -> tuple[dict[str, int], int, str]:
-    """Lengths of the wanted target vectors, the largest target id among them and the
+def _scan_targets(
+    targets_scp: str, wanted: dict[str, int], tolerance: int
+) -> tuple[set[str], int, str]:
+    """The wanted utterances that have targets, each checked against its feature length
+    (``egs.targets_length_tolerance``), the largest target id among them and the
     ``scp:line: utterance`` that holds it."""
-    lengths: dict[str, int] = {}
+    have: set[str] = set()
     largest, where_largest = -1, ""
     for utt, where, vec in iter_scp(targets_scp, wanted):  # streamed: no table held
         vec = np.asarray(vec)
@@ -252,10 +257,15 @@ def _scan_targets(targets_scp: str, wanted: dict[str, int]) -> tuple[dict[str, i
             raise DataError(f"{targets_scp}: utterance {utt}: expected an int vector")
         if len(vec) and vec.min() < 0:
             raise DataError(f"{targets_scp}: utterance {utt}: negative target {vec.min()}")
-        lengths[utt] = len(vec)
+        if abs(len(vec) - wanted[utt]) > tolerance:
+            raise DataError(
+                f"{targets_scp}: utterance {utt}: {len(vec)} targets but {wanted[utt]} feature "
+                f"frames (tolerance {tolerance} frames, egs.targets_length_tolerance)"
+            )
+        have.add(sys.intern(utt))
         if len(vec) and int(vec.max()) > largest:
             largest, where_largest = int(vec.max()), where
-    return lengths, largest, where_largest
+    return have, largest, where_largest
 
 
 def plan_egs(
@@ -280,29 +290,27 @@ def plan_egs(
     chunks = o.chunks
     widths = chunks.widths if chunks else (F,)
     F = widths[0]  # archive sizing: the principal width
-    lengths = read_int_table(utt2num_frames)
+    # Per utterance this holds its name (once, shared by every table below), its frame
+    # count and its speaker (one string per speaker); the other tables are streamed.
+    lengths = read_lengths(utt2num_frames)
     utts = read_scp_keys(feats_scp)
-    missing = [u for u in utts if u not in lengths]
-    if missing:
-        raise DataError(f"{utt2num_frames}: no entry for utterance {missing[0]} of {feats_scp}")
-    spk = read_table(utt2spk)
-    no_spk = [u for u in utts if u not in spk]
-    if no_spk:
-        raise DataError(f"{utt2spk}: no speaker for utterance {no_spk[0]} of {feats_scp}")
+    missing = next((u for u in utts if u not in lengths), None)
+    if missing is not None:
+        raise DataError(f"{utt2num_frames}: no entry for utterance {missing} of {feats_scp}")
+    spk = read_utt2spk(utt2spk)
+    no_spk = next((u for u in utts if u not in spk), None)
+    if no_spk is not None:
+        raise DataError(f"{utt2spk}: no speaker for utterance {no_spk} of {feats_scp}")
     num_frames = sum(lengths[u] for u in utts)
-    wanted = {u: lengths[u] for u in utts}
+    # the same keys when every length is of an utterance: no copy
+    wanted = lengths if len(lengths) == len(utts) else {u: lengths[u] for u in utts}
 
-    target_lengths, largest, where_largest = _scan_targets(str(targets_scp), wanted)
-    for u, n in target_lengths.items():
-        if abs(n - wanted[u]) > o.targets_length_tolerance:
-            raise DataError(
-                f"{targets_scp}: utterance {u}: {n} targets but {wanted[u]} feature frames "
-                f"(tolerance {o.targets_length_tolerance} frames, egs.targets_length_tolerance)"
-            )
+    have, largest, where_largest = _scan_targets(
+        str(targets_scp), wanted, o.targets_length_tolerance
+    )
     num_targets = o.num_targets or largest + 1
     if largest >= num_targets:
         raise DataError(f"{where_largest}: target id {largest} >= data.num_targets ({num_targets})")
-    have = set(target_lengths)
 
     ivector_dim = period = 0
     if ivector_scp:
@@ -346,7 +354,7 @@ def plan_egs(
         )
         log.warning(note)
         notes.append(note)
-    uniq = read_table(utt2uniq) if utt2uniq and Path(utt2uniq).exists() else None
+    uniq = read_utt2uniq(utt2uniq) if utt2uniq and Path(utt2uniq).exists() else None
     valid, train_subset = choose_heldout(usable, n_subset, o.srand, uniq)
     valid_set = set(valid)
     train = [u for u in usable if u not in valid_set]
@@ -376,7 +384,7 @@ def plan_egs(
         num_valid_utts=len(valid),
         num_train_subset_utts=len(train_subset),
         num_train_utts=len(train),
-        num_train_egs=count_egs([(u, lengths[u]) for u in train], F, o.srand, widths[1:]),
+        num_train_egs=count_egs(((u, lengths[u]) for u in train), F, o.srand, widths[1:]),
         num_utts_too_short=len(too_short),
         num_utts_skipped=len(skipped),
         notes=notes,

@@ -91,16 +91,12 @@ def speaker_posterior_stream(
 
 
 def _job(feats_scp: PathLike, spk2utt: PathLike, job: int, nj: int):
-    """The features of job ``job``'s speakers (only their ``feats.scp`` lines are held:
-    the job's memory grows with its share of the set, not with the set) and the
-    speakers."""
-    if not 0 <= job < nj:
-        raise ValueError(f"job {job} is outside 0..{nj - 1}")
-    spk2utt_map = data.read_spk2utt(spk2utt)
-    mine = {u for spk in data.split_speakers(spk2utt_map, nj)[job] for u in spk2utt_map[spk]}
-    source = data.FeatureSource(feats_scp, mine)
-    speakers = data.job_speakers(spk2utt_map, source, job, nj, str(spk2utt))
-    return source, speakers
+    """The feature reader of job ``job``'s speakers and the speakers
+    (:func:`paravg.ivector.data.job_features`): the job holds its ``spk2utt`` lines
+    (its share of the set's utterance names), and its ``feats.scp`` lines only when its
+    utterances are not in the file's order."""
+    job_spk2utt = data.read_job_spk2utt(spk2utt, job, nj)
+    return data.job_features(feats_scp, job_spk2utt, job, str(spk2utt))
 
 
 # ---------------------------------------------------------------- UBM subset

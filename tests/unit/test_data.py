@@ -499,3 +499,64 @@ def test_an_utterance_of_more_than_three_minutes_is_warned_about_with_its_line(t
 
 def _utts_of(src: Path) -> list[str]:
     return [line.split()[0] for line in (src / "utt2spk").read_text().splitlines()]
+
+
+# ------------------------------------------------------------------ streamed targets (issue 36)
+@pytest.mark.parametrize("form", ["scp", "ark", "txt"])
+def test_targets_out_of_order_give_the_same_prepared_dir(tmp_path, form):
+    """prepare_data streams the targets in a second pass when the file lists the
+    utterances in their sorted order (Kaldi's tables) and holds them when it does not:
+    both give the same prepared bytes (targets.ark in utterance order), extra and missing
+    entries included."""
+    src = make_dir(tmp_path / "a")
+    tg = {
+        f"spk{c}-u{i}": (np.arange(48) % (3 + i)).astype(np.int32) for c in "AB" for i in range(3)
+    }
+    del tg["spkA-u1"]  # skipped (no targets)
+    tg["zz-extra"] = np.ones(5, np.int32)  # not an utterance: counted
+    outs = []
+    for name, order in (("sorted", sorted(tg)), ("reversed", sorted(tg, reverse=True))):
+        for f in src.glob("targets.*"):
+            f.unlink()
+        write_targets(src, {u: tg[u] for u in order}, form)
+        report = prepare_data_dir(src, tmp_path / name, RATE, 0.5)
+        assert report["num_utterances_kept"] == 5 and report["num_targets_without_utterance"] == 1
+        assert report["max_target"] == 4
+        outs.append({f: (tmp_path / name / f).read_bytes() for f in ("targets.ark", "utt2spk")})
+        scp = (tmp_path / name / "targets.scp").read_text()
+        outs[-1]["targets.scp"] = scp.replace(str((tmp_path / name).resolve()), "X")
+    assert outs[0] == outs[1]
+    got = dict(kaldiio.load_scp(str(tmp_path / "reversed" / "targets.scp")))
+    assert sorted(got) == sorted(u for u in tg if u != "zz-extra")
+    for u, vec in got.items():
+        np.testing.assert_array_equal(vec, tg[u])
+
+
+@pytest.mark.parametrize("segments", [False, True])
+def test_a_feature_job_reads_its_split_line_by_line(tmp_path, segments):
+    """compute_features reads only its split's lines of the prepared dir
+    (iter_prepared_utterances: utt2spk, origin, segments or wav.scp joined as read): every
+    utterance's audio is the recording (or the segment) the whole dir gives it, in
+    order, each split's part; a prepared table that disagrees is named."""
+    from paravg.data import iter_prepared_utterances
+    from paravg.features import prepared_split_bounds, split_utterances
+
+    src = make_dir(tmp_path, speakers=3, per_speaker=3, segments=segments)
+    prepare(src, tmp_path)
+    out = tmp_path / "out"
+    data = read_data_dir(out)
+    for nj in (1, 2, 3):
+        bounds = prepared_split_bounds(out, nj)
+        chunks = split_utterances(data.utterances, nj, data.utt2spk)
+        for j in range(nj):
+            got = list(iter_prepared_utterances(out, bounds[j], bounds[j + 1]))
+            assert [g.utt for g in got] == chunks[j]
+            for g in got:
+                assert g.recording == data.recording(g.utt)
+                assert g.wav == data.wav[g.recording] and g.segment == data.segment(g.utt)
+                assert g.where.startswith(f"{(src / 'wav.scp').resolve()}:")
+    lines = (out / "utt2spk").read_text().splitlines()
+    lines[4] = "spkB-zz spkB"
+    (out / "utt2spk").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"the prepared tables disagree; run prepare_data"):
+        list(iter_prepared_utterances(out, 0, 9))

@@ -400,3 +400,25 @@ def test_target_lengths_are_checked_when_features_are_merged(tmp_path, extra, ok
     with pytest.raises(DataError, match=pattern):
         merge()
     assert not (d / "feats.scp").exists() and not (d / "utt2num_frames").exists()
+
+
+def test_split_bounds_are_split_utterances_positions():
+    """The streamed split (prepared_split_bounds: speaker runs counted from utt2spk as it
+    is read) places the jobs' bounds where split_utterances puts its chunks."""
+    from paravg.features import SpeakerRuns, split_bounds
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        n = int(rng.integers(0, 30))
+        spk = sorted(rng.integers(0, max(1, n // 3) + 1, size=n).tolist())
+        if trial % 5 == 0 and n > 3:  # a speaker that comes back: not contiguous
+            spk[-1] = spk[0]
+        utts = [f"u{i:03d}" for i in range(n)]
+        utt2spk = {u: f"s{s}" for u, s in zip(utts, spk, strict=True)}
+        for nj in (1, 2, 3, 7):
+            chunks = split_utterances(utts, nj, utt2spk)
+            runs = SpeakerRuns()
+            for u in utts:
+                runs.add(utt2spk[u])
+            b = split_bounds(runs.lengths(), n, nj)
+            assert [utts[b[j] : b[j + 1]] for j in range(nj)] == chunks

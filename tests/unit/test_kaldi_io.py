@@ -276,3 +276,71 @@ def test_pipe_entries_still_run(tmp_path):
     path = tmp_path / "a.wav"
     soundfile.write(str(path), np.zeros(1600, np.int16), RATE, subtype="PCM_16")
     assert read_utterance(f"sox {path} -t wav - |", sample_rate=RATE).size == 1600
+
+
+def test_a_sorted_table_names_a_duplicate_as_such_holding_one_key(tmp_path):
+    """iter_table checks a sorted table holding only the previous key: an adjacent
+    duplicate and one that comes back after other keys (out of order) are both named as
+    duplicates with the first line, as when every key was held."""
+    p = tmp_path / "t"
+    p.write_text("a 1\nb 2\nb 3\n")
+    with pytest.raises(DataError, match=r"t:3: duplicate key 'b' \(first on line 2\)"):
+        list(iter_table(p))
+    p.write_text("a 1\nb 2\nc 3\na 4\n")
+    with pytest.raises(DataError, match=r"t:4: duplicate key 'a' \(first on line 1\)"):
+        list(iter_table(p))
+    p.write_text("b 1\nc 2\na 3\n")
+    with pytest.raises(DataError, match=r"t:3: not sorted: key 'a' comes after 'c'"):
+        list(iter_table(p))
+    p.write_text("a 1\nc 2\nb 3\na 4\n")  # with keys: only the kept keys' duplicates
+    with pytest.raises(DataError, match=r"t:3: not sorted"):
+        list(iter_table(p, keys={"a"}))
+
+
+def test_an_int_vector_scp_is_read_entry_by_entry(tmp_path):
+    """The vectors of an scp are read from their archives at their offsets (binary and
+    text forms, several archives), never the archives whole; an offset past the end and a
+    truncated vector are named."""
+    vecs = {"a": np.array([1, 2, 3], np.int32), "b": np.array([4], np.int32)}
+    kaldiio.save_ark(str(tmp_path / "1.ark"), {"a": vecs["a"]}, scp=str(tmp_path / "1.scp"))
+    (tmp_path / "2.ark").write_text("b 4\n")
+    (tmp_path / "t.scp").write_text(
+        (tmp_path / "1.scp").read_text() + f"b {tmp_path / '2.ark'}:2\n"
+    )
+    got = {k: v for k, v, _ in iter_int_vectors(tmp_path / "t.scp")}
+    assert list(got) == ["a", "b"]
+    for k in vecs:
+        np.testing.assert_array_equal(got[k], vecs[k])
+    (tmp_path / "t.scp").write_text(f"a {tmp_path / '1.ark'}:999\n")
+    with pytest.raises(DataError, match=r"t\.scp:1: utterance 'a'.*offset past the end"):
+        list(iter_int_vectors(tmp_path / "t.scp"))
+    data = (tmp_path / "1.ark").read_bytes()
+    (tmp_path / "cut.ark").write_bytes(data[:-3])
+    (tmp_path / "t.scp").write_text(f"a {tmp_path / 'cut.ark'}:2\n")
+    with pytest.raises(DataError, match=r"truncated int32 vector \(length 3\)"):
+        list(iter_int_vectors(tmp_path / "t.scp"))
+
+
+def test_an_in_step_scp_answers_sorted_lookups_and_falls_back_to_an_index(tmp_path):
+    """InStepScp (compute_cmvn's reader) reads the file in step with ascending lookups,
+    None for a key it lacks; a lookup out of order, and a file out of order, are answered
+    from the whole index: the same objects every way."""
+    from paravg.kaldi_io import InStepScp
+
+    mats = {k: np.full((2, 2), i, np.float32) for i, k in enumerate("abcdef")}
+    write_ark_scp(mats.items(), tmp_path / "a.ark", tmp_path / "a.scp")
+    lines = (tmp_path / "a.scp").read_text().splitlines()
+    (tmp_path / "r.scp").write_text("\n".join(lines[3:] + lines[:3]) + "\n")
+    for scp, asked in (
+        ("a.scp", ["a", "b", "bb", "d", "f", "g"]),  # in order, two missing
+        ("a.scp", ["b", "e", "a", "f"]),  # "a" after "e": the index answers from there
+        ("r.scp", ["a", "c", "e", "z"]),  # the file out of order
+    ):
+        reader = InStepScp(tmp_path / scp)
+        for key in asked:
+            got = reader.get(key)
+            if key in mats:
+                np.testing.assert_array_equal(got, mats[key])
+            else:
+                assert got is None, key
+        reader.close()
