@@ -56,9 +56,14 @@ def collect_results(
     return rows
 
 
-def _rate(value, setting) -> str:
+#: a PER cell of a set whose words were scored but that has no phone decode: the run had
+#: no phone graph (``data.targets: gmm``: the targets are the tree's pdfs, not phones)
+NO_PHONE_GRAPH = "– (no phone graph)"
+
+
+def _rate(value, setting, missing: str = "n/a") -> str:
     if value is None:
-        return "n/a"
+        return missing
     return f"{value:.2f} ({setting.replace('_', '/')})" if setting else f"{value:.2f}"
 
 
@@ -92,8 +97,9 @@ def format_markdown(rows: list[dict]) -> str:
             body += f" {_num(r.get('chain_objf'))} |"
         if decode:
             for u in ("wer", "per"):
-                body += f" {_rate(r[u], r[f'{u}_setting'])} |"
-                body += f" {_rate(r[f'{u}_own'], r[f'{u}_own_setting'])} |"
+                missing = NO_PHONE_GRAPH if u == "per" and r["wer"] is not None else "n/a"
+                body += f" {_rate(r[u], r[f'{u}_setting'], missing)} |"
+                body += f" {_rate(r[f'{u}_own'], r[f'{u}_own_setting'], missing)} |"
         body += "\n"
     return head + body
 

@@ -22,7 +22,7 @@ if PARAVG.gmm.enabled:
                 GMM.dict_files(),
             params:
                 sources=GMM.demo_dict_sources(),
-                dict_dir=GMM.dict_dir(),
+                dict_dir=lambda wildcards: GMM.dict_dir(),
             log:
                 LAYOUT.log("gmm_dict", "demo"),
             conda:
@@ -40,8 +40,8 @@ if PARAVG.gmm.enabled:
         output:
             GMM.lang_files(),
         params:
-            dict_dir=GMM.dict_dir(),
-            lang_dir=GMM.lang_dir(),
+            dict_dir=lambda wildcards: GMM.dict_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             oov=config["gmm"]["oov"],
         log:
             LAYOUT.log("gmm_lang", "lang"),
@@ -84,7 +84,7 @@ if PARAVG.gmm.enabled:
         output:
             model=GMM.model("mono", 0),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             num_utts=10,  # train_mono.sh: gmm-init-mono on the first 10 utterances of job 1
         log:
             LAYOUT.log("gmm_mono_init", "mono"),
@@ -105,7 +105,7 @@ if PARAVG.gmm.enabled:
         output:
             ali=GMM.ali("mono", "equal", "{j}"),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             text=GMM.text(PARAVG.train_set),
         log:
             LAYOUT.log("gmm_align_equal", "{j}"),
@@ -169,7 +169,7 @@ if PARAVG.gmm.enabled:
         output:
             ali=GMM.ali("{sys}", "{x}", "{j}"),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             text=GMM.text(PARAVG.train_set),
             align=from_dag("gmm.realign_params"),
         wildcard_constraints:
@@ -197,7 +197,7 @@ if PARAVG.gmm.enabled:
         output:
             ali=GMM.ali("mono", "si", "{j}"),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             text=GMM.text(PARAVG.train_set),
             align={
                 "boost_silence": config["gmm"]["mono"]["boost_silence"],
@@ -224,7 +224,7 @@ if PARAVG.gmm.enabled:
         output:
             stats=temp(GMM.tree_acc("{j}")),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
         log:
             LAYOUT.log("gmm_tree_acc", "{j}"),
         conda:
@@ -244,7 +244,7 @@ if PARAVG.gmm.enabled:
         output:
             **GMM.tree_files(),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             num_leaves=config["gmm"]["tri"]["num_leaves"],
         log:
             LAYOUT.log("gmm_tree", "tri"),
@@ -284,7 +284,7 @@ if PARAVG.gmm.enabled:
         output:
             ali=GMM.set_ali("{set}", "{j}"),
         params:
-            lang_dir=GMM.lang_dir(),
+            lang_dir=lambda wildcards: GMM.lang_dir(),
             text=from_dag("gmm.text"),
             align={
                 "boost_silence": config["gmm"]["tri"]["boost_silence"],
@@ -338,7 +338,7 @@ if PARAVG.gmm.enabled:
             output:
                 RECOGNITION.graph_outputs("words"),
             params:
-                lang_dir=GMM.lang_dir(),
+                lang_dir=lambda wildcards: GMM.lang_dir(),
                 text=GMM.text(PARAVG.train_set),
                 out_dir=layout_param("graph_dir", "words"),
                 options=RECOGNITION.graph_options(),

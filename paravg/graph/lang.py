@@ -182,7 +182,9 @@ def lexicon_fst_text(lang: Lang, disambig: bool, sil_prob: float = 0.5) -> str:
     sil = lang.phones[lang.optional_silence]
     sil_cost, nosil_cost = -math.log(sil_prob), -math.log(1.0 - sil_prob)
     start, loop, sil_state = 0, 1, 2
-    lines = [f"{start} {loop} 0 0 {nosil_cost:.6f}", f"{start} {sil_state} {sil} 0 {sil_cost:.6f}"]
+    # make_lexicon_fst.py: silence at the start is optional, and the arc into the silence
+    # state consumes nothing (the silence state's own arc to the loop carries the phone)
+    lines = [f"{start} {loop} 0 0 {nosil_cost:.6f}", f"{start} {sil_state} 0 0 {sil_cost:.6f}"]
     next_state = 3
     for word, prob, pron in lang.lexicon:
         phones = [p for p in pron if disambig or not p.startswith("#")]

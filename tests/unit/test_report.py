@@ -12,7 +12,7 @@ from paravg.report import write_results_table
 OPTIONS = {"acoustic_scale": 0.1, "beam": 14.0, "lattice_beam": 8.0}
 
 
-def make_run(root, beams, tuned_on=None):
+def make_run(root, beams, tuned_on=None, phones=True):
     exp = root / "exp" / "default"
     (exp / "eval").mkdir(parents=True)
     (exp / "final.json").write_text(json.dumps({"combined_from": 3}))
@@ -26,6 +26,8 @@ def make_run(root, beams, tuned_on=None):
                   "per_own": 50.0, "per_own_setting": "7_0",
                   "decode_options": {**OPTIONS, "beam": beam},
                   "tuned_on": (tuned_on or {}).get(s)}  # fmt: skip
+        if not phones:  # no phone graph: scoring writes no PER keys
+            scores = {k: v for k, v in scores.items() if not k.startswith("per")}
         (exp / "decode" / s / "scores.json").write_text(json.dumps(scores))
     return root / "exp"
 
@@ -67,3 +69,12 @@ def test_the_table_shows_the_tuned_rate_and_each_sets_own_best_beside_it(tmp_pat
     assert row.endswith("| 40.00 (10/0) | 38.50 (12/0.5) | 50.00 (7/0) | 50.00 (7/0) |")
     tsv = (tmp_path / "r.tsv").read_text().splitlines()
     assert "wer_own" in tsv[0].split("\t") and "38.5" in tsv[1].split("\t")
+
+
+def test_a_run_without_a_phone_graph_says_so_in_the_per_columns(tmp_path):
+    """data.targets: gmm decodes words only: the PER cells say why they are empty."""
+    table(tmp_path, make_run(tmp_path, {"test": 14.0}, phones=False), ["test"])
+    row = (tmp_path / "r.md").read_text().splitlines()[2]
+    assert row.endswith(
+        "| 40.00 (10/0) | 38.50 (12/0.5) | – (no phone graph) | – (no phone graph) |"
+    )

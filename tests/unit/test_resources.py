@@ -66,7 +66,8 @@ def test_a_jobs_share_comes_from_the_set_report_or_its_source(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "utt2spk").write_text("".join(f"u{i} s\n" for i in range(720)))
-    dag = dag_with(tmp_path / "res", {"data": {"sets": {"train": str(src)}}, "eval_sets": []})
+    own = {"data": {"sets": {"train": str(src)}, "targets": "data"}, "eval_sets": []}
+    dag = dag_with(tmp_path / "res", own)
     assert dag.job_data("prepare_data", "train") == JobData(720, 2.0)
     report = tmp_path / "res" / "data" / "train" / "report.json"
     report.parent.mkdir(parents=True)

@@ -1,5 +1,8 @@
 """The Kaldi lang dir: phone and word tables, disambiguation, word boundaries, checks."""
 
+import itertools
+import math
+
 import pytest
 
 from paravg.corpus.phones import PHONES
@@ -9,6 +12,7 @@ from paravg.graph.lang import (
     add_disambig,
     base_phone,
     check_lang_dir,
+    lexicon_fst_text,
     make_lang,
     position_dependent,
     read_lang,
@@ -16,6 +20,7 @@ from paravg.graph.lang import (
     word_boundary,
     write_lang,
 )
+from paravg.graph.lexicon import LexiconEntry
 from paravg.graph.topology import lang_topo_text
 
 from .conftest import LEXICON
@@ -115,3 +120,64 @@ def test_sil_prob_zero_gives_a_lexicon_without_optional_silence():
     assert [a[2] for a in arcs if a[3] == str(sil_word)] == [str(lang.phones["sil_S"])]
     with_silence = lexicon_fst_text(make_lang(LEXICON, ["sil"], list(PHONES[1:])), False)
     assert f" {lang.phones['sil']} 0 " in with_silence  # the 0.5 lang offers silence arcs
+
+
+def _paths(fst_text: str, max_phones: int) -> dict[tuple, list[float]]:
+    """The costs of every path, by (phone string, word string), of an L text from state 0 to a
+    final state with at most ``max_phones`` non-epsilon phones (a depth-first walk of the
+    arcs; costs add along the path, plus the final cost)."""
+    arcs, finals = {}, {}
+    for line in fst_text.splitlines():
+        f = line.split()
+        if len(f) >= 4:
+            cost = float(f[4]) if len(f) > 4 else 0.0
+            arcs.setdefault(int(f[0]), []).append((int(f[1]), int(f[2]), int(f[3]), cost))
+        elif f:
+            finals[int(f[0])] = float(f[1]) if len(f) > 1 else 0.0
+    found, stack = {}, [(0, (), (), 0.0)]
+    while stack:
+        state, phones, words, cost = stack.pop()
+        if state in finals:
+            found.setdefault((phones, words), []).append(cost + finals[state])
+        for dst, phone, word, c in arcs.get(state, []):
+            p = (*phones, phone) if phone else phones
+            if len(p) <= max_phones:
+                stack.append((dst, p, (*words, word) if word else words, cost + c))
+    return found
+
+
+def test_lexicon_fst_accepts_make_lexicon_fst_py_paths_and_no_others():
+    """make_lexicon_fst.py's L with ``--sil-prob p``: a word sequence w1..wn is any of its
+    pronunciations with one optional silence phone in each of the n + 1 slots (before w1,
+    between words, after wn), each slot costing -log p with silence and -log(1 - p)
+    without, plus -log(pron-prob) per word. The start state's arc into the silence state
+    consumes nothing, so an utterance begins with at most one silence phone (an L whose
+    start arc carried ``sil`` asked for two). The walk lists every path up to two words
+    and compares the whole set, homophones and a pron-prob included."""
+    entries = [
+        LexiconEntry("TO", 1.0, ("t", "uw")),
+        LexiconEntry("TWO", 0.5, ("t", "uw")),  # a homophone with a pron-prob
+        LexiconEntry("A", 1.0, ("ah",)),
+    ]
+    lang = make_lang(entries, ["sil"], list(PHONES[1:]))
+    sil, p = lang.phones["sil"], 0.3
+    expected = {}
+    for n in (1, 2):
+        for seq in itertools.product(entries, repeat=n):
+            prons = [tuple(lang.phones[x] for x in position_dependent(e.phones)) for e in seq]
+            words = tuple(lang.words[e.word] for e in seq)
+            base = sum(-math.log(e.prob) for e in seq)
+            for slots in itertools.product((False, True), repeat=n + 1):
+                phones = (sil,) if slots[0] else ()
+                for pron, after in zip(prons, slots[1:], strict=True):
+                    phones += pron + ((sil,) if after else ())
+                cost = base + sum(-math.log(p) if s else -math.log(1 - p) for s in slots)
+                expected[phones, words] = cost
+    found = _paths(lexicon_fst_text(lang, False, sil_prob=p), 7)
+    # the walk also reaches 3-word strings of up to 7 phones, and the empty one: keep
+    # the word strings of 1-2 words
+    found = {k: v for k, v in found.items() if 1 <= len(k[1]) <= 2}
+    assert found.keys() == expected.keys()
+    for key, costs in found.items():  # one path each, at the expected cost
+        assert costs == pytest.approx([expected[key]], abs=1e-5), key
+    assert not any(phones[:2] == (sil, sil) for phones, _ in found)  # one start silence

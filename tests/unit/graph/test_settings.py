@@ -78,7 +78,11 @@ def test_lmwt_range_and_tune_set():
 
 
 def test_own_data_with_the_demo_graph_trains_without_decoding_and_says_so():
+    """Own data with its own alignments (data.targets: data): the demo graph is not of
+    its model, so the run trains and evaluates only (with data.targets: gmm the GMM
+    path's graph is of the user's text and decodes: test_dag_gmm)."""
     cfg = config()
+    cfg["data"]["targets"] = "data"
     assert decoding_enabled(cfg) == (True, None)
     cfg["data"]["sets"] = {"train": "/d/train", "test": "/d/test"}
     cfg["eval_sets"] = ["test"]  # tune_set dev names no eval set, but nothing is decoded
