@@ -48,7 +48,7 @@ class ChainDag:
                 f"experiments {self.experiments} (model.objective chain) read the frame "
                 "targets as phones (target k is chain phone k + 1), but data.targets gmm "
                 "makes them the GMM tree's pdfs: train chain experiments on phone targets "
-                "(data.targets absent), or remove them (docs/chain.md)"
+                "(data.targets: data), or remove them (docs/chain.md)"
             )
 
     def is_chain(self, exp: str) -> bool:
