@@ -180,8 +180,8 @@ def test_the_ctm_counts_frames_of_f_times_10_ms(tmp_path):
     res = score_again(tmp_path)
     ctm = [line.split()[:5] for line in (tmp_path / "ctm").read_text().splitlines()]
     assert ctm == [
-        ["u1", "1", "0.00", "0.09", "A"],
-        ["u1", "1", "0.09", "0.06", "B"],
+        ["u1", "1", "0.00", "0.10", "A"],  # A ends at frame 3.32 (test_score.py)
+        ["u1", "1", "0.10", "0.05", "B"],
         ["u2", "1", "0.00", "0.12", "A"],
     ]
     assert res["frame_subsampling_factor"] == 3
