@@ -150,11 +150,11 @@ def test_the_export_sections_search_options_are_held_to_its_own_bounds():
 def test_the_determinisation_options_are_recorded_only_when_it_is_on():
     from paravg.decode.options import SEARCH_KEYS, recorded_options
 
-    off = recorded_options(vars(SearchOptions(determinize_beam=5.0)))
+    off = recorded_options(vars(SearchOptions(determinize_lattice=False, determinize_beam=5.0)))
     assert list(off) == ["acoustic_scale", "beam", "lattice_beam", "max_active", "min_active"]
     on = recorded_options(vars(SearchOptions(determinize_lattice=True, determinize_beam=5.0)))
     assert list(on) == list(SEARCH_KEYS) and on["determinize_beam"] == 5.0
-    assert SearchOptions(lattice_beam=6.0).determinize_at == 6.0
+    assert SearchOptions(lattice_beam=6.0, determinize_beam=None).determinize_at == 6.0
     assert SearchOptions(lattice_beam=6.0, determinize_beam=4.0).determinize_at == 4.0
     with pytest.raises(ConfigError, match="determinize_beam"):
         SearchOptions(determinize_beam=0.0)

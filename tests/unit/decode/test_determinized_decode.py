@@ -25,7 +25,9 @@ def _decode(tmp_path, model, name, determinize):
     path = tmp_path / f"{name}.pt"
     save_torch_atomic(path, model_to_file_dict(model))
     lat = tmp_path / f"{name}.{determinize}.lat.gz"
-    opts = SearchOptions(beam=12.0, lattice_beam=2.0, determinize_lattice=determinize)
+    opts = SearchOptions(
+        beam=12.0, lattice_beam=2.0, determinize_lattice=determinize, determinize_beam=None
+    )
     out = tmp_path / f"{name}.{determinize}.json"
     decode_split(path, {"words": tmp_path / "graph"}, tmp_path / "feats.scp", out,
                  {"words": lat}, 1, 0, opts)  # fmt: skip
