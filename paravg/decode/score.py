@@ -217,7 +217,7 @@ def merge_timing(split_jsons: Sequence[str | Path]) -> dict:
     timing = {"frames": 0, "nnet_seconds": 0.0, "search_seconds": 0.0}
     for path in split_jsons:
         part = read_json(path)
-        for k in timing:
+        for k in ("frames", "nnet_seconds", "search_seconds"):
             timing[k] += part[k]
         if "determinize_seconds" in part:
             timing["determinize_seconds"] = (

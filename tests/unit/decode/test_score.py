@@ -140,3 +140,18 @@ def test_splits_decoded_with_two_configs_are_refused(tmp_path):
     paths[1].write_text(json.dumps({"options": {**opts, "beam": 14.0}}))
     with pytest.raises(ConfigError, match=r"decoded with different options:\n  .*split0\.json"):
         splits_decode_options(paths)
+
+
+def test_the_splits_determinisation_seconds_are_summed_once_each(tmp_path):
+    """merge_timing added a split's determinize_seconds twice from the second split on."""
+    from paravg.decode.score import merge_timing
+
+    paths = []
+    for j, det in enumerate((1.5, 2.25, 4.0)):
+        path = tmp_path / f"split{j}.json"
+        path.write_text(json.dumps({"frames": 10, "nnet_seconds": 1.0, "search_seconds": 8.0,
+                                    "determinize_seconds": det}))  # fmt: skip
+        paths.append(path)
+    timing = merge_timing(paths)
+    assert timing == {"frames": 30, "nnet_seconds": 3.0, "search_seconds": 24.0,
+                      "determinize_seconds": 7.75}  # fmt: skip
