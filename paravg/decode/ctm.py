@@ -100,8 +100,10 @@ def ctm_conf_spans(
     whether they were word-aligned (False: no ``word_boundary.int``, or its phones did
     not parse)."""
     clat = compact_at_setting(lattice, lmwt, wip, trans, beam)
+    if not clat.num_states:  # a search that found nothing: no words to align
+        return [], True
     aligned = False
-    if boundary is not None and clat.num_states:
+    if boundary is not None:
         info = WordBoundaryInfo.from_transitions(boundary, trans)
         out, aligned = word_align_lattice(clat, info)
         if out.num_states:
