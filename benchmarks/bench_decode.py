@@ -37,7 +37,9 @@ side, with the lattice links per frame and the most links the search held::
 **Determinised lattices** (``--determinize [BEAM ...]``; issue 40): the word graph's
 raw lattices of the set against the same lattices determinised as the decoder does with
 ``decode.determinize_lattice`` at each beam: CPU seconds per second of audio of the search,
-the determinisation and the scoring (archive read, the LMWT × WIP grid, as rule score),
+the determinisation, the scoring (archive read, the LMWT × WIP grid, as rule score) and
+the CTM (``steps/get_ctm_conf.sh``'s route at LMWT 10: a raw lattice determinised at the
+CTM's beam 5 first, then pruning, word alignment and MBR; :mod:`paravg.decode.ctm`),
 archive bytes per second of audio, arcs per frame (the raw lattice's links), the
 (utterance, setting) pairs whose best word sequence is the raw lattice's, and the WER::
 
@@ -71,6 +73,7 @@ from _harness import add_run_arguments
 WORD_GRID = (list(range(7, 18)), [0.0, 0.5, 1.0])
 PHONE_GRID = (list(range(1, 11)), [0.0])
 OLD_PHONE_GRID = WORD_GRID
+CTM_SETTING = "10_0"  # the CTM's cost measured at LMWT 10, WIP 0 (get_ctm_conf.sh, beam 5)
 
 
 def trained_run(args):
@@ -337,10 +340,11 @@ def determinize_bench(args, beams: list[float]) -> None:
     """Raw against determinised word lattices of ``args.set`` (see the module doc)."""
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
+    from paravg.decode.ctm import ctm_conf_spans, read_word_boundary
     from paravg.decode.decoder import GraphSearch
     from paravg.decode.lattice import read_lattice_archive, writing_lattice_archives
     from paravg.decode.posteriors import utterance_log_posteriors
-    from paravg.decode.score import lattice_hypotheses, score_kind, setting_key
+    from paravg.decode.score import lattice_hypotheses, parse_setting, score_kind, setting_key
     from paravg.decode.search import SearchOptions
     from paravg.graph.lexicon import read_text
     from paravg.graph.load import load_graph
@@ -348,6 +352,7 @@ def determinize_bench(args, beams: list[float]) -> None:
     L, model, log_priors, feats, ivecs, period, utts = trained_run(args)
     graph = load_graph(L.graph_dir("words"))
     search = GraphSearch(graph, SearchOptions())
+    boundary = read_word_boundary(Path(L.graph_dir("words")) / "phones" / "word_boundary.int")
     refs = read_text(L.text(args.set))
     refs = {u: refs[u] for u in utts}
     lmwts, wips = WORD_GRID
@@ -378,8 +383,13 @@ def determinize_bench(args, beams: list[float]) -> None:
         )
         score_cpu = time.process_time() - t0
         scores, key, _ = score_kind(refs, hyps, False)
-        rows.append((name, det_cpu, write_cpu, score_cpu, path.stat().st_size, num_arcs, hyps,
-                     scores[key]["rate"], key))  # fmt: skip
+        lmwt, wip = parse_setting(CTM_SETTING)
+        t0 = time.process_time()
+        for _, lat in read_lattice_archive(path, word_level=True):
+            ctm_conf_spans(lat, lmwt, wip, graph.transitions, boundary)
+        ctm_cpu = time.process_time() - t0
+        rows.append((name, det_cpu, write_cpu, score_cpu, ctm_cpu, path.stat().st_size,
+                     num_arcs, hyps, scores[key]["rate"], key))  # fmt: skip
 
     measure("raw", raw, 0.0, sum(lat.num_links for lat in raw.values()))
     for beam in beams:
@@ -392,12 +402,12 @@ def determinize_bench(args, beams: list[float]) -> None:
     print(f"{len(utts)} utterances of {args.set}, {audio:.1f} s of audio, word graph, 1 core")
     print(f"search: {cpu_search:.1f} CPU s, {cpu_search / audio:.4f} s per s of audio")
     print(f"{'lattices':26s} {'det s/s':>8s} {'write s/s':>9s} {'score s/s':>9s} "
-          f"{'score/search':>12s} {'KB/s audio':>10s} {'arcs/frame':>10s} {'same best':>9s} "
-          f"{'WER (own best)':>15s}")  # fmt: skip
-    for name, det_cpu, write_cpu, score_cpu, size, arcs, hyps, wer, key in rows:
-        same = sum(hyps[k][u] == rows[0][6][k][u] for k in settings for u in utts)
+          f"{'ctm s/s':>8s} {'score/search':>12s} {'KB/s audio':>10s} {'arcs/frame':>10s} "
+          f"{'same best':>9s} {'WER (own best)':>15s}")  # fmt: skip
+    for name, det_cpu, write_cpu, score_cpu, ctm_cpu, size, arcs, hyps, wer, key in rows:
+        same = sum(hyps[k][u] == rows[0][7][k][u] for k in settings for u in utts)
         print(f"{name:26s} {det_cpu / audio:8.4f} {write_cpu / audio:9.4f} "
-              f"{score_cpu / audio:9.4f} {score_cpu / cpu_search:12.3f} "
+              f"{score_cpu / audio:9.4f} {ctm_cpu / audio:8.4f} {score_cpu / cpu_search:12.3f} "
               f"{size / 1024 / audio:10.1f} {arcs / frames:10.2f} "
               f"{100 * same / (len(settings) * len(utts)):8.1f}% {wer:8.2f} ({key})")  # fmt: skip
 

@@ -42,6 +42,7 @@ rule score:
         decode_dir=from_dag("layout.decode_dir"),  # wer_details/, per_details/
         graph_dirs=lambda wildcards: RECOGNITION.graph_dirs(wildcards.exp),
         grids=RECOGNITION.grids(),
+        ctm=RECOGNITION.ctm_options(),  # get_ctm_conf.sh's --beam, --decode-mbr
         frame_shift=0.01,  # s per feature frame; x f at a low frame rate (paravg.decode.score)
         text=from_dag("layout.text"),
         targets=from_dag("layout.targets_scp"),

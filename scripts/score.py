@@ -20,4 +20,6 @@ score_set(
     tuned_json=inp.get("tuned"),
     frame_shift=params.frame_shift,
     data_dir=params.data_dir,
+    ctm_beam=params.ctm["beam"],
+    ctm_decode_mbr=params.ctm["decode_mbr"],
 )

@@ -130,6 +130,11 @@ class Recognition:
             if kind in self.graph_dirs()
         }
 
+    def ctm_options(self) -> dict:
+        """Rule score's CTM options (``steps/get_ctm_conf.sh``'s ``--beam`` and
+        ``lattice-to-ctm-conf --decode-mbr``)."""
+        return {"beam": self.settings["ctm_beam"], "decode_mbr": self.settings["ctm_decode_mbr"]}
+
     def decode_mem_mb(self, set_: str, j: int) -> int:
         """Rule decode_split's ``mem_mb``: split j's longest utterance (the set's
         ``utt2num_frames``; one minute until the features exist, as in a dry run of a new

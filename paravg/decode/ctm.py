@@ -1,43 +1,54 @@
-"""Word times and confidences of a best path: a CTM as ``steps/get_ctm.sh`` writes it.
+"""Word times and confidences: the CTM as ``steps/get_ctm_conf.sh`` writes it.
 
-Kaldi: ``lattice-1best | lattice-align-words <lang>/phones/word_boundary.int <model> |
-nbest-to-ctm --frame-shift`` (steps/get_ctm.sh), or with confidences
-``lattice-to-ctm-conf`` (steps/conf/get_ctm_conf.sh). Here, on the best path's links:
+Kaldi (``steps/get_ctm_conf.sh``, ``--beam 5``, ``--decode-mbr true``)::
 
-1. **Phones.** Each frame carries one transition-id. In a graph with Kaldi's default
-   self-loop reordering (``mkgraph.sh``; paravg's graphs) a state's forward transition
-   comes before its self-loops, so a phone instance starts on the frame whose transition
-   leaves the phone's first HMM state (Kaldi's ``SplitToPhones`` on a reordered
-   alignment), and repeated phones are told apart.
-2. **Words** (``lattice-align-words``): a word spans the phones from a ``begin`` phone to
-   the next ``end`` phone, or one ``singleton`` phone (``phones/word_boundary.int``);
-   ``nonword`` phones (silence) belong to no word. The path's words are given these spans
-   in order. A graph whose phones carry no word positions (or a path whose counts
-   differ) falls back to the frames at which each word label was emitted: a word runs
-   from its label to the next word's.
-3. **Confidence**: the posterior of the word at its place, the sum of the lattice
-   posteriors (:meth:`paravg.decode.lattice.Lattice.link_posteriors`, at the scoring
-   setting) of the links that emit the same word at a frame within its span, at most 1.
-   Kaldi's ``lattice-to-ctm-conf`` takes the posterior of the word in a confusion
-   network (MBR): the two agree where competing paths place the word inside the same
-   span, and this one is lower where they shift it outside.
+    lattice-prune --inv-acoustic-scale=LMWT --beam=5 "ark:gunzip -c lat.*.gz|" ark:- |
+    lattice-align-words <lang>/phones/word_boundary.int final.mdl ark:- ark:- |
+    lattice-to-ctm-conf --decode-mbr=true --inv-acoustic-scale=LMWT ark:- - |
+    utils/int2sym.pl -f 5 words.txt | utils/convert_ctm.pl segments reco2file_and_channel
+
+Here, per utterance at the chosen setting (LMWT, WIP) (:func:`ctm_conf_spans`):
+
+1. **The determinised lattice**: as written (``decode.determinize_lattice``), or for a
+   raw lattice determinised as ``lattice-determinize-pruned`` would
+   (:func:`paravg.decode.determinize.determinize_lattice_phone_pruned`, at the CTM's beam
+   and the setting's acoustic scale 1/LMWT): Kaldi's word aligner expects determinised
+   input (one alignment per word sequence).
+2. **Scaled and pruned**: acoustic costs × 1/LMWT, WIP added to each word's graph cost
+   (``lattice-add-penalty``; get_ctm_conf.sh has no WIP, paravg's chosen setting does),
+   then ``lattice-prune --beam`` (``decode.ctm_beam``, get_ctm_conf.sh's 5).
+3. **Word-aligned** (``lattice-align-words``, :mod:`paravg.decode.word_align`) with the
+   graph's ``phones/word_boundary.int``: each word one arc spanning exactly its phones,
+   each silence phone an arc without a word, so state times are word boundaries. Every
+   graph paravg builds has position-dependent phones and the file (the demo's word graph,
+   ``graph.source: lang`` from a lang dir made by ``prepare_lang.sh``, the GMM path's
+   lang); a user's ``hclg`` graph dir without it (or a lattice whose phones do not spell
+   its words) is not aligned: its words keep the determinised arcs' spans, from the
+   arc that carries the label to the next (Kaldi's ``lattice-align-words-lexicon`` with
+   ``align_lexicon.int`` would align those; not implemented).
+4. **Confusion network and MBR** (``lattice-to-ctm-conf``, :mod:`paravg.decode.mbr`):
+   the words (the MBR hypothesis with ``decode.ctm_decode_mbr``, Kaldi's default; else
+   the best path's words, those of ``hyps.json``), each with its bin's posterior as the
+   confidence and its average start and end time in the bin.
 
 A line: ``<utt> 1 <start> <duration> <word> <confidence>``, seconds with two decimals
-(``nbest-to-ctm``'s format; three when the frame shift is below 10 ms). With ``segments``,
-:func:`recording_ctm_lines` makes the times the recording's, as ``utils/convert_ctm.pl``:
-``<file> <channel> <segment start + start> ...``, file and channel from
-``reco2file_and_channel`` (without it: the recording id and channel 1).
+(``lattice-to-ctm-conf``'s format; three when the frame shift is below 10 ms). With
+``segments``, :func:`recording_ctm_lines` makes the times the recording's, as
+``utils/convert_ctm.pl``: ``<file> <channel> <segment start + start> ...``, file and
+channel from ``reco2file_and_channel`` (without it: the recording id and channel 1).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from paravg.decode.determinize import CompactLattice, determinize_lattice_phone_pruned
 from paravg.decode.lattice import Lattice
+from paravg.decode.mbr import minimum_bayes_risk
+from paravg.decode.word_align import WordBoundaryInfo, word_align_lattice
 
 BOUNDARY_CLASSES = ("nonword", "begin", "end", "internal", "singleton")
 
@@ -45,8 +56,8 @@ BOUNDARY_CLASSES = ("nonword", "begin", "end", "internal", "singleton")
 @dataclass(frozen=True)
 class WordSpan:
     word: int
-    start: int  # first frame
-    end: int  # one past the last frame
+    start: float  # frames: the average start in the word's bin
+    end: float
     confidence: float
 
 
@@ -61,78 +72,50 @@ def read_word_boundary(path: str | Path) -> dict[int, str]:
     return out
 
 
-def path_frames(lattice: Lattice, path: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """The transition-id of every frame of a path, and each (word, frame of its label)."""
-    tids, words = [], []
-    for link in path.tolist():
-        if lattice.word[link] > 0:
-            words.append((int(lattice.word[link]), len(tids)))
-        if lattice.tid[link] > 0:
-            tids.append(int(lattice.tid[link]))
-    return np.array(tids, dtype=np.int64), words
+def compact_at_setting(lattice: Lattice, lmwt: float, wip: float, trans, beam: float):
+    """Steps 1-2 of the module doc: the lattice determinised (if raw), scaled by 1/LMWT,
+    the WIP added and pruned to ``beam``."""
+    if lattice.compact is not None:
+        clat = CompactLattice(*lattice.compact)
+        clat.add_word_penalty(wip)
+    else:
+        penalised = dataclasses.replace(lattice, graph=lattice.graph + wip * (lattice.word > 0))
+        clat = determinize_lattice_phone_pruned(
+            penalised, beam, 1.0 / lmwt, trans.tid_to_phone, trans.tid_starts_phone
+        )
+    clat.scale_acoustic(1.0 / lmwt)
+    return clat.pruned(beam)
 
 
-def phone_spans(tids: np.ndarray, tid_to_phone, tid_starts_phone) -> list[tuple[int, int, int]]:
-    """(phone, first frame, one past the last frame) of each phone instance."""
-    tids = tids.tolist()
-    starts = [
-        f
-        for f, tid in enumerate(tids)
-        if f == 0 or tid_starts_phone[tid] or tid_to_phone[tid] != tid_to_phone[tids[f - 1]]
-    ]
-    ends = [*starts[1:], len(tids)]
-    return [(int(tid_to_phone[tids[a]]), a, b) for a, b in zip(starts, ends, strict=True)]
-
-
-def word_spans_from_phones(
-    spans: list[tuple[int, int, int]], boundary: Mapping[int, str]
-) -> list[tuple[int, int]] | None:
-    """Frame spans of the words the phones spell (None when a phone has no class or the
-    classes do not nest)."""
-    words, open_at = [], None
-    for phone, start, end in spans:
-        cls = boundary.get(phone)
-        if cls is None:
-            return None
-        if cls == "singleton" and open_at is None:
-            words.append((start, end))
-        elif cls == "begin" and open_at is None:
-            open_at = start
-        elif cls == "end" and open_at is not None:
-            words.append((open_at, end))
-            open_at = None
-        elif (cls == "internal") != (open_at is None):  # inside a word, or silence outside
-            continue
-        else:
-            return None
-    return words if open_at is None else None
-
-
-def align_words(
+def ctm_conf_spans(
     lattice: Lattice,
-    path: np.ndarray,
-    tid_to_phone: np.ndarray,
-    tid_starts_phone: np.ndarray,
+    lmwt: float,
+    wip: float,
+    trans,
     boundary: Mapping[int, str] | None,
-    posteriors: np.ndarray | None = None,
-) -> list[WordSpan]:
-    """The words of a best path with their frame spans and confidences."""
-    tids, words = path_frames(lattice, path)
-    spans = None
-    if boundary is not None and len(tids):
-        spans = word_spans_from_phones(phone_spans(tids, tid_to_phone, tid_starts_phone), boundary)
-    if spans is None or len(spans) != len(words):
-        starts = [f for _, f in words]
-        spans = list(zip(starts, [*starts[1:], len(tids)], strict=True))
-    out = []
-    for (word, _), (start, end) in zip(words, spans, strict=True):
-        conf = 1.0
-        if posteriors is not None:
-            at = lattice.frame[lattice.src]
-            same = (lattice.word == word) & (at >= start) & (at < max(end, start + 1))
-            conf = float(min(1.0, posteriors[same].sum()))
-        out.append(WordSpan(word, start, end, conf))
-    return out
+    beam: float = 5.0,
+    decode_mbr: bool = True,
+) -> tuple[list[WordSpan], bool]:
+    """The words of a lattice with their times and confidences (the module doc), and
+    whether they were word-aligned (False: no ``word_boundary.int``, or its phones did
+    not parse)."""
+    clat = compact_at_setting(lattice, lmwt, wip, trans, beam)
+    if not clat.num_states:  # a search that found nothing: no words to align
+        return [], True
+    aligned = False
+    if boundary is not None:
+        info = WordBoundaryInfo.from_transitions(boundary, trans)
+        out, aligned = word_align_lattice(clat, info)
+        if out.num_states:
+            clat = out
+        else:
+            aligned = False
+    mbr = minimum_bayes_risk(clat, decode_mbr)
+    spans = [
+        WordSpan(w, t0, t1, c)
+        for w, (t0, t1), c in zip(mbr.words, mbr.times, mbr.confidences, strict=True)
+    ]
+    return spans, aligned
 
 
 def ctm_lines(

@@ -8,10 +8,11 @@ lattice-generating search per graph (:func:`paravg.decode.search.search`, Kaldi'
 ``--acoustic-scale 0.1 --beam 15 --lattice-beam 8 --max-active 7000 --min-active 200``.
 The lattices keep graph and acoustic costs apart (acoustic unscaled, as Kaldi writes
 them) and go on disk as a gzipped Kaldi text archive of CompactLattices per split and
-graph (``lat.<j>.gz``; the phone graph's under ``phones/``): the raw lattice, one arc a
-link, or for the word graph with ``decode.determinize_lattice`` the lattice determinised
-as Kaldi's decoder writes it (``DeterminizeLatticePhonePruned`` at beam
-``decode.determinize_beam``, else ``lattice_beam``: one path per word sequence, its best
+graph (``lat.<j>.gz``; the phone graph's under ``phones/``): for the word graph, with
+``decode.determinize_lattice`` (the default), the lattice determinised as Kaldi's decoder
+writes it (``DeterminizeLatticePhonePruned`` at beam ``decode.determinize_beam``, 5 by
+default, else ``lattice_beam``; without it the raw lattice, one arc a link): one path per
+word sequence, its best
 alignment as transition-id strings; :mod:`paravg.decode.determinize`). The phone
 graph's lattices stay raw (PER reads their best paths only, and a phone loop's lattices
 are the determiniser's worst case: about 40 CPU s per demo dev utterance, stopped by

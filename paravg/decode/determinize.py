@@ -50,13 +50,14 @@ arcs) get no arc; ``Connect`` and a topological renumbering end it.
 
 **Cost** (profiled on the demo's dev lattices, ~150-290 links a frame at lattice beam 8):
 the phone pass takes ~90 % (tens of thousands of determinised states an utterance, each
-with its epsilon closure and its transitions' subsets), the word pass the rest; about
-1.3 (dev) to 2.1 (test) CPU s per second of audio at beam 8, 0.2-0.3 at beam 6, 0.03-0.04
-at beam 4, against the word search's 0.05-0.1 (docs/decoding.md):
-``decode.determinize_lattice`` is off by default. The inner loops are
-per (element, arc) dictionary and tuple work that a compiled port of this class (Kaldi's
-C++ does the same operations on flat arrays and a string trie) would run one to two
-orders of magnitude faster.
+with its epsilon closure and its transitions' subsets), the word pass the rest. On the
+demo's whole test set (``bench_decode.py --determinize``) 0.84 CPU s per second of audio
+at beam 6, 0.28 at beam 5, 0.09 at beam 4 (about 2 at Kaldi's 8), against the word
+search's 0.12: ``decode.determinize_beam`` is 5 by default, where it costs less than the
+raw lattices' scoring and CTM it replaces (docs/decoding.md). The inner loops are per
+(element, arc) dictionary and tuple work that a compiled port of this class (Kaldi's C++
+does the same operations on flat arrays and a string trie) would run one to two orders
+of magnitude faster.
 """
 
 from __future__ import annotations
@@ -101,6 +102,71 @@ class CompactLattice:
         --acoustic-scale``)."""
         self.acoustic = self.acoustic * scale
         self.final = {s: (g, a * scale, t) for s, (g, a, t) in self.final.items()}
+
+    def add_word_penalty(self, penalty: float) -> None:
+        """Add ``penalty`` to the graph cost of every arc with a word
+        (``lattice-add-penalty --word-ins-penalty``)."""
+        self.graph = self.graph + penalty * (self.word > 0)
+
+    def topological_order(self) -> list[int]:
+        """The states in an order where every arc goes forward (state 0 first)."""
+        succ: list[list[int]] = [[] for _ in range(self.num_states)]
+        indeg = [0] * self.num_states
+        for s, d in zip(self.src.tolist(), self.dst.tolist(), strict=True):
+            succ[s].append(d)
+            indeg[d] += 1
+        order, ready = [], [s for s in range(self.num_states) if indeg[s] == 0]
+        while ready:
+            s = ready.pop()
+            order.append(s)
+            for d in succ[s]:
+                indeg[d] -= 1
+                if indeg[d] == 0:
+                    ready.append(d)
+        return order
+
+    def pruned(self, beam: float) -> CompactLattice:
+        """``PruneLattice`` (``lattice-prune --beam``) on the costs as they are (scale
+        them first): the arcs and final weights on a path within ``beam`` of the best,
+        α(src) + g + a + β(dst) ≤ β(0) + beam, and the states they connect."""
+        n = self.num_states
+        if not n:
+            return self
+        order = self.topological_order()
+        cost = (self.graph + self.acoustic).tolist()
+        out: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        for i, (s, d) in enumerate(zip(self.src.tolist(), self.dst.tolist(), strict=True)):
+            out[s].append((d, cost[i]))
+        final = {s: g + a for s, (g, a, _) in self.final.items()}
+        alpha = [math.inf] * n
+        alpha[0] = 0.0
+        for s in order:
+            for d, c in out[s]:
+                alpha[d] = min(alpha[d], alpha[s] + c)
+        beta = [final.get(s, math.inf) for s in range(n)]
+        for s in reversed(order):
+            for d, c in out[s]:
+                beta[s] = min(beta[s], c + beta[d])
+        cutoff = beta[0] + beam
+        alpha_a, beta_a = np.array(alpha), np.array(beta)
+        keep = alpha_a[self.src] + np.array(cost) + beta_a[self.dst] <= cutoff
+        fin = {s: f for s, f in self.final.items() if alpha[s] + final[s] <= cutoff}
+        used = np.zeros(n, dtype=bool)
+        used[0] = True
+        used[self.src[keep]] = True
+        used[self.dst[keep]] = True
+        new_id = np.cumsum(used) - 1
+        return CompactLattice(
+            num_states=int(used.sum()),
+            src=new_id[self.src[keep]],
+            dst=new_id[self.dst[keep]],
+            word=self.word[keep],
+            graph=self.graph[keep],
+            acoustic=self.acoustic[keep],
+            strings=[t for t, k in zip(self.strings, keep.tolist(), strict=True) if k],
+            final={int(new_id[s]): f for s, f in fin.items()},
+            effective_beam=self.effective_beam,
+        )
 
     def write_kaldi_text(self, out, key: str) -> None:
         """One entry of a Kaldi text archive of CompactLattices (``ark,t``): ``key``, then

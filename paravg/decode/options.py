@@ -77,10 +77,11 @@ DETERMINIZE_KEYS = ("determinize_lattice", "determinize_beam")
 
 
 def recorded_options(values: Mapping[str, Any]) -> dict:
-    """The options a decode is known by (rule decode_split's params, its JSON's
-    ``options``, the results table's check) from the ``decode`` section or a
-    :class:`SearchOptions`' fields: :data:`SEARCH_KEYS`, without the determinisation's
-    while ``determinize_lattice`` is off, so that a run without it keeps the params (and
-    the lattices) of the release before."""
+    """The options a decode is known by (rule decode_split's params, from which its
+    script builds the :class:`SearchOptions`; its JSON's ``options``; the results table's
+    check) from the ``decode`` section or a :class:`SearchOptions`' fields:
+    :data:`SEARCH_KEYS`, without ``determinize_beam`` while ``determinize_lattice`` is
+    off (a beam that is not used reruns nothing). ``determinize_lattice`` itself is always
+    there: the script's :class:`SearchOptions` must not fall back on its default (on)."""
     keep = values.get("determinize_lattice", False)
-    return {k: values[k] for k in SEARCH_KEYS if keep or k not in DETERMINIZE_KEYS}
+    return {k: values[k] for k in SEARCH_KEYS if keep or k != "determinize_beam"}

@@ -217,7 +217,7 @@ def merge_timing(split_jsons: Sequence[str | Path]) -> dict:
     timing = {"frames": 0, "nnet_seconds": 0.0, "search_seconds": 0.0}
     for path in split_jsons:
         part = read_json(path)
-        for k in timing:
+        for k in ("frames", "nnet_seconds", "search_seconds"):
             timing[k] += part[k]
         if "determinize_seconds" in part:
             timing["determinize_seconds"] = (
@@ -249,15 +249,16 @@ def write_ctm(
     graph_dir: str | Path,
     frame_shift: float,
     data_dir: str | Path | None = None,
-) -> int:
-    """The CTM (with confidences) of the best paths at ``setting``, in recording time when
-    the set's prepared ``data_dir`` has ``segments``; returns the number of words."""
-    from paravg.decode.ctm import (
-        align_words,
-        ctm_lines,
-        read_word_boundary,
-        recording_ctm_lines,
-    )
+    beam: float = 5.0,
+    decode_mbr: bool = True,
+) -> dict:
+    """The CTM at ``setting`` (``steps/get_ctm_conf.sh``: word-aligned, MBR words and
+    confidences; :mod:`paravg.decode.ctm`), in recording time when the set's prepared
+    ``data_dir`` has ``segments``; returns the number of words, of utterances
+    word-aligned and not, and the options."""
+    import logging
+
+    from paravg.decode.ctm import ctm_conf_spans, ctm_lines, read_word_boundary, recording_ctm_lines
     from paravg.graph.lang import read_symbol_table
     from paravg.graph.load import read_transition_model
 
@@ -266,27 +267,40 @@ def write_ctm(
     trans = read_transition_model(graph_dir / "transition.mdl")
     boundary_file = graph_dir / "phones" / "word_boundary.int"
     boundary = read_word_boundary(boundary_file) if boundary_file.is_file() else None
+    if boundary is None:
+        logging.getLogger(__name__).warning(
+            "%s: missing; the CTM's words are not word-aligned (their times run from the "
+            "lattice arc of each word to the next)",
+            boundary_file,
+        )
     lmwt, wip = parse_setting(setting)
     lines: list[str] = []
+    not_aligned: list[str] = []
     for utt, lattice in lattices:
-        lattice = lattice.state_level()  # a determinised one spelt out: its frames
-        links = lattice.best_paths([lmwt], [wip])[(lmwt, wip)]
-        spans = align_words(
-            lattice,
-            links,
-            trans.tid_to_phone,
-            trans.tid_starts_phone,
-            boundary,
-            lattice.link_posteriors(lmwt, wip),
-        )
+        spans, aligned = ctm_conf_spans(lattice, lmwt, wip, trans, boundary, beam, decode_mbr)
+        if not aligned:
+            not_aligned.append(utt)
         lines += ctm_lines(utt, spans, words, frame_shift)
+    if boundary is not None and not_aligned:
+        logging.getLogger(__name__).warning(
+            "%d utterances' lattices could not be word-aligned with %s (first: %s); their "
+            "CTM times are the lattice arcs'",
+            len(not_aligned),
+            boundary_file,
+            not_aligned[0],
+        )
     lines.sort(key=_ctm_order)
     segments = Path(data_dir) / "segments" if data_dir is not None else None
     if segments is not None and segments.is_file():
         r2fc = segments.with_name("reco2file_and_channel")
         lines = recording_ctm_lines(lines, segments, r2fc, frame_shift)
     write_text_atomic(out_path, "".join(f"{line}\n" for line in lines))
-    return len(lines)
+    return {
+        "words": len(lines),
+        "not_word_aligned": len(not_aligned),
+        "beam": beam,
+        "decode_mbr": decode_mbr,
+    }
 
 
 def _ctm_order(line: str) -> tuple[str, float]:
@@ -366,13 +380,17 @@ def score_set(
     tuned_json: str | Path | None = None,
     frame_shift: float = 0.01,
     data_dir: str | Path | None = None,
+    ctm_beam: float = 5.0,
+    ctm_decode_mbr: bool = True,
 ) -> dict:
     """Score one (experiment, eval set) from its lattices: WER on the ``words`` graph (if
     the set has ``text``) and PER on the ``phones`` graph (if decoded and the set has
     targets), each at its best setting or at the tuned one; the CTM of the words at the
     chosen setting (the plain decode's, LMWT = 10, WIP = 0 when WER is not scored), in
-    recording time when the set's prepared ``data_dir`` has ``segments``. ``frame_shift``:
-    seconds per feature frame (× f for a model of frame-subsampling-factor f)."""
+    recording time when the set's prepared ``data_dir`` has ``segments``, word-aligned
+    with MBR confidences after pruning to ``ctm_beam`` (``steps/get_ctm_conf.sh``'s
+    ``--beam``; ``ctm_decode_mbr``: its ``--decode-mbr``). ``frame_shift``: seconds per
+    feature frame (× f for a model of frame-subsampling-factor f)."""
     import logging
 
     from paravg.corpus.phones import PHONES, SILENCE
@@ -433,17 +451,21 @@ def score_set(
         _score_unit("per", refs, hyps["phones"], tuned, result, per_utt)
     else:
         result.update(per=None)
+    ctm_start = time.process_time()
     result["ctm"] = {
         "setting": ctm_setting,
-        "words": write_ctm(
+        **write_ctm(
             ctm_path,
             lattices["words"],
             ctm_setting,
             graphs["words"].graph_dir,
             frame_shift,
             data_dir,
+            ctm_beam,
+            ctm_decode_mbr,
         ),
     }
+    result["timing"]["ctm_seconds"] = round(time.process_time() - ctm_start, 3)
     write_json_atomic(hyps_json, hyps)
     result["timing"]["scoring_seconds"] = round(time.process_time() - start, 3)
     write_scores(out_json, details_dir, result, per_utt)

@@ -33,6 +33,11 @@ class TransitionInfo:
     # in a graph with Kaldi's default self-loop reordering (mkgraph.sh, paravg's graphs)
     # the frame that carries it is the phone's first (word alignment, CTM)
     tid_starts_phone: np.ndarray | None = None
+    # Kaldi's TransitionModel::IsFinal (the transition enters the phone's final,
+    # non-emitting state) and IsSelfLoop, per transition-id (word alignment:
+    # lattice-align-words finds a phone's end by them)
+    tid_is_final: np.ndarray | None = None
+    tid_is_self_loop: np.ndarray | None = None
 
 
 _TOKENS = re.compile(r"\S+")
@@ -96,7 +101,7 @@ def read_transition_model(path: str | Path) -> TransitionInfo:
         ]
     except (ValueError, IndexError) as exc:
         raise DataError(f"{path}: not a Kaldi transition model ({exc})") from exc
-    pdfs, phones, starts = [-1], [-1], [False]
+    pdfs, phones, starts, finals, loops = [-1], [-1], [False], [False], [False]
     for t in tuples:
         phone, state = t[0], t[1]
         fwd, loop = t[2], t[-1]
@@ -106,9 +111,17 @@ def read_transition_model(path: str | Path) -> TransitionInfo:
             pdfs.append(loop if dest == state else fwd)
             phones.append(phone)
             starts.append(state == 0 and dest != state)
+            finals.append(not topo[phone][dest])  # the final state has no transitions
+            loops.append(dest == state)
     num_pdfs = 1 + max(max(t[2], t[-1]) for t in tuples)
     return TransitionInfo(
-        np.array(pdfs), np.array(phones), num_pdfs, sorted(topo), np.array(starts, dtype=bool)
+        np.array(pdfs),
+        np.array(phones),
+        num_pdfs,
+        sorted(topo),
+        np.array(starts, dtype=bool),
+        np.array(finals, dtype=bool),
+        np.array(loops, dtype=bool),
     )
 
 

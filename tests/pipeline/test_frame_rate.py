@@ -103,10 +103,13 @@ def test_decoding_searches_a_third_of_the_frames_and_times_the_ctm_in_30_ms(work
         assert lattice.num_frames == -(-len(feats[u]) // F), u
     lines = [line.split() for line in (decode / "ctm").read_text().splitlines()]
     assert lines, "an empty CTM"
+    # times are the confusion network's averages of frame times (lattice-to-ctm-conf):
+    # within the utterance, and reaching past the third of it that 10 ms frames would give
+    reach = 0.0
     for utt, _ch, start, dur, *_ in lines:
-        for value in (float(start), float(dur)):
-            assert abs(value / 0.03 - round(value / 0.03)) < 1e-6, (utt, start, dur)
         assert float(start) + float(dur) <= 0.01 * len(feats[utt]) + 0.03, (utt, start, dur)
+        reach = max(reach, (float(start) + float(dur)) / (0.01 * len(feats[utt])))
+    assert reach > 0.5
 
 
 def test_the_export_decodes_in_vosk_as_with_paravgs_network(workdir):

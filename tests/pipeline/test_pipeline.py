@@ -149,12 +149,24 @@ def test_decoding_leaves_lattices_hypotheses_and_a_ctm(workspace):
     hyps = json.loads((decode / "hyps.json").read_text())
     assert set(hyps["words"]) == {"10_0"} and set(hyps["words"]["10_0"]) == utts
     assert set(hyps["phones"]) == {f"{lm}_0" for lm in range(1, 11)}
+    # the CTM (get_ctm_conf.sh): the MBR words of the chosen setting, word-aligned, in
+    # order without overlaps (test_determinized_lattices.py checks the words against the
+    # best path's with decode.ctm_decode_mbr false)
+    scores = json.loads((decode / "scores.json").read_text())
+    assert scores["ctm"]["setting"] == "10_0" and scores["ctm"]["decode_mbr"] is True
+    assert scores["ctm"]["not_word_aligned"] == 0
     ctm = [line.split() for line in (decode / "ctm").read_text().splitlines()]
-    words = [w for u in sorted(utts) for w in hyps["words"]["10_0"][u].split()]
-    assert [f[4] for f in ctm] == words  # the chosen setting's words, in order
-    for utt, channel, start, duration, _word, confidence in ctm:
-        assert utt in utts and channel == "1"
-        assert float(start) >= 0 and float(duration) > 0 and 0 <= float(confidence) <= 1
+    words_txt = workspace / "results" / "graph" / "words" / "words.txt"
+    vocabulary = set(words_txt.read_text().split()[::2])
+    assert ctm and {f[0] for f in ctm} <= utts
+    end = {}
+    for utt, channel, start, duration, word, confidence in ctm:
+        assert channel == "1" and word in vocabulary
+        # start and duration are each rounded to 10 ms: a word's printed end may pass the
+        # next word's printed start by up to one unit
+        assert float(start) >= end.get(utt, 0.0) - 0.01 - 1e-9 and float(duration) >= 0
+        assert 0 <= float(confidence) <= 1
+        end[utt] = float(start) + float(duration)
 
 
 def test_a_new_scoring_grid_rescores_the_lattices_without_searching(workspace):

@@ -147,14 +147,18 @@ def test_the_export_sections_search_options_are_held_to_its_own_bounds():
         check_search_options({"max_active": 200, "min_active": 300}, "export")
 
 
-def test_the_determinisation_options_are_recorded_only_when_it_is_on():
+def test_the_determinisation_beam_is_recorded_only_when_it_is_on():
     from paravg.decode.options import SEARCH_KEYS, recorded_options
 
-    off = recorded_options(vars(SearchOptions(determinize_beam=5.0)))
-    assert list(off) == ["acoustic_scale", "beam", "lattice_beam", "max_active", "min_active"]
+    off = recorded_options(vars(SearchOptions(determinize_lattice=False, determinize_beam=5.0)))
+    assert list(off) == ["acoustic_scale", "beam", "lattice_beam", "max_active", "min_active",
+                         "determinize_lattice"]  # fmt: skip
+    assert off["determinize_lattice"] is False
+    # what rule decode_split's script builds from its params: off stays off
+    assert SearchOptions(**off).determinize_lattice is False
     on = recorded_options(vars(SearchOptions(determinize_lattice=True, determinize_beam=5.0)))
     assert list(on) == list(SEARCH_KEYS) and on["determinize_beam"] == 5.0
-    assert SearchOptions(lattice_beam=6.0).determinize_at == 6.0
+    assert SearchOptions(lattice_beam=6.0, determinize_beam=None).determinize_at == 6.0
     assert SearchOptions(lattice_beam=6.0, determinize_beam=4.0).determinize_at == 4.0
     with pytest.raises(ConfigError, match="determinize_beam"):
         SearchOptions(determinize_beam=0.0)

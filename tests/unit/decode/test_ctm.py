@@ -1,11 +1,18 @@
-"""Word times and confidences of a best path (steps/get_ctm.sh, lattice-align-words)."""
+"""The CTM's words, times and confidences (steps/get_ctm_conf.sh: lattice-prune,
+lattice-align-words, lattice-to-ctm-conf), from a raw lattice whose posteriors are known."""
+
+import math
 
 import numpy as np
 import pytest
 from lattice_synth import TRANSITION_MDL, lattice_of_paths
 
-from paravg.decode.ctm import align_words, ctm_lines, phone_spans, word_spans_from_phones
+from paravg.decode.ctm import ctm_conf_spans, ctm_lines
+from paravg.decode.determinize import determinize_lattice_phone_pruned
+from paravg.decode.lattice import Lattice
 from paravg.graph.load import read_transition_model
+
+BOUNDARY = {1: "singleton", 2: "singleton"}
 
 
 @pytest.fixture
@@ -14,45 +21,56 @@ def trans(tmp_path):
     return read_transition_model(tmp_path / "transition.mdl")
 
 
-def test_a_reordered_alignment_splits_into_phones_at_forward_transitions(trans):
-    # phone 1 for 3 frames, phone 1 again for 2 (a new instance), phone 2 for 2
-    tids = np.array([2, 1, 1, 2, 1, 4, 3])
-    assert phone_spans(tids, trans.tid_to_phone, trans.tid_starts_phone) == [
-        (1, 0, 3),
-        (1, 3, 5),
-        (2, 5, 7),
-    ]
+# "A B" (A 3 frames, B 2) against "A" (5 frames), cost 2 against 2.1 at LMWT 1
+TWO = [[(1, 3, 0.0, 1.0), (2, 2, 0.0, 1.0)], [(1, 5, 0.1, 2.0)]]
+P_AB = 1.0 / (1.0 + math.exp(-0.1))  # exp(-2) / (exp(-2) + exp(-2.1))
 
 
-def test_words_span_begin_to_end_phones_and_silence_belongs_to_none():
-    boundary = {1: "nonword", 2: "begin", 3: "internal", 4: "end", 5: "singleton"}
-    spans = [(1, 0, 4), (2, 4, 6), (3, 6, 9), (4, 9, 10), (1, 10, 12), (5, 12, 15)]
-    assert word_spans_from_phones(spans, boundary) == [(4, 10), (12, 15)]
-    assert word_spans_from_phones([(3, 0, 2)], boundary) is None  # internal outside a word
-    assert word_spans_from_phones([(9, 0, 2)], boundary) is None  # phone without a class
-
-
-def test_ctm_of_two_competing_paths_gives_times_and_posteriors(trans):
-    # "A B" (3 + 2 frames) against "A" (5 frames) with nearly equal cost at LMWT 1:
-    # A is certain (both paths start with it over frames 0-2), B is not
-    lattice = lattice_of_paths([[(1, 3, 0.0, 1.0), (2, 2, 0.0, 1.0)], [(1, 5, 0.1, 2.0)]])
-    links = lattice.best_paths([1], [0.0])[(1, 0.0)]
-    post = lattice.link_posteriors(1.0)
-    boundary = {1: "singleton", 2: "singleton"}
-    spans = align_words(lattice, links, trans.tid_to_phone, trans.tid_starts_phone, boundary, post)
-    assert [(s.word, s.start, s.end) for s in spans] == [(1, 0, 3), (2, 3, 5)]
-    p_ab = 1.0 / (1.0 + np.exp(-0.1))  # exp(-2) / (exp(-2) + exp(-2.1))
-    assert spans[0].confidence == pytest.approx(1.0)
-    assert spans[1].confidence == pytest.approx(p_ab)
+def test_ctm_of_two_competing_paths_gives_mbr_times_and_confidences(trans):
+    """A is certain, B's bin holds B (P_AB) and nothing (1 - P_AB). A's times average
+    its two alignments, (0, 3) and (0, 5): (0, 3 P_AB + 5 (1 - P_AB)), which overlaps
+    B's (3, 5); the two share [0, 5] in proportion to their durations."""
+    spans, aligned = ctm_conf_spans(lattice_of_paths(TWO), 1.0, 0.0, trans, BOUNDARY)
+    assert aligned
+    assert [s.word for s in spans] == [1, 2]
+    assert [s.confidence for s in spans] == pytest.approx([1.0, P_AB], rel=1e-9)
+    a_end = 3 * P_AB + 5 * (1 - P_AB)
+    mid = 5.0 * a_end / (a_end + 2.0)
+    assert np.allclose([(s.start, s.end) for s in spans], [(0, mid), (mid, 5)], rtol=1e-9)
     lines = ctm_lines("utt", spans, {1: "A", 2: "B"})
-    assert lines == ["utt 1 0.00 0.03 A 1.00", f"utt 1 0.03 0.02 B {p_ab:.2f}"]
+    assert lines == [f"utt 1 0.00 {mid / 100:.2f} A 1.00", f"utt 1 {mid / 100:.2f} "
+                     f"{(5 - mid) / 100:.2f} B {P_AB:.2f}"]  # fmt: skip
 
 
-def test_without_word_boundaries_a_word_runs_from_its_label_to_the_next(trans):
-    lattice = lattice_of_paths([[(1, 3, 0.0, 1.0), (2, 2, 0.0, 1.0)]])
-    links = lattice.best_paths([10], [0.0])[(10, 0.0)]
-    spans = align_words(lattice, links, trans.tid_to_phone, trans.tid_starts_phone, None)
-    assert [(s.start, s.end, s.confidence) for s in spans] == [(0, 3, 1.0), (3, 5, 1.0)]
+def test_the_word_insertion_penalty_of_the_setting_applies(trans):
+    """With WIP 0.2, "A" (2.1 + 0.2) beats "A B" (2 + 0.4): B's bin is 0.475 B against
+    0.525 nothing, and the CTM has "A" alone."""
+    lattice = lattice_of_paths(TWO)
+    spans, _ = ctm_conf_spans(lattice, 1.0, 0.2, trans, BOUNDARY)
+    assert [s.word for s in spans] == [1]
+    spans, _ = ctm_conf_spans(lattice, 1.0, 0.0, trans, BOUNDARY, decode_mbr=False)
+    assert [s.word for s in spans] == [1, 2]
+
+
+def test_the_same_ctm_from_the_raw_and_the_determinised_lattice(trans):
+    raw = lattice_of_paths(TWO)
+    clat = determinize_lattice_phone_pruned(
+        raw, 8.0, 1.0, trans.tid_to_phone, trans.tid_starts_phone
+    )
+    word_level = Lattice.word_level(clat.num_states, clat.src, clat.dst, clat.word, clat.graph,
+                                    clat.acoustic, clat.strings, clat.final)  # fmt: skip
+    assert ctm_conf_spans(word_level, 1.0, 0.0, trans, BOUNDARY) == ctm_conf_spans(
+        raw, 1.0, 0.0, trans, BOUNDARY
+    )
+
+
+def test_without_word_boundaries_words_keep_the_lattice_arcs_times(trans):
+    spans, aligned = ctm_conf_spans(lattice_of_paths([TWO[0]]), 10.0, 0.0, trans, None)
+    assert not aligned
+    assert [(s.word, s.start, s.end, s.confidence) for s in spans] == [
+        (1, 0.0, 3.0, 1.0),
+        (2, 3.0, 5.0, 1.0),
+    ]
 
 
 def test_with_segments_the_ctm_is_in_recording_time(tmp_path):

@@ -64,14 +64,22 @@ def test_score_set_applies_the_grid_to_the_lattices_and_reports_oovs(tmp_path):
     assert res["oov"]["count"] == 1 and res["oov"]["first_utterance"] == {"ZED": "u2"}
     assert "u2 #csid 1 0 0 1" in (tmp_path / "wer_details" / "per_utt").read_text()
     assert res["timing"]["frames"] == 20
-    # the CTM of the chosen setting: u1's words at their frames, u2's one word
+    # the CTM of the chosen setting (get_ctm_conf.sh): u1's A averaged over its two
+    # alignments (frames 0-3 and 0-5, posteriors 0.525 / 0.475) shares the overlap with
+    # B (3-5) in proportion, ending at frame 3.32; u2's one word
     ctm = (tmp_path / "ctm").read_text().splitlines()
     assert [line.split()[:5] for line in ctm] == [
         ["u1", "1", "0.00", "0.03", "A"],
         ["u1", "1", "0.03", "0.02", "B"],
         ["u2", "1", "0.00", "0.04", "A"],
     ]
-    assert res["ctm"] == {"setting": "2_0", "words": 3}
+    assert res["ctm"] == {
+        "setting": "2_0",
+        "words": 3,
+        "not_word_aligned": 0,
+        "beam": 5.0,
+        "decode_mbr": True,
+    }
 
 
 def test_a_set_with_segments_gets_its_ctm_in_recording_time(tmp_path):
@@ -132,3 +140,18 @@ def test_splits_decoded_with_two_configs_are_refused(tmp_path):
     paths[1].write_text(json.dumps({"options": {**opts, "beam": 14.0}}))
     with pytest.raises(ConfigError, match=r"decoded with different options:\n  .*split0\.json"):
         splits_decode_options(paths)
+
+
+def test_the_splits_determinisation_seconds_are_summed_once_each(tmp_path):
+    """merge_timing added a split's determinize_seconds twice from the second split on."""
+    from paravg.decode.score import merge_timing
+
+    paths = []
+    for j, det in enumerate((1.5, 2.25, 4.0)):
+        path = tmp_path / f"split{j}.json"
+        path.write_text(json.dumps({"frames": 10, "nnet_seconds": 1.0, "search_seconds": 8.0,
+                                    "determinize_seconds": det}))  # fmt: skip
+        paths.append(path)
+    timing = merge_timing(paths)
+    assert timing == {"frames": 30, "nnet_seconds": 3.0, "search_seconds": 24.0,
+                      "determinize_seconds": 7.75}  # fmt: skip
