@@ -20,8 +20,8 @@ still gives a table. Columns:
   global max-change (``max_param_change``) scaled the update, and in which a component's
   own max-change did, averaged over components, with the most-limited component's
   fraction (``max_change_global`` / ``max_change_per_component`` of ``<t>/job<j>.json``);
-* cut edges: how many ADPSGD starts (``<t>/job<j>.json``'s start record, or the mix
-  nodes' ``job<j>.start.json``) had a neighbour cut by the objective rule, of how many.
+* cut edges: how many ADPSGD starts (the start record in ``<t>/job<j>.json``, the mix
+  node's for delay-by-one) had a neighbour cut by the objective rule, of how many.
 """
 
 from __future__ import annotations
@@ -48,19 +48,6 @@ def test_wer(layout, exp: str) -> str:
     return "—"
 
 
-def start_records(layout, exp: str, t: int, j: int) -> list[dict]:
-    """The start records of job j of iteration t − 1 (its own, or its mix node's)."""
-    found = []
-    rec = Path(layout.job_start_record(exp, t, j))
-    if rec.exists():
-        found.append(read_json(rec))
-    stats = read_json(layout.job_stats(exp, t, j))
-    start = stats.get("start") if isinstance(stats.get("start"), dict) else None
-    if start is not None and "cut" in start:
-        found.append(start)
-    return found
-
-
 def job_rows(layout, exp: str, plan) -> tuple[list[dict], int, int]:
     jobs, starts, cut = [], 0, 0
     for t in range(plan.num_iters):
@@ -69,12 +56,10 @@ def job_rows(layout, exp: str, plan) -> tuple[list[dict], int, int]:
             if not path.exists():
                 continue
             jobs.append(read_json(path))
-            for rec in start_records(layout, exp, t + 1, j):
-                found = rec.get("cut", rec.get("record", {}).get("cut"))
-                if found is None:
-                    continue
+            start = jobs[-1].get("start")
+            if isinstance(start, dict) and "cut" in start:  # an ADPSGD start's record
                 starts += 1
-                cut += bool(found)
+                cut += bool(start["cut"])
     return jobs, starts, cut
 
 
