@@ -12,7 +12,9 @@ still gives a table. Columns:
 
 * valid log-prob of the synced model (``diag/<t>.json``; the consensus for the
   decentralized methods) at 25 / 50 / 75 / 100 % of the iterations;
-* test frame accuracy / log-prob per frame of the final model (``eval/test.json``) and
+* test frame accuracy / log-prob per frame of the final model (``eval/test.json``), which
+  of Kaldi's combination and the EMA it is (``combine.json``, ``combine.ema: candidate``),
+  the EMA alone where the experiment keeps one (``eval/ema/test.json``), and
   the differences against the experiment named by ``--baseline`` (default: ``average`` at
   the same N, the first such experiment of the config), and the test WER % where the run
   decoded (``results.tsv``, the tuning set's LMWT/WIP);
@@ -93,10 +95,10 @@ def main() -> None:
 
     print(
         "| experiment | method | N | iterations | valid log-prob at 25 / 50 / 75 / 100 % "
-        "| test acc / log-prob | vs | Δ acc | Δ log-prob | test WER % "
+        "| test acc / log-prob | final model | EMA alone | vs | Δ acc | Δ log-prob | test WER % "
         "| max-change hit: global / per component (mean, worst) | starts with a cut edge |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for exp, plan in done.items():
         curve = [
             read_json(layout.diag(exp, t))["valid"]["logprob"] for t in range(plan.num_iters + 1)
@@ -119,10 +121,17 @@ def main() -> None:
         mean_c = sum(comps.values()) / max(1, len(comps))
         worst = max(comps, key=comps.get) if comps else "—"
         cuts = f"{cut} of {starts}" if starts else "—"
+        chosen = read_json(layout.combine_summary(exp)).get("chosen", "combined")
+        ema_path = Path(layout.eval_ema_result(exp, "test"))
+        ema = "—"
+        if ema_path.exists():
+            e = read_json(ema_path)
+            ema = f"{e['frame_accuracy']:.4f} / {-e['cross_entropy']:.4f}"
         print(
             f"| {exp} | {plan.sync_cfg['method']} | {plan.num_jobs(0)} | {plan.num_iters} "
             f"| {' / '.join(f'{v:.3f}' for v in marks)} "
-            f"| {test['frame_accuracy']:.4f} / {-test['cross_entropy']:.4f} | {base} "
+            f"| {test['frame_accuracy']:.4f} / {-test['cross_entropy']:.4f} "
+            f"| {'EMA' if chosen == 'ema' else 'combination'} | {ema} | {base} "
             f"| {d_acc} | {d_lp} | {test_wer(layout, exp)} "
             f"| {glob:.3f} / {mean_c:.3f} ({worst} {comps.get(worst, 0.0):.3f}) | {cuts} |"
         )
