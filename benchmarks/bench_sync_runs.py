@@ -6,18 +6,20 @@ Read from a run's results directory and its config files (snakemake's order), e.
     .venv/bin/python benchmarks/bench_sync_runs.py results/sync_paper_lstm \\
         --configfile config/config.yaml --configfile config/experiments/sync_lstm_bmuf.yaml
 
-Unlike ``bench_sync_paper.py`` it prints every experiment of the config whose test
-evaluation exists (``exp/<e>/eval/test.json``) and skips the others, so a run cut short
-still gives a table. Columns:
+Unlike ``bench_sync_paper.py`` it prints every experiment of the config that has trained
+to its last iteration and skips the others, so a run cut short (before Kaldi's
+combination, the evaluation or the decoding) still gives a table. Columns:
 
 * valid log-prob of the synced model (``diag/<t>.json``; the consensus for the
   decentralized methods) at 25 / 50 / 75 / 100 % of the iterations;
-* test frame accuracy / log-prob per frame of the final model (``eval/test.json``), which
-  of Kaldi's combination and the EMA it is (``combine.json``, ``combine.ema: candidate``),
-  the EMA alone where the experiment keeps one (``eval/ema/test.json``), and
-  the differences against the experiment named by ``--baseline`` (default: ``average`` at
-  the same N, the first such experiment of the config), and the test WER % where the run
-  decoded (``results.tsv``, the tuning set's LMWT/WIP);
+* test frame accuracy / log-prob per frame of the model after the last iteration, before
+  Kaldi's combination (:func:`last_synced`), and the differences against the experiment
+  named by ``--baseline`` (default: ``average`` at the same N, the first such experiment of
+  the config);
+* where the pipeline got that far: the final model's (``eval/test.json``) and which of
+  Kaldi's combination and the EMA it is (``combine.json``, ``combine.ema: candidate``), the
+  EMA alone (``eval/ema/test.json``), and the test WER % where the run
+  decoded (``results.tsv``, or the test set's ``scores.json``: the tuning set's LMWT/WIP);
 * max-change: over every job of the run, the mean fraction of minibatches in which the
   global max-change (``max_param_change``) scaled the update, and in which a component's
   own max-change did, averaged over components, with the most-limited component's
@@ -40,14 +42,45 @@ def read_json(path: Path | str) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def fmt(r: dict) -> str:
+    return f"{r['frame_accuracy']:.4f} / {-r['cross_entropy']:.4f}"
+
+
 def test_wer(layout, exp: str) -> str:
+    """The final model's test WER % at the tuning set's LMWT/WIP: ``results.tsv``'s, or,
+    when the run stopped before its table, the test set's ``scores.json`` (tuned on the
+    tuning set, as the table's)."""
     path = Path(layout.results_table("tsv"))
-    if not path.exists():
-        return "—"
-    for row in csv.DictReader(path.open(), delimiter="\t"):
-        if row["experiment"] == exp and row["set"] == "test" and row.get("wer"):
-            return f"{float(row['wer']):.2f}"
+    if path.exists():
+        for row in csv.DictReader(path.open(), delimiter="\t"):
+            if row["experiment"] == exp and row["set"] == "test" and row.get("wer"):
+                return f"{float(row['wer']):.2f}"
+    scores = Path(layout.decode_scores(exp, "test"))
+    if scores.exists() and read_json(scores).get("wer") is not None:
+        return f"{read_json(scores)['wer']:.2f}"
     return "—"
+
+
+def last_synced(layout, exp: str, plan) -> dict:
+    """Test figures of the model after the last iteration (``plan.synced_model(T)``:
+    ``<T>.pt``, ``bmuf/<T>.pt`` or ``consensus/<T>.pt``), before Kaldi's combination,
+    by the pipeline's own :func:`paravg.evaluate.evaluate_set` (cached in
+    ``<results>/bench_sync_runs/``)."""
+    from paravg.evaluate import evaluate_set
+
+    model = Path(plan.synced_model(plan.num_iters))
+    out = Path(layout.tool_dir("bench_sync_runs")) / f"{exp}.last.json"
+    if out.exists() and out.stat().st_mtime >= model.stat().st_mtime:
+        return read_json(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return evaluate_set(
+        model,
+        layout.feats_scp("test"),
+        layout.targets_scp("test"),
+        out,
+        ivectors_scp=layout.ivector_scp("test"),
+        period_path=layout.ivector_period("test"),
+    )
 
 
 def job_rows(layout, exp: str, plan) -> tuple[list[dict], int, int]:
@@ -81,8 +114,12 @@ def main() -> None:
         raise SystemExit(f"{args.results}: the config names results {config['results']!r}")
     layout = Layout(config["results"])
     plans = experiment_plans(config, read_json(layout.egs_info()))
-    done = {e: p for e, p in plans.items() if Path(layout.eval_result(e, "test")).exists()}
-    tests = {e: read_json(layout.eval_result(e, "test")) for e in done}
+    done = {
+        e: p
+        for e, p in plans.items()
+        if Path(layout.diag(e, p.num_iters)).exists() and Path(p.synced_model(p.num_iters)).exists()
+    }
+    tests = {e: last_synced(layout, e, p) for e, p in done.items()}
 
     def baseline(exp: str, plan) -> str | None:
         if args.baseline:
@@ -95,7 +132,8 @@ def main() -> None:
 
     print(
         "| experiment | method | N | iterations | valid log-prob at 25 / 50 / 75 / 100 % "
-        "| test acc / log-prob | final model | EMA alone | vs | Δ acc | Δ log-prob | test WER % "
+        "| last synced model: test acc / log-prob | vs | Δ acc | Δ log-prob "
+        "| final model (combination or EMA): test acc / log-prob | EMA alone | test WER % "
         "| max-change hit: global / per component (mean, worst) | starts with a cut edge |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -121,23 +159,23 @@ def main() -> None:
         mean_c = sum(comps.values()) / max(1, len(comps))
         worst = max(comps, key=comps.get) if comps else "—"
         cuts = f"{cut} of {starts}" if starts else "—"
-        chosen = read_json(layout.combine_summary(exp)).get("chosen", "combined")
-        ema_path = Path(layout.eval_ema_result(exp, "test"))
-        ema = "—"
-        if ema_path.exists():
-            e = read_json(ema_path)
-            ema = f"{e['frame_accuracy']:.4f} / {-e['cross_entropy']:.4f}"
+        final, ema = "not run", "—"
+        if Path(layout.eval_result(exp, "test")).exists():
+            chosen = read_json(layout.combine_summary(exp)).get("chosen", "combined")
+            f = read_json(layout.eval_result(exp, "test"))
+            final = f"{'EMA' if chosen == 'ema' else 'combination'}: {fmt(f)}"
+        if Path(layout.eval_ema_result(exp, "test")).exists():
+            ema = fmt(read_json(layout.eval_ema_result(exp, "test")))
         print(
             f"| {exp} | {plan.sync_cfg['method']} | {plan.num_jobs(0)} | {plan.num_iters} "
             f"| {' / '.join(f'{v:.3f}' for v in marks)} "
-            f"| {test['frame_accuracy']:.4f} / {-test['cross_entropy']:.4f} "
-            f"| {'EMA' if chosen == 'ema' else 'combination'} | {ema} | {base} "
-            f"| {d_acc} | {d_lp} | {test_wer(layout, exp)} "
+            f"| {fmt(test)} | {base} | {d_acc} | {d_lp} | {final} | {ema} "
+            f"| {test_wer(layout, exp)} "
             f"| {glob:.3f} / {mean_c:.3f} ({worst} {comps.get(worst, 0.0):.3f}) | {cuts} |"
         )
     missing = [e for e in plans if e not in done]
     if missing:
-        print(f"\nnot finished (no eval/test.json): {', '.join(missing)}")
+        print(f"\nnot trained to the end: {', '.join(missing)}")
 
 
 if __name__ == "__main__":
