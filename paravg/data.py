@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,9 @@ class DataDir:
     utt2uniq: dict[str, str] | None = None
     reco2file_and_channel: dict[str, str] | None = None
     origin: Origin | None = None  # of a prepared dir: where each line came from
+    #: the source's ``text`` when it has one (its keys checked even when ``text`` is not
+    #: held: :func:`read_data_dir` with ``hold_text=False``)
+    text_file: Path | None = None
 
     @property
     def utterances(self) -> list[str]:
@@ -109,14 +113,73 @@ def first_keys(items: Iterable[str], n: int = 5) -> str:
     return ", ".join(repr(x) for x in items[:n]) + more
 
 
-def read_data_dir(path: str | os.PathLike) -> DataDir:
+class _FirstKeys:
+    """The keys of a sorted stream as :func:`first_keys` shows them, holding only the
+    first ``n`` and the count (a merge-join's side of a set difference)."""
+
+    def __init__(self, n: int = 5):
+        self.n, self.count, self.first = n, 0, []
+
+    def add(self, key: str) -> None:
+        self.count += 1
+        if len(self.first) < self.n:
+            self.first.append(key)
+
+    def __str__(self) -> str:
+        more = f" ... ({self.count} in all)" if self.count > self.n else ""
+        return ", ".join(repr(x) for x in self.first) + more
+
+
+def _sorted_difference(left: Iterable[str], right: Iterable[str]) -> tuple[_FirstKeys, _FirstKeys]:
+    """The keys only in ``left`` and only in ``right``, two sorted streams of unique keys,
+    by a merge-join (``join -v`` of sorted files): nothing held per key."""
+    only_left, only_right = _FirstKeys(), _FirstKeys()
+    rights = iter(right)
+    nxt = next(rights, None)
+    for key in left:
+        while nxt is not None and nxt < key:
+            only_right.add(nxt)
+            nxt = next(rights, None)
+        if nxt == key:
+            nxt = next(rights, None)
+        else:
+            only_left.add(key)
+    while nxt is not None:
+        only_right.add(nxt)
+        nxt = next(rights, None)
+    return only_left, only_right
+
+
+def _check_text_keys(text_file: Path, u2s_file: Path, utt2spk: Mapping[str, str]) -> None:
+    """``text`` names only utterances of ``utt2spk`` and covers them all, checked as a
+    merge-join of the two sorted key streams (``utils/validate_data_dir.sh`` joins the
+    sorted files): nothing is held per line. ``utt2spk`` is in its file's (sorted) order."""
+    unknown, untranscribed = _sorted_difference(
+        (line.key for line in iter_table(text_file, min_fields=1)), utt2spk
+    )
+    if unknown.count:
+        raise DataError(f"{text_file}: utterances not in {u2s_file}: {unknown}")
+    if untranscribed.count:  # WER over the rest would be silently optimistic
+        raise DataError(
+            f"{text_file}: {untranscribed.count} of {len(utt2spk)} utterances of {u2s_file} "
+            f"have no transcript: {untranscribed}; a text file covers every "
+            "utterance (utils/validate_data_dir.sh), or remove it to evaluate without WER"
+        )
+
+
+def read_data_dir(path: str | os.PathLike, *, hold_text: bool = True) -> DataDir:
     """Read and check the text files of a data dir (``utils/validate_data_dir.sh``).
 
     Checks: required files exist; every table is sorted with unique keys and the right
     number of fields; segments have numeric times with ``0 <= start < end`` (or ``end =
     -1``) and name known recordings; the utterances of ``utt2spk``, ``segments`` (or
     ``wav.scp`` without segments) agree; ``spk2utt``, when present, is the inverse of
-    ``utt2spk``; ``text`` names only known utterances. No audio is read.
+    ``utt2spk``; ``text`` names only known utterances and covers them. No audio is read.
+
+    Utterance and recording ids are interned (one string each, however many tables name
+    it). With ``hold_text=False`` the transcripts are checked (a merge-join of the sorted
+    keys) but not held: ``text`` is None and ``text_file`` names the file, for a caller
+    that streams it (:mod:`paravg.prepare_data`).
     """
     path = Path(path)
     if not path.is_dir():
@@ -125,13 +188,14 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
     wav: dict[str, RxFilename] = {}
     wav_lines: dict[str, int] = {}
     for line in iter_table(wav_file):
-        wav[line.key] = parse_wav_rxfilename(line.rest, f"{wav_file}:{line.lineno}")
-        wav_lines[line.key] = line.lineno
+        reco = sys.intern(line.key)
+        wav[reco] = parse_wav_rxfilename(line.rest, f"{wav_file}:{line.lineno}")
+        wav_lines[reco] = line.lineno
 
     u2s_file = path / "utt2spk"
     names: dict[str, str] = {}  # one string per speaker, shared by its utterances
     utt2spk = {
-        line.key: names.setdefault(line.fields[0], line.fields[0])
+        sys.intern(line.key): names.setdefault(line.fields[0], line.fields[0])
         for line in iter_table(u2s_file, num_fields=2)
     }
     del names
@@ -165,23 +229,25 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
                 )
             if reco not in wav:
                 raise DataError(f"{where}: recording {reco!r} is not in {wav_file}")
-            segments[line.key] = Segment(reco, start, end, line.lineno, " ".join(line.fields[:3]))
-        utts_of_audio, audio_file = set(segments), seg_file
+            segments[sys.intern(line.key)] = Segment(
+                sys.intern(reco), start, end, line.lineno, " ".join(line.fields[:3])
+            )
+        utts_of_audio, audio_file = segments, seg_file
     else:
-        utts_of_audio, audio_file = set(wav), wav_file
+        utts_of_audio, audio_file = wav, wav_file
 
-    if set(utt2spk) != utts_of_audio:
-        only_spk = set(utt2spk) - utts_of_audio
-        only_audio = utts_of_audio - set(utt2spk)
+    # both in their files' (checked, sorted) order: a merge-join
+    only_spk, only_audio = _sorted_difference(utt2spk, utts_of_audio)
+    if only_spk.count or only_audio.count:
         msg = []
-        if only_spk:
-            msg.append(f"in {u2s_file} but not in {audio_file}: {first_keys(only_spk)}")
-        if only_audio:
-            msg.append(f"in {audio_file} but not in {u2s_file}: {first_keys(only_audio)}")
+        if only_spk.count:
+            msg.append(f"in {u2s_file} but not in {audio_file}: {only_spk}")
+        if only_audio.count:
+            msg.append(f"in {audio_file} but not in {u2s_file}: {only_audio}")
         raise DataError("utterance lists disagree; " + "; ".join(msg))
 
     derived: dict[str, list[str]] = {}
-    for utt in sorted(utt2spk):
+    for utt in utt2spk:  # in its file's (checked, sorted) order
         derived.setdefault(utt2spk[utt], []).append(utt)
     spk2utt = {spk: derived[spk] for spk in sorted(derived)}
     s2u_file = path / "spk2utt"
@@ -200,8 +266,9 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
             raise DataError(f"{s2u_file}: speakers of utt2spk missing: {first_keys(missing)}")
 
     warnings = []
-    by_speaker = sorted(utt2spk, key=lambda u: (utt2spk[u], u))
-    if by_speaker != sorted(utt2spk):
+    # sorting by (speaker, utterance) keeps the (sorted) utterance order exactly when the
+    # speakers never decrease along it: one pair of neighbours at a time
+    if any(a > b for a, b in itertools.pairwise(utt2spk.values())):
         warnings.append(
             f"{u2s_file}: utterance order differs from speaker order (Kaldi recommends "
             "speaker ids as prefixes of utterance ids); split jobs will not keep speakers "
@@ -209,19 +276,13 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
         )
 
     text = None
-    text_file = path / "text"
+    text_file: Path | None = path / "text"
     if text_file.exists():
-        text = {line.key: line.rest for line in iter_table(text_file, min_fields=1)}
-        unknown = set(text) - set(utt2spk)
-        if unknown:
-            raise DataError(f"{text_file}: utterances not in {u2s_file}: {first_keys(unknown)}")
-        untranscribed = set(utt2spk) - set(text)
-        if untranscribed:  # WER over the rest would be silently optimistic
-            raise DataError(
-                f"{text_file}: {len(untranscribed)} of {len(utt2spk)} utterances of {u2s_file} "
-                f"have no transcript: {first_keys(untranscribed)}; a text file covers every "
-                "utterance (utils/validate_data_dir.sh), or remove it to evaluate without WER"
-            )
+        _check_text_keys(text_file, u2s_file, utt2spk)
+        if hold_text:
+            text = {sys.intern(line.key): line.rest for line in iter_table(text_file, min_fields=1)}
+    else:
+        text_file = None
 
     utt2uniq = None
     uniq_file = path / "utt2uniq"
@@ -239,7 +300,19 @@ def read_data_dir(path: str | os.PathLike) -> DataDir:
         if unknown:
             raise DataError(f"{r2fc_file}: recordings not in {wav_file}: {first_keys(unknown)}")
 
-    return DataDir(path, wav, wav_lines, utt2spk, spk2utt, segments, text, warnings, utt2uniq, r2fc)
+    return DataDir(
+        path,
+        wav,
+        wav_lines,
+        utt2spk,
+        spk2utt,
+        segments,
+        text,
+        warnings,
+        utt2uniq,
+        r2fc,
+        text_file=text_file,
+    )
 
 
 # ------------------------------------------------------------------------------ origin
@@ -472,7 +545,8 @@ def iter_checked_targets(
     places: dict[str, Place] = {} if seen is None else seen
     limit = num_targets or 2**31
     what = f"data.num_targets = {num_targets}" if num_targets else "2^31"
-    for key, vec, place in iter_int_vectors(path):
+    for raw_key, vec, place in iter_int_vectors(path):
+        key = sys.intern(raw_key)  # one string with the data dir's tables' (read_data_dir)
         where = f"{place}: utterance {key!r}"
         if key in places:
             raise DataError(

@@ -616,9 +616,10 @@ def _iter_scp_int_vectors(path: Path) -> Iterator[tuple[str, np.ndarray, Place]]
     time, never a whole archive."""
     open_fds: OrderedDict[str, BinaryIO] = OrderedDict()
     max_open = 4
+    name = str(path)  # one string shared by every Place
     try:
         for line in iter_table(path, min_fields=2, require_sorted=False):
-            place = Place(str(path), line=line.lineno)
+            place = Place(name, line=line.lineno)
             where = f"{place}: utterance {line.key!r}"
             rx = parse_rxfilename(line.rest, str(place))
             if rx.kind == "pipe":

@@ -37,7 +37,7 @@ from paravg.data import (
 )
 from paravg.errors import DataError
 from paravg.io import write_json_atomic
-from paravg.kaldi_io import Place, iter_int_vectors, write_ark_scp, write_table
+from paravg.kaldi_io import Place, iter_int_vectors, iter_table, write_ark_scp, write_table
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _prepare_into(
     num_targets: int,
 ) -> dict:
     """Check ``src`` and write the prepared files into ``out`` (which becomes ``dst``)."""
-    data = read_data_dir(src)
+    data = read_data_dir(src, hold_text=False)  # text is streamed when written
     targets_file = find_targets_file(src)
     utts = data.utterances
     # First pass over the targets: every check, and per utterance only its length and
@@ -142,14 +142,12 @@ def _prepare_into(
     # dir's utterances in their (sorted) order, which lets the second pass stream them.
     places: dict[str, Place] = {}
     sizes: dict[str, int] = {}
-    utt_set = set(utts)
     in_order, prev = True, None
     for key, vec, _ in iter_checked_targets(targets_file, num_targets, places):
         sizes[key] = vec.size
-        if key in utt_set:
+        if key in data.utt2spk:
             in_order &= prev is None or key > prev
             prev = key
-    del utt_set
     audio = check_audio(data, sample_rate)
 
     missing = [u for u in utts if u not in sizes]
@@ -168,7 +166,8 @@ def _prepare_into(
         log.warning("%s", msg)
     extra_count = len(sizes) - len(kept)  # the keys of sizes are unique
 
-    kept_set = set(kept)
+    # an utterance is kept when it has targets: ``u in sizes`` for the utterances of
+    # the data dir (no second table of the kept keys)
     recos = sorted({data.recording(u) for u in kept})
 
     def wav_value(reco: str) -> str:
@@ -185,7 +184,7 @@ def _prepare_into(
     write_table(out / "utt2spk", ((u, data.utt2spk[u]) for u in kept))
     spk2utt = {}
     for spk, spk_utts in data.spk2utt.items():
-        mine = [u for u in spk_utts if u in kept_set]
+        mine = [u for u in spk_utts if u in sizes]
         if mine:
             spk2utt[spk] = mine
     write_table(out / "spk2utt", ((s, " ".join(us)) for s, us in spk2utt.items()))
@@ -195,8 +194,17 @@ def _prepare_into(
     write_table(out / "utt2uniq", ((u, uniq.get(u, u)) for u in kept))
     if data.segments is not None:
         write_table(out / "segments", ((u, data.segments[u].text) for u in kept))
-    if data.text is not None:
-        write_table(out / "text", ((u, data.text[u]) for u in kept if u in data.text))
+    if data.text_file is not None:
+        # the source's lines of kept utterances, in its (checked, sorted) order: the order
+        # of ``kept``; every key of text is an utterance (read_data_dir checked it)
+        write_table(
+            out / "text",
+            (
+                (line.key, line.rest)
+                for line in iter_table(data.text_file, min_fields=1)
+                if line.key in sizes
+            ),
+        )
     if data.reco2file_and_channel is not None:
         r2fc = data.reco2file_and_channel
         write_table(out / "reco2file_and_channel", ((r, r2fc[r]) for r in recos if r in r2fc))
@@ -208,9 +216,9 @@ def _prepare_into(
         are read into a table first (the memory of one copy of the set's targets)."""
         every = ((k, v.astype(np.int32)) for k, v, _ in iter_int_vectors(targets_file))
         if in_order:
-            vectors = ((k, v) for k, v in every if k in kept_set)
+            vectors = ((k, v) for k, v in every if k in data.utt2spk)
         else:
-            table = {k: v for k, v in every if k in kept_set}
+            table = {k: v for k, v in every if k in data.utt2spk}
             vectors = ((u, table.pop(u)) for u in kept)
         for key, vec in vectors:
             largest["max"] = max(largest["max"], int(vec.max()))
@@ -282,7 +290,7 @@ def _prepare_into(
         "duration_s_checked": audio["duration_s"],
         "unchecked_pipe_recordings": len(audio["unchecked_pipes"]),
         "has_segments": data.segments is not None,
-        "has_text": data.text is not None,
+        "has_text": data.text_file is not None,
         "has_utt2uniq": data.utt2uniq is not None,
         "warnings": data.warnings,
     }

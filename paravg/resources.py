@@ -19,7 +19,7 @@ goes, ``merge_features`` streams the splits and ``compute_cmvn`` reads ``spk2utt
 ``feats.scp`` in step (nothing per utterance). Where a job holds
 a table per utterance (the prepared set's tables in ``prepare_data``, the egs plan's
 lists), its working set counts :data:`PER_UTT_BYTES` for each utterance it holds:
-``prepare_data`` at 1,000 h of 3-s utterances declares ~9.5 GB (~4.7 GB of it the
+``prepare_data`` at 1,000 h of 3-s utterances declares ~8.9 GB (~4.7 GB of it the
 targets it holds only for a targets file out of order), the others stay near ``BASE_MB``
 (``../shared/reference/scale-review.md``).
 
@@ -195,14 +195,17 @@ UBM_SUBSET_RULES = ("ivector_pca", "ubm_init", "ubm_gselect", "ubm_acc")
 
 #: Bytes each held utterance adds (the job's traced peak per utterance, x 2; measured
 #: on the demo at 2 h with benchmarks/bench_data_scale.py's workspace, docs/benchmarks.md).
-#: ``prepare_data``: its validation tables (1,186 bytes), x 2, plus the targets of a
+#: ``prepare_data``: its tables per recording and utterance (956 bytes: the traced peak's
+#: growth per utterance from 2 h to 8 h of the demo, where every recording is one
+#: utterance; the cross-checks are merge-joins holding nothing per line), x 2, plus the
+#: targets of a
 #: generous 10 s utterance (4 bytes a frame), which it holds only when the targets file
 #: lists the utterances out of their sorted order (else it streams them). ``egs``: the
 #: plan's utterance lists and lengths (793). ``extract_ivectors``: its share of
 #: ``spk2utt`` and the pseudo-speakers (~250 per utterance of the job). ``merge_features``,
 #: ``compute_features`` and ``compute_cmvn`` stream (nothing per utterance).
 PER_UTT_BYTES = {
-    "prepare_data": 6_500,
+    "prepare_data": 6_000,
     "egs": 2_000,
     "egs_split": 3_000,
     "extract_ivectors": 1_000,

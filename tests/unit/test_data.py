@@ -294,6 +294,34 @@ def test_utterance_lists_disagree(tmp_path):
         prepare(src, tmp_path)
 
 
+def test_utterance_lists_disagree_names_both_sides_and_counts(tmp_path):
+    """The message a user fixes a data dir by: each side's first five keys in sorted
+    order and its count (the merge-join of the sorted tables gives what the set
+    difference gave)."""
+    src = make_dir(tmp_path, speakers=2, per_speaker=4)
+    write(src / "utt2spk", "spkB-u2 spkB\nspkB-u3 spkB\nspkC-u0 spkC\n")
+    wav, u2s = src / "wav.scp", src / "utt2spk"
+    expected = (
+        f"utterance lists disagree; in {u2s} but not in {wav}: 'spkC-u0'; in {wav} but not "
+        f"in {u2s}: 'spkA-u0', 'spkA-u1', 'spkA-u2', 'spkA-u3', 'spkB-u0' ... (6 in all)"
+    )
+    with pytest.raises(DataError) as err:
+        prepare(src, tmp_path)
+    assert str(err.value) == expected
+
+
+def test_text_coverage_names_the_first_untranscribed_and_their_count(tmp_path):
+    src = make_dir(tmp_path, speakers=2, per_speaker=4)
+    utts = [line.split()[0] for line in (src / "utt2spk").read_text().splitlines()]
+    write(src / "text", "".join(f"{u} hello\n" for u in utts[1:4] + utts[7:]))
+    first = ", ".join(repr(u) for u in [utts[0], *utts[4:7]])
+    with pytest.raises(DataError) as err:
+        prepare(src, tmp_path)
+    assert str(err.value).startswith(
+        f"{src / 'text'}: 4 of 8 utterances of {src / 'utt2spk'} have no transcript: {first}; "
+    )
+
+
 def test_text_with_unknown_utterance(tmp_path):
     src = make_dir(tmp_path)
     write(src / "text", "zzz hello\n")
