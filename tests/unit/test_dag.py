@@ -20,7 +20,10 @@ class CheckpointPendingError(Exception):
 
 
 def config_in(tmp_path, overrides=None):
-    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    """The shipped config on the sets' own targets (``data.targets: data``, as the tiny
+    pipeline config), unless ``overrides`` says otherwise: the DAG tests below are about
+    training; the GMM stage's have their own file (test_dag_gmm.py)."""
+    cfg = deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), {"data": {"targets": "data"}})
     return validate_config(
         deep_merge(cfg, {"results": str(tmp_path / "results"), **(overrides or {})})
     )

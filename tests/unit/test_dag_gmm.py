@@ -22,8 +22,8 @@ def gmm_dag(tmp_path, **overrides):
     return dag_of(tmp_path, cfg)[0]
 
 
-def test_the_default_run_has_no_gmm_stage(tmp_path):
-    dag, _ = dag_of(tmp_path)
+def test_a_run_on_the_sets_own_targets_has_no_gmm_stage(tmp_path):
+    dag, _ = dag_of(tmp_path, {"data": {"targets": "data"}})
     assert not dag.gmm.enabled
     assert dag.data.source_dir("train") == dag.layout.demo_file("train")
     assert "num_pdfs" not in dag.egs.source_files()
