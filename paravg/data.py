@@ -516,21 +516,6 @@ def find_targets_file(path: str | os.PathLike) -> Path:
     )
 
 
-def read_targets_with_places(
-    path: str | os.PathLike, num_targets: int = 0
-) -> tuple[dict[str, np.ndarray], dict[str, Place]]:
-    """Per-frame integer targets of a ``.scp``, ``.ark`` or ``.txt`` file
-    (:func:`iter_checked_targets`: every check) and where each is in ``path`` (its line,
-    or its byte in a binary ark). Holds them all: :mod:`paravg.prepare_data` scans with
-    :func:`iter_checked_targets` instead."""
-    out: dict[str, np.ndarray] = {}
-    places: dict[str, Place] = {}
-    for key, vec, place in iter_checked_targets(path, num_targets):
-        out[key] = vec
-        places[key] = place
-    return out, places
-
-
 def iter_checked_targets(
     path: str | os.PathLike, num_targets: int = 0, seen: dict[str, Place] | None = None
 ) -> Iterator[tuple[str, np.ndarray, Place]]:

@@ -12,11 +12,20 @@ import pytest
 import soundfile
 
 from paravg.audio import Segment
-from paravg.data import read_data_dir, read_targets_with_places
+from paravg.data import iter_checked_targets, read_data_dir
 from paravg.errors import DataError
 from paravg.prepare_data import prepare_data_dir
 
 from .audio_reading import read_utterance
+
+
+def read_targets_with_places(path, num_targets=0):
+    """Every entry of a targets file (iter_checked_targets: every check) and its place."""
+    out, places = {}, {}
+    for key, vec, place in iter_checked_targets(path, num_targets):
+        out[key] = vec
+        places[key] = place
+    return out, places
 
 
 def targets_of(path, num_targets: int = 0):
