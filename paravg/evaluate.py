@@ -75,9 +75,13 @@ def evaluate_set(
     if chain:
         if chain_dir is None:
             raise ValueError("a chain model is evaluated with its run's chain setup (chain_dir)")
-        # the frame targets are phones 0 … K − 1; the chain model's outputs are the chain
-        # tree's pdfs (2K for the monophone tree, the leaves of the biphone one)
+        # the frame targets are phones 0 … K − 1 (with data.targets gmm: the set's
+        # per-frame lang phones 1 … K, read as p − 1); the chain model's outputs are the
+        # chain tree's pdfs (2K for the monophone tree, the leaves of the biphone one)
+        from paravg.chain.prepare import FrameTargets
+
         info = read_json(Path(chain_dir) / "info.json")
+        targets = FrameTargets.of(targets, info)
         if model.num_targets != int(info["num_pdfs"]):
             raise DataError(
                 f"model {model_path} has {model.num_targets} outputs but the chain tree of "

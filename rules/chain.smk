@@ -1,9 +1,11 @@
 # chain stage rules (model.objective: chain; package paravg.chain, docs/chain.md): only a
 # run with a chain experiment has jobs of them (its train jobs and diagnostics ask).
 #   chain_den: Kaldi's gen_topo.py + tree + chain-est-phone-lm + chain-make-den-fst, from
-#     the train set's targets (target k is chain phone k + 1) -> <egs>/chain/; the tree
-#     monophone, or (model.chain.tree: biphone) build_tree.sh's left-biphone tree from
-#     the targets and the train set's features -> <egs>/chain/tree
+#     the train set's frame labels (its targets: target k is chain phone k + 1; with
+#     data.targets gmm the GMM stage's per-frame phones of its final alignment over the
+#     GMM lang, rule gmm_phones) -> <egs>/chain/; the tree monophone, or (model.chain.tree:
+#     biphone, the default on GMM alignments) build_tree.sh's left-biphone tree from the
+#     labels and the train set's features -> <egs>/chain/tree
 #   chain_sup (per archive a) / chain_sup_subset: the supervision of every eg, cut per
 #     chunk from its utterance's (SupervisionSplitter) and weighted by the normalisation
 #     FST, beside the archive (<prefix>.chain.*.npy): get_egs.sh's supervision part
@@ -14,7 +16,7 @@
 
 rule chain_den:
     input:
-        targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
+        targets_scp=PARAVG.chain.frame_labels(PARAVG.train_set),
         info=LAYOUT.egs_info(),
         **PARAVG.chain.den_inputs(),
     output:
@@ -35,10 +37,12 @@ rule chain_den:
         "../scripts/chain_den.py"
 
 
+# (the script reads <egs>/chain/info.json beside den.fst, chain_den's output too: whether
+# the frame labels are targets or the GMM lang's phone ids)
 rule chain_sup:
     input:
         meta=LAYOUT.egs_prefix("{a}") + ".meta.json",
-        targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
+        targets_scp=PARAVG.chain.frame_labels(PARAVG.train_set),
         den=PARAVG.chain.den_files()["den_fst"],
         normalization=PARAVG.chain.den_files()["normalization_fst"],
     output:
@@ -62,7 +66,7 @@ rule chain_sup:
 use rule chain_sup as chain_sup_subset with:
     input:
         meta=LAYOUT.egs_subset_prefix("{name}") + ".meta.json",
-        targets_scp=LAYOUT.data_file(PARAVG.train_set, "targets.scp"),
+        targets_scp=PARAVG.chain.frame_labels(PARAVG.train_set),
         den=PARAVG.chain.den_files()["den_fst"],
         normalization=PARAVG.chain.den_files()["normalization_fst"],
     output:

@@ -324,6 +324,28 @@ if PARAVG.gmm.enabled:
         script:
             "../scripts/gmm_stage.py"
 
+    if PARAVG.chain.on_lang:
+
+        # ali-to-phones --per-frame of a set's final alignment: the lang's phone ids, the
+        # frame labels of a chain experiment (chain_den, chain_sup, its evaluation):
+        # Kaldi's chain recipes build the chain tree, phone LM and supervision from the
+        # GMM alignments (docs/chain.md)
+        rule gmm_phones:
+            input:
+                unpack(from_dag("gmm.phones_inputs")),
+            output:
+                **GMM.phones_outputs(),
+            log:
+                LAYOUT.log("gmm_phones", "{set}"),
+            conda:
+                "../envs/paravg.yaml"
+            threads: 1
+            resources:
+                mem_mb=2000,
+                runtime=10,
+            script:
+                "../scripts/gmm_stage.py"
+
     if RECOGNITION.enabled:
 
         # mkgraph.sh for the GMM path: H (the triphone transition model) ∘ C (the tree's
@@ -354,3 +376,35 @@ if PARAVG.gmm.enabled:
                 runtime=30,
             script:
                 "../scripts/gmm_stage.py"
+
+        if PARAVG.chain.on_lang:
+
+            # the chain experiments' word graph on the GMM lang: mkgraph.sh
+            # --self-loop-scale 1.0 with the chain tree (<egs>/chain/tree: left-biphone by
+            # default) and the chain topology over the lang's phones, L from the lexicon, G
+            # the training text's bigram (paravg.chain.graph) -> results/graph/chain_words
+            rule graph_gmm_chain_words:
+                input:
+                    lang=GMM.lang_files(),
+                    chain_tree=PARAVG.chain.tree_file(),
+                    chain_info=PARAVG.chain.den_files()["info_json"],
+                    source=GMM.set_inputs(PARAVG.train_set),
+                output:
+                    RECOGNITION.graph_outputs("chain_words"),
+                params:
+                    lang_dir=lambda wildcards: GMM.lang_dir(),
+                    text=GMM.text(PARAVG.train_set),
+                    out_dir=layout_param("graph_dir", "chain_words"),
+                    options=RECOGNITION.chain_graph_options(),
+                log:
+                    LAYOUT.log("graph", "gmm_chain_words"),
+                benchmark:
+                    LAYOUT.benchmark("graph", "gmm_chain_words")
+                conda:
+                    "../envs/paravg.yaml"
+                threads: 1  # OpenFst operations are single-threaded
+                resources:
+                    mem_mb=4000,
+                    runtime=30,
+                script:
+                    "../scripts/gmm_stage.py"

@@ -104,7 +104,12 @@ if RECOGNITION.graph_source == "hclg":
 # graph.chain_self_loop_scale / chain_transition_scale (1.0, Kaldi's chain mkgraph.sh).
 # With model.chain.tree biphone: the chain tree (<egs>/chain/tree, chain_den) on the lang's
 # phones and the context transducer at width 2, central position 1 (paravg.graph.chain_tree).
-if RECOGNITION.chain_experiments and RECOGNITION.graph_source == "demo":
+# (data.targets gmm: graph_gmm_chain_words of rules/gmm.smk, on the GMM lang)
+if (
+    RECOGNITION.chain_experiments
+    and RECOGNITION.graph_source == "demo"
+    and not PARAVG.gmm.enabled
+):
 
     use rule graph_demo_words as graph_demo_chain_words with:
         input:

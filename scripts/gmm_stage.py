@@ -54,6 +54,16 @@ elif rule == "graph_gmm_words":
         params.lang_dir, inp.model, inp.tree, params.out_dir,
         sentences=list(read_text(params.text).values()), **params.options,
     )  # fmt: skip
+elif rule == "gmm_phones":
+    result = stages.frame_phones(inp.model, list(inp.alis), out.ark, out.scp)
+elif rule == "graph_gmm_chain_words":
+    from paravg.chain.graph import chain_lang_graph
+    from paravg.graph.lexicon import read_text
+
+    result = chain_lang_graph(
+        params.lang_dir, Path(inp.chain_info).parent, params.out_dir,
+        sentences=list(read_text(params.text).values()), **params.options,
+    )  # fmt: skip
 else:
     raise ValueError(f"scripts/gmm_stage.py: no GMM stage for rule {rule}")
 logging.getLogger("paravg.gmm").info("%s: %s", rule, json.dumps(result, default=str))

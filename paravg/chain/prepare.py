@@ -55,8 +55,10 @@ class ChainSetup:
 
 
 def _models(num_phones: int, ctx_dep=None):
-    """(tree, transition model) over chain phones ``1 … num_phones``: ``ctx_dep`` (the
-    biphone tree), or the monophone tree when None."""
+    """(tree, transition model) over chain phones ``1 … num_phones``: ``ctx_dep`` (a tree
+    read from ``tree``), or the monophone tree when None. The chain topology is one entry
+    for every phone (the silence / non-silence split only orders its phone list), so it
+    is the same for the targets' phones and a lang's."""
     import kaldi_hmm_gmm
 
     from paravg.chain.topology import chain_topology
@@ -69,6 +71,26 @@ def _models(num_phones: int, ctx_dep=None):
     return ctx_dep, kaldi_hmm_gmm.TransitionModel(ctx_dep, topo)
 
 
+def shared_monophone_tree(phones):
+    """``gmm-init-mono --shared-phones``'s tree for a lang's chain phones
+    (:class:`paravg.chain.topology.ChainPhones` with a ``lang_dir``): one forward and one
+    self-loop pdf per line of ``phones/sets.int`` (a base phone's position variants
+    share them: 2 pdfs per set, set ``s`` gets ``2s`` and ``2s + 1``)."""
+    import kaldi_hmm_gmm
+
+    from paravg.gmm.questions import read_int_sets
+
+    sets = read_int_sets(Path(phones.lang_dir) / "phones" / "sets.int")
+    covered = sorted(p for s in sets for p in s)
+    if covered != list(range(1, phones.num_phones + 1)):
+        raise DataError(
+            f"{phones.lang_dir}/phones/sets.int: its sets must hold every real phone "
+            f"1 … {phones.num_phones} once"
+        )
+    classes = list(phones.topology().get_phone_to_num_pdf_classes())
+    return kaldi_hmm_gmm.monophone_context_dependency_shared(sets, classes)
+
+
 def prepare_chain(
     frame_targets: Iterable[Sequence[int]],
     num_targets: int,
@@ -79,15 +101,28 @@ def prepare_chain(
     tree_utterances: Iterable[tuple] | None = None,
     frame_subsampling_factor: int = 3,
     tree_thresh: float = 300.0,
+    lang_dir: str | os.PathLike | None = None,
 ) -> dict:
     """Write the chain setup of targets ``0 … num_targets − 1`` to ``out_dir``; returns
     its ``info.json``. ``tree`` ``biphone`` grows the tree from ``tree_utterances``
     ((frame targets, features) pairs) with at most ``num_leaves`` leaves, splitting while
-    a split gains more than ``tree_thresh`` (build-tree's ``--thresh``)."""
+    a split gains more than ``tree_thresh`` (build-tree's ``--thresh``).
+
+    ``lang_dir``: the chain phones are that lang's (``data.targets: gmm``: the GMM
+    lang; target ``k`` is its phone ``k + 1``, ``num_targets`` its real phones,
+    :class:`paravg.chain.topology.ChainPhones`): the biphone tree is grown with its
+    roots, questions and context-independent phones, the monophone tree shares a
+    base phone's pdfs among its position variants (:func:`shared_monophone_tree`), and
+    either is written to ``tree`` (``info.json``'s ``tree_file``)."""
     from paravg.chain.den_fst import create_denominator_fst
     from paravg.chain.den_graph import normalization_fst
-    from paravg.chain.topology import chain_topo_text
+    from paravg.chain.topology import ChainPhones
 
+    phones = ChainPhones(num_targets) if lang_dir is None else ChainPhones.of_lang(lang_dir)
+    if lang_dir is not None and phones.num_phones != num_targets:
+        raise DataError(
+            f"chain: {lang_dir} has {phones.num_phones} real phones, num_targets {num_targets}"
+        )
     if num_targets < 1:
         raise DataError(f"chain: num_targets must be >= 1, got {num_targets}")
     if tree not in CHAIN_TREES:
@@ -111,16 +146,21 @@ def prepare_chain(
 
         ctx_dep, _built = build_chain_tree(
             tree_utterances,
-            num_targets,
+            phones,
             num_leaves,
             frame_subsampling_factor,
             out / "tree",
             thresh=tree_thresh,
         )
+    elif lang_dir is not None:
+        ctx_dep = shared_monophone_tree(phones)
+        tmp = out / ".tree.tmp"
+        ctx_dep.write(True, str(tmp))
+        tmp.replace(out / "tree")
     ctx_dep, trans_model = _models(num_targets, ctx_dep)
     lm, _ = estimate_phone_lm(sentences, lm_opts)
     den, _ = create_denominator_fst(lm, ctx_dep, trans_model)
-    write_text_atomic(out / "topo", chain_topo_text(range(2, num_targets + 1), [1]))
+    write_text_atomic(out / "topo", phones.topo_text())
     lm.write(str(out / "phone_lm.fst"))
     den.write(str(out / "den.fst"))
     normalization_fst(den).write(str(out / "normalization.fst"))
@@ -131,8 +171,23 @@ def prepare_chain(
         "phone_lm_states": int(lm.num_states),
         "den_states": int(den.num_states),
     }
+    if lang_dir is not None:  # the frame labels are the lang's phone ids, the tree a file
+        info.update({"lang_dir": str(lang_dir), "frame_labels": "phones", "tree_file": True})
     write_json_atomic(out / "info.json", info)
     return info
+
+
+def chain_models(chain_dir: str | os.PathLike):
+    """(tree, transition model) of the setup :func:`prepare_chain` wrote: its ``tree``
+    file (biphone, or any tree made on a lang), else the monophone tree."""
+    d = Path(chain_dir)
+    info = read_json(d / "info.json")
+    ctx_dep = None
+    if info.get("tree", "monophone") == "biphone" or info.get("tree_file"):
+        from paravg.gmm.tree_io import load_kaldi_tree
+
+        ctx_dep = load_kaldi_tree(d / "tree")
+    return _models(int(info["num_phones"]), ctx_dep)
 
 
 def load_chain(chain_dir: str | os.PathLike) -> ChainSetup:
@@ -141,16 +196,44 @@ def load_chain(chain_dir: str | os.PathLike) -> ChainSetup:
 
     d = Path(chain_dir)
     info = read_json(d / "info.json")
-    ctx_dep = None
-    if info.get("tree", "monophone") == "biphone":
-        from paravg.gmm.tree_io import load_kaldi_tree
-
-        ctx_dep = load_kaldi_tree(d / "tree")
-    ctx_dep, trans_model = _models(int(info["num_phones"]), ctx_dep)
+    ctx_dep, trans_model = chain_models(d)
     fsts = [kaldifst.StdVectorFst.read(str(d / n)) for n in ("den.fst", "normalization.fst")]
     if any(f is None for f in fsts):
         raise DataError(f"{d}: den.fst / normalization.fst cannot be read")
     return ChainSetup(int(info["num_phones"]), int(info["num_pdfs"]), ctx_dep, trans_model, *fsts)
+
+
+class FrameTargets(Mapping):
+    """A frame-label table read as the chain stage's targets (target ``k`` is chain phone
+    ``k + 1``): the table itself (``data.targets: data``: the phone targets), or, where
+    the setup's ``info.json`` has ``frame_labels: phones`` (``data.targets: gmm``), the
+    GMM stage's ``ali-to-phones --per-frame`` (lang phone ids ``p``) as ``p − 1``."""
+
+    def __init__(self, table, offset: int = 0) -> None:
+        self.table, self.offset = table, int(offset)
+
+    @classmethod
+    def of(cls, table, info: Mapping) -> FrameTargets:
+        return cls(table, 1 if info.get("frame_labels") == "phones" else 0)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        vec = np.asarray(self.table[key])
+        if self.offset and vec.size and int(vec.min()) < self.offset:
+            raise DataError(f"{self.where(key)}: phone id {int(vec.min())} (<eps>?) in a frame")
+        return vec - self.offset if self.offset else vec
+
+    def __iter__(self):
+        return iter(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.table
+
+    def where(self, key: str) -> str:
+        where = getattr(self.table, "where", None)
+        return where(key) if where else f"utterance {key!r}"
 
 
 def _split_key(key: str) -> tuple[str, int]:

@@ -20,6 +20,7 @@ acoustic-model transition probabilities (there is no transition-probability trai
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 def chain_topo_text(nonsilence_phones: Sequence[int], silence_phones: Sequence[int]) -> str:
@@ -44,3 +45,62 @@ def chain_topology(nonsilence_phones: Sequence[int], silence_phones: Sequence[in
     topo = kaldi_hmm_gmm.HmmTopology()
     topo.read(chain_topo_text(nonsilence_phones, silence_phones))
     return topo
+
+
+@dataclass(frozen=True)
+class ChainPhones:
+    """The chain model's phones ``1 … num_phones`` and where their sets come from.
+
+    * From the frame targets (``data.targets: data``): target ``k`` is phone ``k + 1``,
+      phone 1 (target 0) silence, each phone its own set (root) in the tree:
+      ``ChainPhones(num_targets)``.
+    * From a lang dir (``data.targets: gmm``, :meth:`of_lang`): Kaldi's chain lang is the
+      GMM lang with the chain topology (``local/chain/run_tdnn.sh``: ``cp -r data/lang
+      data/lang_chain``, ``gen_topo.py`` over its silence and non-silence phones), so the
+      chain phones are the lang's real phones (``phones.txt`` without ``<eps>`` and the
+      ``#k``), position-dependent variants included, numbered as there; ``silence`` its
+      ``phones/context_indep.int`` (context-independent in the tree, as build_tree.sh's
+      ``--ci-phones``); the sets, roots and extra questions its ``phones/sets.int``,
+      ``roots.int``, ``extra_questions.int`` (the variants of a base phone share a root).
+    """
+
+    num_phones: int
+    silence: tuple[int, ...] = (1,)
+    lang_dir: str | None = None
+
+    @classmethod
+    def of_lang(cls, lang_dir) -> ChainPhones:
+        """The real phones of ``lang_dir`` (they must be ``1 … K``, as prepare_lang.sh
+        numbers them) and its context-independent phones."""
+        from pathlib import Path
+
+        from paravg.errors import DataError
+
+        d = Path(lang_dir)
+        ids = []
+        for n, line in enumerate((d / "phones.txt").read_text().splitlines(), 1):
+            fields = line.split()
+            if len(fields) != 2 or not fields[1].isdigit():
+                raise DataError(f"{d / 'phones.txt'}, line {n}: expected '<phone> <id>'")
+            if fields[0][0] not in "<#":
+                ids.append(int(fields[1]))
+        if not ids or sorted(ids) != list(range(1, len(ids) + 1)):
+            raise DataError(
+                f"{d / 'phones.txt'}: the chain phones are the lang's real phones numbered "
+                f"1 … K; got ids {sorted(ids)[:5]} … ({len(ids)} phones)"
+            )
+        ci = [int(x) for x in (d / "phones" / "context_indep.int").read_text().split()]
+        return cls(len(ids), tuple(sorted(ci)), str(d))
+
+    def topo_text(self) -> str:
+        """The chain ``topo`` (gen_topo.py: silence first, then the others)."""
+        sil = set(self.silence)
+        others = [p for p in range(1, self.num_phones + 1) if p not in sil]
+        return chain_topo_text(others, sorted(sil))
+
+    def topology(self):
+        import kaldi_hmm_gmm
+
+        topo = kaldi_hmm_gmm.HmmTopology()
+        topo.read(self.topo_text())
+        return topo

@@ -78,24 +78,37 @@ def chain_tree_stats(
     return sum_tree_stats(parts)
 
 
-def chain_lang_dir(num_phones: int, out_dir: str | os.PathLike) -> Path:
-    """The files build-tree reads, for chain phones ``1 … num_phones`` (phone 1
-    silence): ``phones/sets.int`` and ``phones/roots.int`` (``shared split`` per phone,
-    as prepare_lang.sh writes them) and the chain ``topo``."""
-    from paravg.chain.topology import chain_topo_text
+def chain_lang_dir(phones, out_dir: str | os.PathLike) -> Path:
+    """The files build-tree reads, for the chain phones ``phones`` (a
+    :class:`paravg.chain.topology.ChainPhones`, or a phone count: chain phones ``1 … n``,
+    phone 1 silence): ``phones/sets.int`` and ``phones/roots.int`` (``shared split`` per
+    phone, as prepare_lang.sh writes them; a lang's own, with its
+    ``extra_questions.int``, when the phones are a lang's) and the chain ``topo``."""
+    import shutil
+
+    from paravg.chain.topology import ChainPhones
     from paravg.io import write_text_atomic
 
+    if isinstance(phones, int):
+        phones = ChainPhones(phones)
     d = Path(out_dir)
-    phones = range(1, num_phones + 1)
-    write_text_atomic(d / "phones" / "sets.int", "".join(f"{p}\n" for p in phones))
-    write_text_atomic(d / "phones" / "roots.int", "".join(f"shared split {p}\n" for p in phones))
-    write_text_atomic(d / "topo", chain_topo_text(range(2, num_phones + 1), [SILENCE_PHONE]))
+    (d / "phones").mkdir(parents=True, exist_ok=True)
+    if phones.lang_dir is not None:
+        lang = Path(phones.lang_dir) / "phones"
+        for name in ("sets.int", "roots.int", "extra_questions.int"):
+            if (lang / name).is_file():
+                shutil.copyfile(lang / name, d / "phones" / name)
+    else:
+        ids = range(1, phones.num_phones + 1)
+        write_text_atomic(d / "phones" / "sets.int", "".join(f"{p}\n" for p in ids))
+        write_text_atomic(d / "phones" / "roots.int", "".join(f"shared split {p}\n" for p in ids))
+    write_text_atomic(d / "topo", phones.topo_text())
     return d
 
 
 def build_chain_tree(
     utterances: Iterable[tuple],
-    num_phones: int,
+    num_phones,
     num_leaves: int,
     frame_subsampling_factor: int = 3,
     tree_path: str | os.PathLike | None = None,
@@ -105,13 +118,17 @@ def build_chain_tree(
     the left-biphone chain tree with at most ``num_leaves`` leaves (its pdfs), written
     to ``tree_path`` in Kaldi's format when given; a split is kept while it gains more
     than ``thresh`` in log-likelihood (build-tree's ``--thresh``, 300: on little data
-    the tree stays at one leaf per phone)."""
+    the tree stays at one leaf per phone). ``num_phones``: a phone count (chain phones
+    ``1 … n`` of the targets) or a :class:`paravg.chain.topology.ChainPhones` (a lang's:
+    its roots, questions and context-independent phones)."""
+    from paravg.chain.topology import ChainPhones
     from paravg.gmm.train_deltas import grow_tree
     from paravg.gmm.tree_io import context_dependency_bytes, kaldi_context_dependency, write_tree
 
-    stats = chain_tree_stats(utterances, frame_subsampling_factor)
+    phones = ChainPhones(num_phones) if isinstance(num_phones, int) else num_phones
+    stats = chain_tree_stats(utterances, frame_subsampling_factor, phones.silence)
     with tempfile.TemporaryDirectory() as tmp:
-        built = grow_tree(stats, chain_lang_dir(num_phones, tmp), num_leaves, thresh=thresh)
+        built = grow_tree(stats, chain_lang_dir(phones, tmp), num_leaves, thresh=thresh)
     if tree_path is not None:
         write_tree(Path(tree_path), built.tree, CONTEXT_WIDTH, CENTRAL_POSITION)
     data = context_dependency_bytes(built.tree, CONTEXT_WIDTH, CENTRAL_POSITION)

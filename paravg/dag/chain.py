@@ -26,6 +26,7 @@ from __future__ import annotations
 from paravg.chain.table_files import table_files
 from paravg.dag.core import RunCore
 from paravg.dag.egs import EGS_SUBSETS, EgsDag
+from paravg.dag.gmm_paths import CHAIN_LANG_FILES, lang_dir, phones_files, uses_gmm
 from paravg.errors import ConfigError
 
 #: ``model.chain`` keys that change the supervision (the rest only the objective)
@@ -33,6 +34,9 @@ SUPERVISION_KEYS = ("left_tolerance", "right_tolerance")
 CHAIN_FILES = ("topo", "phone_lm.fst", "den.fst", "normalization.fst", "info.json")
 #: ``model.chain`` tree keys and their defaults (the monophone tree: 2 pdfs a phone)
 TREE_DEFAULTS = {"tree": "monophone", "num_leaves": 500, "thresh": 300.0}
+#: ``model.chain.tree``'s default on GMM alignments (``data.targets: gmm``): Kaldi's
+#: chain recipes' left-biphone tree (build_tree.sh --context-width=2 --central-position=1)
+LANG_TREE_DEFAULT = "biphone"
 
 
 class ChainDag:
@@ -43,12 +47,15 @@ class ChainDag:
         self.experiments = [
             e for e, cfg in run.experiments.items() if cfg["model"].get("objective") == "chain"
         ]
-        if self.experiments and run.config["data"].get("targets") == "gmm":
+        #: data.targets gmm: the chain phones are the GMM lang's, the frame labels the
+        #: GMM stage's per-frame phones (rule gmm_phones), the tree always a file
+        self.on_lang = bool(self.experiments) and uses_gmm(run.config)
+        if self.on_lang and run.train_set != run.source_train_set:
             raise ConfigError(
-                f"experiments {self.experiments} (model.objective chain) read the frame "
-                "targets as phones (target k is chain phone k + 1), but data.targets gmm "
-                "makes them the GMM tree's pdfs: train chain experiments on phone targets "
-                "(data.targets: data), or remove them (docs/chain.md)"
+                f"experiments {self.experiments} (model.objective chain) with data.targets "
+                f"gmm read the GMM stage's phone alignment of {run.source_train_set}; the "
+                f"perturbed training set {run.train_set} has none yet (data.perturb): turn "
+                "data.perturb off for chain experiments on GMM alignments (docs/chain.md)"
             )
 
     def is_chain(self, exp: str) -> bool:
@@ -76,41 +83,78 @@ class ChainDag:
         f, left, right = next(iter(seen)) if seen else (1, 5, 5)
         return {"frame_subsampling_factor": f, "left_tolerance": left, "right_tolerance": right}
 
+    def tree_defaults(self) -> dict:
+        """:data:`TREE_DEFAULTS`, with ``tree: biphone`` on GMM alignments
+        (:data:`LANG_TREE_DEFAULT`, Kaldi's chain recipes' tree)."""
+        if uses_gmm(self.run.config):
+            return {**TREE_DEFAULTS, "tree": LANG_TREE_DEFAULT}
+        return dict(TREE_DEFAULTS)
+
     def tree_options(self) -> dict:
         """``tree`` (monophone | biphone) and ``num_leaves`` of the run's chain tree
-        (:data:`TREE_DEFAULTS` for absent keys); raises when two chain experiments
+        (:meth:`tree_defaults` for absent keys); raises when two chain experiments
         differ (they share ``chain_den``)."""
+        defaults = self.tree_defaults()
         seen: dict[tuple, str] = {}
         for exp in self.experiments:
             chain = self.run.experiments[exp]["model"].get("chain") or {}
-            seen.setdefault(tuple(chain.get(k, v) for k, v in TREE_DEFAULTS.items()), exp)
+            seen.setdefault(tuple(chain.get(k, v) for k, v in defaults.items()), exp)
         if len(seen) > 1:
             raise ConfigError(
                 "chain experiments share the chain tree (chain_den): "
                 f"{sorted(seen.values())} differ in model.chain.tree, num_leaves or thresh"
             )
-        values = next(iter(seen)) if seen else tuple(TREE_DEFAULTS.values())
-        return dict(zip(TREE_DEFAULTS, values, strict=True))
+        values = next(iter(seen)) if seen else tuple(defaults.values())
+        return dict(zip(defaults, values, strict=True))
 
     def biphone(self) -> bool:
         return bool(self.experiments) and self.tree_options()["tree"] == "biphone"
 
+    def has_tree_file(self) -> bool:
+        """``chain_den`` writes ``<egs>/chain/tree``: the biphone tree, or any tree on a
+        lang (the monophone one shared by a base phone's variants); the network's
+        outputs are then known after it only (:meth:`num_outputs`)."""
+        return self.biphone() or self.on_lang
+
     def tree_file(self) -> list[str]:
-        """``[<egs>/chain/tree]`` with the biphone tree, else ``[]`` (no file)."""
-        return [f"{self.chain_dir()}/tree"] if self.biphone() else []
+        """``[<egs>/chain/tree]`` when :meth:`has_tree_file`, else ``[]`` (no file)."""
+        return [f"{self.chain_dir()}/tree"] if self.has_tree_file() else []
+
+    def frame_labels(self, set_: str) -> str:
+        """The scp of ``set_``'s frame labels the chain stage reads: its prepared targets
+        (target ``k`` is chain phone ``k + 1``), or on GMM alignments the GMM stage's
+        ``ali-to-phones --per-frame`` (lang phone ``p``, read as ``p − 1``)."""
+        if self.on_lang:
+            return phones_files(self.layout.results, set_)["scp"]
+        return self.layout.targets_scp(set_)
+
+    def lang_files(self) -> list[str]:
+        """The GMM lang's files ``chain_den`` reads (none without GMM alignments)."""
+        if not self.on_lang:
+            return []
+        return [f"{lang_dir(self.layout.results)}/{n}" for n in CHAIN_LANG_FILES]
 
     def den_inputs(self) -> dict:
-        """``chain_den``'s inputs beyond the targets: the train set's features for the
-        biphone tree's statistics."""
-        return {"feats_scp": self.layout.feats_scp(self.run.train_set)} if self.biphone() else {}
+        """``chain_den``'s inputs beyond the frame labels: the train set's features for the
+        biphone tree's statistics, the GMM lang's phone tables on GMM alignments."""
+        inputs = {}
+        if self.biphone():
+            inputs["feats_scp"] = self.layout.feats_scp(self.run.train_set)
+        if self.on_lang:
+            inputs["lang"] = self.lang_files()
+        return inputs
 
     def den_params(self) -> dict:
-        """``chain_den``'s tree params: none for the monophone tree (its params are what
-        they were), else ``tree`` (:meth:`tree_options`) and ``frame_subsampling_factor``."""
-        if not self.biphone():
+        """``chain_den``'s tree params: none for the monophone tree on targets (its params
+        are what they were), else ``tree`` (:meth:`tree_options`) and
+        ``frame_subsampling_factor``, and on GMM alignments ``lang_dir``."""
+        if not self.has_tree_file():
             return {}
         f = self.supervision_options()["frame_subsampling_factor"]
-        return {"tree": self.tree_options(), "frame_subsampling_factor": f}
+        params = {"tree": self.tree_options(), "frame_subsampling_factor": f}
+        if self.on_lang:
+            params["lang_dir"] = lang_dir(self.layout.results)
+        return params
 
     def chain_dir(self) -> str:
         """``<egs>/chain`` (:func:`paravg.chain.train.chain_dir_of` finds it from an
@@ -120,7 +164,7 @@ class ChainDag:
     def den_files(self) -> dict[str, str]:
         d = self.chain_dir()
         files = {name.replace(".", "_"): f"{d}/{name}" for name in CHAIN_FILES}
-        return {**files, **({"tree": self.tree_file()[0]} if self.biphone() else {})}
+        return {**files, **({"tree": self.tree_file()[0]} if self.has_tree_file() else {})}
 
     def table_files(self, prefix: str) -> list[str]:
         return list(table_files(prefix).values())
@@ -134,18 +178,20 @@ class ChainDag:
     def num_outputs(self, exp: str) -> int | None:
         """The network's outputs: the targets, or for a chain experiment the chain
         monophone tree's pdfs (two pdf-classes per phone, :mod:`paravg.chain.prepare`);
-        None for the biphone tree (its pdfs: ``chain/info.json``, :meth:`init_inputs`)."""
+        None for a tree file (its pdfs: ``chain/info.json``, :meth:`init_inputs`)."""
         k = int(self.run.config["data"]["num_targets"])  # 0: the egs' (init_model)
         if not self.is_chain(exp):
             return k
-        if self.biphone():
+        if self.has_tree_file():
             return None
         return 2 * (k or int(self.run.egs_info()["num_targets"]))
 
     def init_inputs(self, exp: str) -> list[str]:
         """``init_model``'s chain input: ``[<egs>/chain/info.json]`` (the tree's pdfs) for
-        a chain experiment with the biphone tree, else ``[]``."""
-        return [self.den_files()["info_json"]] if self.is_chain(exp) and self.biphone() else []
+        a chain experiment with a tree file, else ``[]``."""
+        if self.is_chain(exp) and self.has_tree_file():
+            return [self.den_files()["info_json"]]
+        return []
 
     def job_inputs(self, exp: str, archive: int) -> dict:
         """The chain inputs of a train job on ``archive`` (none for cross-entropy)."""
@@ -160,12 +206,16 @@ class ChainDag:
         tables = [f for name in names for f in self.subset_table(name)]
         return {"chain_den": self.den_files()["den_fst"], "chain_sup": tables}
 
-    def eval_inputs(self, exp: str) -> dict:
+    def eval_inputs(self, exp: str, set_: str) -> dict:
         """The chain setup a chain experiment's evaluation reads (none for cross-entropy):
-        ``chain_<file>`` of :data:`CHAIN_FILES` (the script passes their directory)."""
+        ``chain_<file>`` of :data:`CHAIN_FILES` (the script passes their directory), and
+        on GMM alignments the set's per-frame phones as its ``targets``."""
         if not self.is_chain(exp):
             return {}
-        return {f"chain_{k}": v for k, v in self.den_files().items()}
+        inputs = {f"chain_{k}": v for k, v in self.den_files().items()}
+        if self.on_lang:
+            inputs["targets"] = self.frame_labels(set_)
+        return inputs
 
     def all_files(self) -> list[str]:
         """Every chain file of the run (after the egs checkpoint); none without chain."""

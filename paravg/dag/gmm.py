@@ -28,7 +28,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from paravg.dag.core import RunCore
-from paravg.dag.gmm_paths import gmm_root, num_pdfs_file, targets_dir_files, uses_gmm
+from paravg.dag.gmm_paths import (
+    gmm_root,
+    lang_dir,
+    num_pdfs_file,
+    phones_files,
+    targets_dir_files,
+    uses_gmm,
+)
 from paravg.errors import ConfigError, DataError
 
 SYSTEMS = ("mono", "tri")
@@ -103,7 +110,7 @@ class GmmDag:
         }
 
     def lang_dir(self) -> str:
-        return f"{self.root}/lang"
+        return lang_dir(self.layout.results)
 
     def lang_files(self) -> list[str]:
         return [f"{self.lang_dir()}/{n}" for n in LANG_FILES]
@@ -228,6 +235,18 @@ class GmmDag:
             "model": self.final_model("tri"),
             "alis": [self.set_ali(set_, j) for j in self.jobs()],
             "source": self.set_inputs(set_),
+        }
+
+    def phones_outputs(self) -> dict[str, str]:
+        """``gmm_phones``' outputs (with the ``{set}`` wildcard): the set's per-frame
+        phones, read by a chain experiment (:meth:`paravg.dag.chain.ChainDag.frame_labels`)."""
+        return phones_files(self.layout.results, "{set}")
+
+    def phones_inputs(self, set_: str) -> dict:
+        """``gmm_phones``' inputs: the final triphone model and the set's alignments."""
+        return {
+            "model": self.final_model("tri"),
+            "alis": [self.set_ali(set_, j) for j in self.jobs()],
         }
 
     def targets_outputs(self) -> list[str]:

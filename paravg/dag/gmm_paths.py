@@ -41,3 +41,21 @@ def targets_dir(results: str, set_: str) -> str:
 def targets_dir_files(results: str, set_: str) -> list[str]:
     """What ``gmm_targets`` declares (the inputs of the set's ``prepare_data``)."""
     return [f"{targets_dir(results, set_)}/{n}" for n in ("wav.scp", "utt2spk", "targets.ark")]
+
+
+def lang_dir(results: str) -> str:
+    """The GMM stage's lang dir (``prepare_lang.sh``; the chain lang's phones)."""
+    return f"{gmm_root(results)}/lang"
+
+
+#: the lang files the chain stage reads (its phones, sets, roots, questions, the
+#: context-independent ones; the graph adds L and words)
+CHAIN_LANG_FILES = ("phones.txt", "phones/sets.int", "phones/roots.int",
+                    "phones/extra_questions.int", "phones/context_indep.int")  # fmt: skip
+
+
+def phones_files(results: str, set_: str) -> dict[str, str]:
+    """``ali-to-phones --per-frame`` of ``set_``'s final alignment (rule ``gmm_phones``,
+    the chain stage's frame labels): ``ark`` and ``scp``."""
+    d = f"{gmm_root(results)}/phones/{set_}"
+    return {"ark": f"{d}/phones.ark", "scp": f"{d}/phones.scp"}

@@ -246,7 +246,7 @@ class TrainDag:
         if self.run.uses_ivectors(exp):
             inputs["ivectors"] = L.ivector_scp(set_)
             inputs["period"] = L.ivector_period(set_)
-        return {**inputs, **self.chain.eval_inputs(exp)}
+        return {**inputs, **self.chain.eval_inputs(exp, set_)}
 
     def eval_ema_inputs(self, exp: str, set_: str) -> dict:
         """As the final model's evaluation, with the last EMA model."""

@@ -41,6 +41,34 @@ def gmm_graph(
     """HCLG of the GMM lang dir, an ARPA LM (or the bigram of ``sentences``, words not in
     the lexicon mapped to ``oov.txt``'s word) and the final triphone model + tree."""
     from paravg.gmm.model import GmmModel
+
+    model = GmmModel.load(model_path)
+    topo_text = (Path(lang_dir) / "topo").read_text()
+    return lang_graph(
+        lang_dir, model.ctx, model.trans, topo_text, tree_path, out_dir, arpa, sentences,
+        transition_scale, self_loop_scale, {"source": "gmm"},
+    )  # fmt: skip
+
+
+def lang_graph(
+    lang_dir: str | Path,
+    ctx_dep,
+    trans_model,
+    topo_text: str,
+    tree_path: str | Path,
+    out_dir: str | Path,
+    arpa: str | Path | None = None,
+    sentences: Iterable[Sequence[str]] | None = None,
+    transition_scale: float = 1.0,
+    self_loop_scale: float = 0.1,
+    summary: dict | None = None,
+) -> dict:
+    """``mkgraph.sh`` on a lang dir with any tree and transition model over its phones
+    (the triphone GMM's, :func:`gmm_graph`, or a chain model's,
+    :func:`paravg.chain.graph.chain_lang_graph`); ``tree_path`` the tree file (its
+    context width and central position; copied beside the graph); ``topo_text`` the
+    transition model's topology (``transition.mdl``); ``summary`` added to
+    ``graph.json``."""
     from paravg.gmm.tree_io import read_tree
     from paravg.graph.arpa import write_bigram_arpa
     from paravg.graph.grammar import arpa_to_g
@@ -56,7 +84,7 @@ def gmm_graph(
     words = read_symbol_table(lang / "words.txt")
     if arpa is None:
         if sentences is None:
-            raise ValueError("gmm_graph needs an ARPA file or training sentences")
+            raise ValueError("a lang graph needs an ARPA file or training sentences")
         oov = (lang / "oov.txt").read_text().split()[0]
         vocab = [w for w in words if w not in ("<eps>", "#0", "<s>", "</s>")]
         mapped = [[w if w in words else oov for w in s] for s in sentences]
@@ -65,24 +93,22 @@ def gmm_graph(
     else:
         lm = {"arpa": str(arpa)}
     arpa_to_g(arpa, lang / "words.txt", out / "G.fst")
-    model = GmmModel.load(model_path)
     _tree, width, central = read_tree(Path(tree_path))
     disambig = [int(x) for x in (lang / "phones/disambig.int").read_text().split()]
     options = GraphOptions(transition_scale, self_loop_scale, width, central)
     hclg, sizes = make_hclg(
-        read_fst(lang / "L_disambig.fst"), read_fst(out / "G.fst"), disambig, model.ctx,
-        model.trans, options,
+        read_fst(lang / "L_disambig.fst"), read_fst(out / "G.fst"), disambig, ctx_dep,
+        trans_model, options,
     )  # fmt: skip
-    topo_text = (lang / "topo").read_text()
-    (out / "transition.mdl").write_text(transition_model_text(model.trans, topo_text))
+    (out / "transition.mdl").write_text(transition_model_text(trans_model, topo_text))
     (out / "phones").mkdir(exist_ok=True)
     for name in ("words.txt", "phones.txt", *(f"phones/{n}" for n in PHONE_TABLES)):
         if (lang / name).is_file():
             shutil.copyfile(lang / name, out / name)
     shutil.copyfile(tree_path, out / "tree")
     summary = {
-        "source": "gmm",
-        "num_pdfs": model.num_pdfs,
+        **(summary or {}),
+        "num_pdfs": trans_model.num_pdfs,
         "context_width": width,
         "central_position": central,
         "lm": lm,

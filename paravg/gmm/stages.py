@@ -251,3 +251,23 @@ def targets_dir(model_path, ali_files: Sequence, src_dir, out_dir) -> dict:
             shutil.copyfile(src / name, out / name)
     write_alignments(out / "targets.ark", dict(sorted(pdfs.items())))
     return {"utterances": len(pdfs), "num_pdfs": model.num_pdfs}
+
+
+def frame_phones(model_path, ali_files: Sequence, ark, scp) -> dict:
+    """``ali-to-phones --per-frame`` of a set's final alignment -> ``ark`` / ``scp``
+    (binary int32 vectors, the lang's phone ids, one per frame): the phone alignment a
+    chain model is trained from (Kaldi's chain recipes build its tree, phone LM and
+    supervision from the GMM alignments; :mod:`paravg.chain.prepare` reads phone ``p`` as
+    chain target ``p − 1``). Utterances in the alignment's order, sorted."""
+    from paravg.gmm.alignment import TransitionTable, ali_to_phones, read_alignments
+    from paravg.gmm.model import GmmModel
+    from paravg.kaldi_io import write_ark_scp
+
+    table = TransitionTable.of(GmmModel.load(model_path).trans)
+    phones: dict = {}
+    for f in ali_files:
+        phones.update(
+            {u: ali_to_phones(table, a, per_frame=True) for u, a in read_alignments(f).items()}
+        )
+    n = write_ark_scp(sorted(phones.items()), ark, scp)
+    return {"utterances": n, "frames": int(sum(len(v) for v in phones.values()))}

@@ -111,12 +111,39 @@ def test_chain_decoding_reads_the_chain_graphs_and_scales(tmp_path):
     assert not [k for k in dag.train.eval_inputs("ce", "test") if k.startswith("chain_")]
 
 
-def test_chain_with_gmm_targets_or_a_users_graph_is_refused_at_start_up(tmp_path):
+def test_chain_on_gmm_alignments_reads_the_gmm_stages_phones_and_lang(tmp_path):
+    """data.targets gmm: chain_den reads the train set's per-frame phones (rule
+    gmm_phones) and the GMM lang's phone tables, grows the left-biphone tree by default
+    (Kaldi's), and the network's outputs wait for it; evaluation reads the eval set's
+    phones as its targets; the chain word graph is the GMM lang's (graph/chain_words);
+    a perturbed training set (no phone alignment of its copies yet) is refused."""
     from tests.unit.test_dag_gmm import GMM
 
+    experiments = {"ce": {}, "lfmmi": {"model": CHAIN}}
+    dag = dag_of(tmp_path, {**GMM, "egs": {"frames_per_eg": 9}, "experiments": experiments})[0]
+    chain, r = dag.chain, f"{tmp_path}/results"
+    assert chain.on_lang and chain.tree_options()["tree"] == "biphone"
+    assert chain.frame_labels("train") == f"{r}/gmm/phones/train/phones.scp"
+    assert chain.den_inputs()["lang"][0] == f"{r}/gmm/lang/phones.txt"
+    assert chain.den_params()["lang_dir"] == f"{r}/gmm/lang"
+    assert chain.num_outputs("lfmmi") is None
+    assert chain.init_inputs("lfmmi") == [f"{r}/egs/chain/info.json"]
+    assert dag.train.eval_inputs("lfmmi", "test")["targets"] == f"{r}/gmm/phones/test/phones.scp"
+    assert dag.train.eval_inputs("ce", "test")["targets"] == f"{r}/data/test/targets.scp"
+    assert dag.gmm.phones_inputs("test")["alis"][0] == f"{r}/gmm/ali/test/ali.1.ark"
+    assert dag.recognition.export_graph_dir("lfmmi") == f"{r}/graph/chain_words"
+    # the monophone tree on request: still a tree file (shared by a phone's variants)
+    mono = {"lfmmi": {"model": {**CHAIN, "chain": {"tree": "monophone"}}}}
+    dag = dag_of(tmp_path, {**GMM, "egs": {"frames_per_eg": 9}, "experiments": mono})[0]
+    assert dag.chain.tree_file() == [f"{r}/egs/chain/tree"]
+    assert dag.chain.num_outputs("lfmmi") is None
+    perturbed = {**GMM, "data": {**GMM["data"], "perturb": {"speed": [0.9, 1.0, 1.1]}}}
+    with pytest.raises(ConfigError, match=r"turn data\.perturb off for chain experiments"):
+        dag_of(tmp_path, {**perturbed, "egs": {"frames_per_eg": 9}, "experiments": experiments})
+
+
+def test_chain_with_a_users_graph_is_refused_at_start_up(tmp_path):
     experiments = {"lfmmi": {"model": CHAIN}}
-    with pytest.raises(ConfigError, match=r"data\.targets gmm makes them the GMM tree's pdfs"):
-        dag_of(tmp_path, {**GMM, "egs": {"frames_per_eg": 9}, "experiments": experiments})
     lang = {"source": "lang", "lang_dir": "l", "lm": "G.fst", "final_mdl": "m"}
     overrides = {"egs": {"frames_per_eg": 9}, "experiments": experiments, "graph": lang}
     with pytest.raises(ConfigError, match=r"graph\.source lang's graph is made for"):
