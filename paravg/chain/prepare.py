@@ -13,7 +13,11 @@ supervision part.
   the training targets' phone runs, the den and normalisation FSTs. Files in ``DIR``:
   ``topo``, ``phone_lm.fst``, ``den.fst``, ``normalization.fst``, ``info.json``
   (``num_pdfs``, the network's outputs; ``num_phones``, ``tree``, the phone LM's and the
-  den FST's sizes), and ``tree`` for the biphone tree.
+  den FST's sizes), and ``tree`` for the biphone tree. On GMM alignments
+  (``data.targets: gmm``, ``lang_dir``: Kaldi's chain lang is the GMM lang with the
+  chain topology) the chain phones are the lang's phones (position-dependent, sil first,
+  its ids), the frame labels its per-frame phones (``ali-to-phones --per-frame``, read as
+  phone − 1 by :class:`FrameTargets`), and the tree, biphone or monophone, is a file.
 * :func:`archive_supervision` (the ``chain_sup`` rule, one per egs archive or subset):
   the weighted supervision of every eg of a paravg egs archive, rows in the archive's
   order (so the egs stage's split and shuffle serve chain egs unchanged): eg

@@ -59,7 +59,7 @@ class ChainPhones:
       data/lang_chain``, ``gen_topo.py`` over its silence and non-silence phones), so the
       chain phones are the lang's real phones (``phones.txt`` without ``<eps>`` and the
       ``#k``), position-dependent variants included, numbered as there; ``silence`` its
-      ``phones/context_indep.int`` (context-independent in the tree, as build_tree.sh's
+      ``phones/context_indep.csl`` (context-independent in the tree, as build_tree.sh's
       ``--ci-phones``); the sets, roots and extra questions its ``phones/sets.int``,
       ``roots.int``, ``extra_questions.int`` (the variants of a base phone share a root).
     """
@@ -89,7 +89,7 @@ class ChainPhones:
                 f"{d / 'phones.txt'}: the chain phones are the lang's real phones numbered "
                 f"1 … K; got ids {sorted(ids)[:5]} … ({len(ids)} phones)"
             )
-        ci = [int(x) for x in (d / "phones" / "context_indep.int").read_text().split()]
+        ci = [int(x) for x in (d / "phones" / "context_indep.csl").read_text().split(":")]
         return cls(len(ids), tuple(sorted(ci)), str(d))
 
     def topo_text(self) -> str:

@@ -20,7 +20,11 @@ build_tree.sh's steps, and what is here:
    (:func:`paravg.gmm.tree_stats.accumulate_tree_stats`), silence context-independent.
 3. ``cluster-phones``, ``compile-questions``, ``build-tree --max-leaves=num_leaves`` with
    ``roots.int`` (one ``shared split`` root per phone) and the chain ``topo``, on a lang
-   dir of the chain phones written here (:func:`chain_lang_dir`).
+   dir of the chain phones written here (:func:`chain_lang_dir`). On GMM alignments
+   (``data.targets: gmm``) the chain phones are the GMM lang's
+   (:class:`paravg.chain.topology.ChainPhones`): its ``sets.int``, ``roots.int`` (a base
+   phone's word-position variants share a root) and ``extra_questions.int``, its
+   ``context_indep`` phones as ``--ci-phones``, as build_tree.sh reads ``$lang``.
 
 The result is a kaldi-hmm-gmm ``ContextDependency`` (written in Kaldi's binary tree
 format, :mod:`paravg.gmm.tree_io`) that the den FST, the supervision and the transition

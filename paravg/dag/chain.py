@@ -15,6 +15,13 @@ experiments, so they must agree on its options (the frame subsampling factor and
 tolerances) and on the tree (``model.chain.tree``, ``num_leaves``):
 :meth:`ChainDag.supervision_options` and :meth:`ChainDag.tree_options` say so at start-up.
 
+With ``data.targets: gmm`` (:attr:`ChainDag.on_lang`) the chain stage reads each set's
+per-frame phones of the GMM stage's final alignment (rule ``gmm_phones``,
+:meth:`ChainDag.frame_labels`) and the GMM lang's phone tables (``chain_den``'s
+``lang``): Kaldi's chain recipes take the GMM lang and alignments; the tree is then
+left-biphone unless ``model.chain.tree`` says otherwise (:meth:`ChainDag.tree_defaults`),
+always a file, and the chain word graph is the GMM lang's (``graph_gmm_chain_words``).
+
 With ``model.chain.tree: biphone`` the network's outputs are the tree's pdfs, known only
 after ``chain_den`` (``<egs>/chain/info.json``'s ``num_pdfs``): ``init_model`` then reads
 that file (:meth:`ChainDag.init_inputs`; :meth:`ChainDag.num_outputs` is None), and the

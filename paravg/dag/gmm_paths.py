@@ -48,10 +48,10 @@ def lang_dir(results: str) -> str:
     return f"{gmm_root(results)}/lang"
 
 
-#: the lang files the chain stage reads (its phones, sets, roots, questions, the
-#: context-independent ones; the graph adds L and words)
+#: the lang files the chain stage reads (its phones, sets, roots, the context-independent
+#: ones; ``phones/extra_questions.int``, written by the same rule, when it is there)
 CHAIN_LANG_FILES = ("phones.txt", "phones/sets.int", "phones/roots.int",
-                    "phones/extra_questions.int", "phones/context_indep.int")  # fmt: skip
+                    "phones/context_indep.csl")  # fmt: skip
 
 
 def phones_files(results: str, set_: str) -> dict[str, str]:

@@ -27,10 +27,16 @@ log = logging.getLogger(__name__)
 
 
 def accumulate_lda_stats(
-    model: AcousticModel, archives: Sequence[str | Path], rand_prune: float, seed: int
+    model: AcousticModel,
+    archives: Sequence[str | Path],
+    rand_prune: float,
+    seed: int,
+    num_classes: int | None = None,
 ) -> LdaStats:
-    """LDA statistics of ``model.lda_input`` over every labelled frame of ``archives``."""
-    stats = LdaStats(model.lda_dim, model.num_targets)
+    """LDA statistics of ``model.lda_input`` over every labelled frame of ``archives``,
+    the frames' targets the classes (``num_classes``, default the model's outputs)."""
+    num_classes = num_classes or model.num_targets
+    stats = LdaStats(model.lda_dim, num_classes)
     rng = np.random.default_rng(seed)
     left, right = -min(model.input_splice), max(model.input_splice)
     for prefix in archives:
@@ -43,9 +49,9 @@ def accumulate_lda_stats(
                 w, chunk_left, _ = mb.chunk
                 x = x[:, chunk_left - left : chunk_left - left + w]
             labels = mb.labels.reshape(-1).numpy()
-            if labels.max(initial=0) >= model.num_targets:
+            if labels.max(initial=0) >= num_classes:
                 raise DataError(
-                    f"{prefix}: target {labels.max()} >= num_targets {model.num_targets}; "
+                    f"{prefix}: target {labels.max()} >= num_targets {num_classes}; "
                     "expected every target below the model's output count"
                 )
             stats.accumulate(
@@ -83,7 +89,15 @@ def init_model(
             f"context ({info.left_context}, {info.right_context}) of {info_path}: the egs "
             "must be rebuilt for this model config"
         )
-    stats = accumulate_lda_stats(model, archives, model_cfg["lda_rand_prune"], seed=srand)
+    # the transform's classes are the egs' frame targets: the outputs of a cross-entropy
+    # model; a chain model's outputs are its tree's pdfs, and its egs' targets may have
+    # more classes (data.targets gmm: the GMM tree's pdfs), so it takes the larger count
+    classes = num_targets
+    if model_cfg.get("objective") == "chain":
+        classes = max(num_targets, int(info.num_targets))
+    stats = accumulate_lda_stats(
+        model, archives, model_cfg["lda_rand_prune"], seed=srand, num_classes=classes
+    )
     transform, offset = estimate_transform(
         stats, model_cfg["lda_within_class_factor"], model_cfg["lda_max_singular_value"]
     )
