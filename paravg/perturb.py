@@ -57,7 +57,7 @@ from paravg.data import Origin, read_data_dir, read_origin
 from paravg.errors import DataError
 from paravg.features import MfccOptions, num_frames, utterance_seed
 from paravg.io import read_json, write_json_atomic
-from paravg.kaldi_io import iter_int_vectors, write_ark_scp, write_table
+from paravg.kaldi_io import iter_int_vectors, load_scp, write_ark_scp, write_table
 from paravg.resample import speed_perturb, to_int16, volume_gain
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,43 @@ def map_targets(targets: np.ndarray, factor: float, new_frames: int) -> np.ndarr
     i = np.arange(max(int(new_frames), 0), dtype=np.float64)
     j = np.minimum(np.floor((i + 0.5) * factor).astype(np.int64), targets.size - 1)
     return targets[j]
+
+
+def perturb_frame_labels(
+    labels_scp: str | os.PathLike,
+    copies_targets_scp: str | os.PathLike,
+    options: PerturbOptions,
+    ark: str | os.PathLike,
+    scp: str | os.PathLike,
+) -> dict:
+    """Per-frame labels of the source set (``labels_scp``: the GMM alignment's phones a
+    chain model reads) carried to the copies exactly as their targets were: copy
+    ``<prefix><utt>`` at speed ``f`` gets :func:`map_targets` of ``utt``'s labels with
+    its own frame count (the length of its targets in ``copies_targets_scp``, the
+    perturbed set's), so label and target of a copy frame come from the same source
+    frame. Written as ``ark`` / ``scp``; returns the counts. Every copy must have its
+    source's labels (an error names the copy and the file)."""
+    labels = load_scp(labels_scp)
+    copies = sorted(options.copies(), key=lambda c: -len(c[0]))  # longest prefix first
+    rows = []
+    for key, vec, _ in iter_int_vectors(copies_targets_scp):
+        prefix, factor = next(((p, f) for p, f in copies if key.startswith(p)), ("", 1.0))
+        utt = key[len(prefix) :]
+        if utt not in labels:
+            raise DataError(
+                f"{labels_scp}: no labels for utterance {utt!r}, the source of the perturbed "
+                f"copy {key!r} of {copies_targets_scp}"
+            )
+        src = np.asarray(labels[utt])
+        new = src if factor == 1 else map_targets(src, factor, vec.size)
+        if new.size != vec.size:
+            raise DataError(
+                f"{labels_scp}: utterance {utt!r} has {src.size} labels but its copy {key!r} "
+                f"{vec.size} targets in {copies_targets_scp}"
+            )
+        rows.append((key, new.astype(np.int32)))
+    n = write_ark_scp(rows, ark, scp)
+    return {"utterances": n, "frames": int(sum(v.size for _, v in rows))}
 
 
 # ------------------------------------------------------------------------------ data dir

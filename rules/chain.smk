@@ -78,3 +78,27 @@ use rule chain_sup as chain_sup_subset with:
         LAYOUT.log("chain_sup", "{name}"),
     wildcard_constraints:
         name="valid_diag|train_diag|combine",
+
+
+# data.targets gmm with data.perturb: the perturbed training set's phones, each copy's the
+# source utterance's GMM alignment phones mapped as perturb_data mapped its targets
+# (paravg.perturb.perturb_frame_labels; Kaldi re-aligns the copies with the GMM instead)
+if PARAVG.chain.perturbed_labels():
+
+    rule chain_perturbed_phones:
+        input:
+            **PARAVG.chain.perturbed_labels_inputs(),
+        output:
+            **PARAVG.chain.perturbed_labels_outputs(),
+        params:
+            perturb=config["data"]["perturb"],
+        log:
+            LAYOUT.log("chain_perturbed_phones", PARAVG.train_set),
+        conda:
+            "../envs/paravg.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        script:
+            "../scripts/chain_perturbed_phones.py"

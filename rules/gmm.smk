@@ -17,7 +17,7 @@ if PARAVG.gmm.enabled:
         rule gmm_dict:
             input:
                 done=LAYOUT.demo_file("done"),
-                wav=LAYOUT.demo_file(f"{PARAVG.train_set}/wav.scp"),
+                wav=LAYOUT.demo_file(f"{PARAVG.source_train_set}/wav.scp"),
             output:
                 GMM.dict_files(),
             params:
@@ -80,7 +80,7 @@ if PARAVG.gmm.enabled:
     rule gmm_mono_init:
         input:
             lang=GMM.lang_files(),
-            feats=GMM.feats(PARAVG.train_set, 1),
+            feats=GMM.feats(PARAVG.source_train_set, 1),
         output:
             model=GMM.model("mono", 0),
         params:
@@ -101,12 +101,12 @@ if PARAVG.gmm.enabled:
         input:
             lang=GMM.lang_files(),
             model=GMM.model("mono", 0),
-            feats=GMM.feats(PARAVG.train_set, "{j}"),
+            feats=GMM.feats(PARAVG.source_train_set, "{j}"),
         output:
             ali=GMM.ali("mono", "equal", "{j}"),
         params:
             lang_dir=lambda wildcards: GMM.lang_dir(),
-            text=GMM.text(PARAVG.train_set),
+            text=GMM.text(PARAVG.source_train_set),
         log:
             LAYOUT.log("gmm_align_equal", "{j}"),
         conda:
@@ -170,7 +170,7 @@ if PARAVG.gmm.enabled:
             ali=GMM.ali("{sys}", "{x}", "{j}"),
         params:
             lang_dir=lambda wildcards: GMM.lang_dir(),
-            text=GMM.text(PARAVG.train_set),
+            text=GMM.text(PARAVG.source_train_set),
             align=from_dag("gmm.realign_params"),
         wildcard_constraints:
             sys="mono|tri",
@@ -193,12 +193,12 @@ if PARAVG.gmm.enabled:
         input:
             lang=GMM.lang_files(),
             model=GMM.final_model("mono"),
-            feats=GMM.feats(PARAVG.train_set, "{j}"),
+            feats=GMM.feats(PARAVG.source_train_set, "{j}"),
         output:
             ali=GMM.ali("mono", "si", "{j}"),
         params:
             lang_dir=lambda wildcards: GMM.lang_dir(),
-            text=GMM.text(PARAVG.train_set),
+            text=GMM.text(PARAVG.source_train_set),
             align={
                 "boost_silence": config["gmm"]["mono"]["boost_silence"],
                 "beam": 10.0,
@@ -219,7 +219,7 @@ if PARAVG.gmm.enabled:
         input:
             lang=GMM.lang_files(),
             model=GMM.final_model("mono"),
-            feats=GMM.feats(PARAVG.train_set, "{j}"),
+            feats=GMM.feats(PARAVG.source_train_set, "{j}"),
             ali=GMM.ali("mono", "si", "{j}"),
         output:
             stats=temp(GMM.tree_acc("{j}")),
@@ -335,6 +335,8 @@ if PARAVG.gmm.enabled:
                 unpack(from_dag("gmm.phones_inputs")),
             output:
                 **GMM.phones_outputs(),
+            wildcard_constraints:
+                set=PARAVG.data.prepared_set_pattern(),  # not the perturbed set's copies
             log:
                 LAYOUT.log("gmm_phones", "{set}"),
             conda:
@@ -356,12 +358,12 @@ if PARAVG.gmm.enabled:
                 lang=GMM.lang_files(),
                 model=GMM.final_model("tri"),
                 tree=GMM.tree_files()["tree"],
-                source=GMM.set_inputs(PARAVG.train_set),
+                source=GMM.set_inputs(PARAVG.source_train_set),
             output:
                 RECOGNITION.graph_outputs("words"),
             params:
                 lang_dir=lambda wildcards: GMM.lang_dir(),
-                text=GMM.text(PARAVG.train_set),
+                text=GMM.text(PARAVG.source_train_set),
                 out_dir=layout_param("graph_dir", "words"),
                 options=RECOGNITION.graph_options(),
             log:
@@ -388,12 +390,12 @@ if PARAVG.gmm.enabled:
                     lang=GMM.lang_files(),
                     chain_tree=PARAVG.chain.tree_file(),
                     chain_info=PARAVG.chain.den_files()["info_json"],
-                    source=GMM.set_inputs(PARAVG.train_set),
+                    source=GMM.set_inputs(PARAVG.source_train_set),
                 output:
                     RECOGNITION.graph_outputs("chain_words"),
                 params:
                     lang_dir=lambda wildcards: GMM.lang_dir(),
-                    text=GMM.text(PARAVG.train_set),
+                    text=GMM.text(PARAVG.source_train_set),
                     out_dir=layout_param("graph_dir", "chain_words"),
                     options=RECOGNITION.chain_graph_options(),
                 log:

@@ -21,6 +21,8 @@ per-frame phones of the GMM stage's final alignment (rule ``gmm_phones``,
 ``lang``): Kaldi's chain recipes take the GMM lang and alignments; the tree is then
 left-biphone unless ``model.chain.tree`` says otherwise (:meth:`ChainDag.tree_defaults`),
 always a file, and the chain word graph is the GMM lang's (``graph_gmm_chain_words``).
+With ``data.perturb`` the copies' phones are the source's, mapped as their targets
+(``chain_perturbed_phones``, :func:`paravg.perturb.perturb_frame_labels`).
 
 With ``model.chain.tree: biphone`` the network's outputs are the tree's pdfs, known only
 after ``chain_den`` (``<egs>/chain/info.json``'s ``num_pdfs``): ``init_model`` then reads
@@ -57,13 +59,6 @@ class ChainDag:
         #: data.targets gmm: the chain phones are the GMM lang's, the frame labels the
         #: GMM stage's per-frame phones (rule gmm_phones), the tree always a file
         self.on_lang = bool(self.experiments) and uses_gmm(run.config)
-        if self.on_lang and run.train_set != run.source_train_set:
-            raise ConfigError(
-                f"experiments {self.experiments} (model.objective chain) with data.targets "
-                f"gmm read the GMM stage's phone alignment of {run.source_train_set}; the "
-                f"perturbed training set {run.train_set} has none yet (data.perturb): turn "
-                "data.perturb off for chain experiments on GMM alignments (docs/chain.md)"
-            )
 
     def is_chain(self, exp: str) -> bool:
         return exp in self.experiments
@@ -134,6 +129,23 @@ class ChainDag:
         if self.on_lang:
             return phones_files(self.layout.results, set_)["scp"]
         return self.layout.targets_scp(set_)
+
+    def perturbed_labels(self) -> bool:
+        """On GMM alignments with ``data.perturb``: the perturbed training set's phones
+        are the source's carried to each copy (rule ``chain_perturbed_phones``)."""
+        return self.on_lang and self.run.train_set != self.run.source_train_set
+
+    def perturbed_labels_inputs(self) -> dict[str, str]:
+        """``chain_perturbed_phones``' inputs: the source training set's phones and the
+        perturbed set's targets (each copy's frame count)."""
+        src = phones_files(self.layout.results, self.run.source_train_set)
+        return {
+            **src,
+            "targets": self.layout.targets_scp(self.run.train_set),
+        }
+
+    def perturbed_labels_outputs(self) -> dict[str, str]:
+        return phones_files(self.layout.results, self.run.train_set)
 
     def lang_files(self) -> list[str]:
         """The GMM lang's files ``chain_den`` reads (none without GMM alignments)."""

@@ -103,7 +103,7 @@ class GmmDag:
 
     def demo_dict_sources(self) -> dict[str, str]:
         """The demo training set's text and phone_ctm (written by the demo corpus rule)."""
-        train = self.run.train_set
+        train = self.run.source_train_set
         return {
             "text": self.layout.demo_file(f"{train}/text"),
             "phone_ctm": self.layout.demo_file(f"{train}/phone_ctm"),
@@ -179,7 +179,7 @@ class GmmDag:
         x = int(x)
         return {
             "model": self.model(sys, x),
-            "feats": self.feats(self.run.train_set, j),
+            "feats": self.feats(self.run.source_train_set, j),
             "ali": self.ali_for_iter(sys, x, j),
         }
 
@@ -219,7 +219,7 @@ class GmmDag:
         return {
             "lang": self.lang_files(),
             "model": self.model(sys, int(x)),
-            "feats": self.feats(self.run.train_set, j),
+            "feats": self.feats(self.run.source_train_set, j),
         }
 
     def set_align_inputs(self, set_: str, j) -> dict:

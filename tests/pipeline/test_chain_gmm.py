@@ -1,7 +1,8 @@
 """A chain model trained from GMM alignments, the path a user with wav + text + lexicon
 takes (``data.targets: gmm``, docs/chain.md): the GMM stages (lang, mono, tree, tri,
 alignment of every set) run, ``gmm_phones`` turns each set's final alignment into
-per-frame phones of the GMM lang (``ali-to-phones --per-frame``), ``chain_den`` builds the
+per-frame phones of the GMM lang (``ali-to-phones --per-frame``), carried to the speed
+copies as their targets are (``chain_perturbed_phones``), ``chain_den`` builds the
 chain topology over the lang's phones, the left-biphone tree (the default on this path,
 Kaldi's), the phone LM and the den FST from the training set's; a few iterations train
 the chain TDNN-F; ``all`` decodes it on the chain word graph of the GMM lang (L from the
@@ -44,7 +45,9 @@ CHAIN = {
     "trainer": {"minibatch_size": 32, "num_epochs": 0.2},
 }
 OVERLAY = {
-    "data": {"targets": "gmm"},
+    # speed perturbation, as Kaldi's chain recipes train on train_sp: the copies' phones
+    # are their source's mapped as their targets (chain_perturbed_phones)
+    "data": {"targets": "gmm", "perturb": {"speed": [0.9, 1.0, 1.1]}},
     "ivector": {"enabled": False},
     "gmm": {
         "nj": 2,
@@ -98,10 +101,20 @@ def test_the_chain_setup_comes_from_the_gmm_alignments_and_lang(workdir):
     ids = np.concatenate([np.asarray(phones[u]) for u in targets])
     assert ids.min() >= 1 and ids.max() <= len(real)
     assert len(np.unique(ids)) > 40  # word-position variants of the demo's 41 phones
-    # the network's outputs are the chain tree's pdfs, not the GMM tree's
+    # the speed copies (the network's training set): each copy's phones are its source's
+    # mapped as perturb_data mapped its targets, one per frame of its targets
+    copies = load_scp(r / "gmm/phones/train_sp/phones.scp")
+    copy_targets = load_scp(r / "data/train_sp/targets.scp")
+    assert set(copies) == set(copy_targets) and len(copies) == 3 * len(targets)
+    assert all(len(copies[u]) == len(copy_targets[u]) for u in copy_targets)
+    assert all(np.array_equal(copies[f"sp1.0-{u}"], phones[u]) for u in targets)
+    slow = f"sp0.9-{utt}" if utt in targets else f"sp0.9-{sorted(targets)[0]}"
+    assert len(copies[slow]) > len(phones[slow.removeprefix("sp0.9-")])
+    # the network's outputs are the chain tree's pdfs (the egs' targets: the GMM tree's)
     init = json.loads((workdir / EXP / "init.json").read_text())
     assert init["num_targets"] == info["num_pdfs"]
-    assert info["num_pdfs"] != int((r / "gmm/tri/num_pdfs").read_text())
+    egs = json.loads((r / "egs/info.json").read_text())
+    assert egs["num_targets"] == int((r / "gmm/tri/num_pdfs").read_text())
 
 
 def test_it_trains_decodes_on_the_gmm_lang_and_exports_a_chain_model(workdir):

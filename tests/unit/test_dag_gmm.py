@@ -48,6 +48,17 @@ def test_each_set_is_prepared_from_its_gmm_targets_dir(tmp_path):
     assert list(dag.recognition.graph_dirs()) == ["words"]
 
 
+def test_with_speed_perturbation_the_gmm_stage_trains_on_the_source_set(tmp_path):
+    """data.perturb: the network's training set is the copies (train_sp, made from the
+    prepared train set, itself from the GMM targets), the GMM stage's is the source."""
+    dag = gmm_dag(tmp_path, data={**GMM["data"], "perturb": {"speed": [0.9, 1.0, 1.1]}})
+    assert dag.train_set == "train_sp" and dag.source_train_set == "train"
+    root = f"{tmp_path}/results/gmm"
+    assert dag.gmm.acc_inputs("mono", 1, 1)["feats"] == f"{root}/feats/train/feats.1.scp"
+    assert dag.gmm.realign_inputs("tri", 3, 2)["feats"] == f"{root}/feats/train/feats.2.scp"
+    assert dag.gmm.demo_dict_sources()["text"] == dag.layout.demo_file("train/text")
+
+
 def test_a_users_graph_is_not_decoded_with_gmm_targets(tmp_path):
     from paravg.graph.settings import decoding_enabled
 

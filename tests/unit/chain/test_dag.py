@@ -116,7 +116,8 @@ def test_chain_on_gmm_alignments_reads_the_gmm_stages_phones_and_lang(tmp_path):
     gmm_phones) and the GMM lang's phone tables, grows the left-biphone tree by default
     (Kaldi's), and the network's outputs wait for it; evaluation reads the eval set's
     phones as its targets; the chain word graph is the GMM lang's (graph/chain_words);
-    a perturbed training set (no phone alignment of its copies yet) is refused."""
+    with data.perturb the copies' phones are the source's mapped (chain_perturbed_phones)
+    and chain_den reads those."""
     from tests.unit.test_dag_gmm import GMM
 
     experiments = {"ce": {}, "lfmmi": {"model": CHAIN}}
@@ -137,9 +138,16 @@ def test_chain_on_gmm_alignments_reads_the_gmm_stages_phones_and_lang(tmp_path):
     dag = dag_of(tmp_path, {**GMM, "egs": {"frames_per_eg": 9}, "experiments": mono})[0]
     assert dag.chain.tree_file() == [f"{r}/egs/chain/tree"]
     assert dag.chain.num_outputs("lfmmi") is None
+    assert not dag.chain.perturbed_labels()
     perturbed = {**GMM, "data": {**GMM["data"], "perturb": {"speed": [0.9, 1.0, 1.1]}}}
-    with pytest.raises(ConfigError, match=r"turn data\.perturb off for chain experiments"):
-        dag_of(tmp_path, {**perturbed, "egs": {"frames_per_eg": 9}, "experiments": experiments})
+    sp = dag_of(tmp_path, {**perturbed, "egs": {"frames_per_eg": 9}, "experiments": experiments})
+    chain = sp[0].chain
+    assert chain.perturbed_labels()
+    assert chain.frame_labels("train_sp") == f"{r}/gmm/phones/train_sp/phones.scp"
+    assert chain.perturbed_labels_outputs()["scp"] == f"{r}/gmm/phones/train_sp/phones.scp"
+    inputs = chain.perturbed_labels_inputs()
+    assert inputs["scp"] == f"{r}/gmm/phones/train/phones.scp"
+    assert inputs["targets"] == f"{r}/data/train_sp/targets.scp"
 
 
 def test_chain_with_a_users_graph_is_refused_at_start_up(tmp_path):

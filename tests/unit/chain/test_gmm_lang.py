@@ -186,3 +186,28 @@ def test_the_chain_graph_on_the_lang_decodes_its_words(lang, tmp_path, frames_pe
                           (["z"], [SIL, BB_B, CC_I, AA_E, SIL])):  # fmt: skip
         got = decoder.decode("u", spell(tm, phones, frames_per_phone), 1, 0.0)
         assert got == words
+
+
+def test_the_copies_of_a_perturbed_set_get_their_sources_phones_mapped_as_targets(tmp_path):
+    """data.perturb on GMM alignments (rule chain_perturbed_phones): copy ``sp0.9-u1`` of
+    12 frames takes, at frame i, the source's phone of frame ⌊(i + ½)·0.9⌋ (as its
+    targets: 0 1 2 3 4 4 5 6 7 8 9 9); ``sp1.0-u1`` the source's; a copy whose source
+    has no phones is an error naming both."""
+    from paravg.kaldi_io import load_scp, write_ark_scp
+    from paravg.perturb import PerturbOptions, perturb_frame_labels
+
+    phones = np.array([1, 1, 11, 11, 11, 16, 16, 22, 22, 1], np.int32)  # 10 frames
+    write_ark_scp([("u1", phones)], tmp_path / "src.ark", tmp_path / "src.scp")
+    copies = [("sp0.9-u1", np.zeros(12, np.int32)), ("sp1.0-u1", np.zeros(10, np.int32))]
+    write_ark_scp(copies, tmp_path / "t.ark", tmp_path / "t.scp")
+    opts = PerturbOptions(speed=(0.9, 1.0))
+    out = perturb_frame_labels(tmp_path / "src.scp", tmp_path / "t.scp", opts,
+                               tmp_path / "sp.ark", tmp_path / "sp.scp")  # fmt: skip
+    assert out == {"utterances": 2, "frames": 22}
+    got = load_scp(tmp_path / "sp.scp")
+    assert got["sp0.9-u1"].tolist() == [1, 1, 11, 11, 11, 11, 16, 16, 22, 22, 1, 1]
+    assert got["sp1.0-u1"].tolist() == phones.tolist()
+    write_ark_scp([("sp0.9-u2", np.zeros(5, np.int32))], tmp_path / "b.ark", tmp_path / "b.scp")
+    with pytest.raises(DataError, match=r"no labels for utterance 'u2'.*'sp0\.9-u2'"):
+        perturb_frame_labels(tmp_path / "src.scp", tmp_path / "b.scp", opts,
+                             tmp_path / "x.ark", tmp_path / "x.scp")  # fmt: skip
