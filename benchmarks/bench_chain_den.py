@@ -16,7 +16,16 @@ log-softmax cross-entropy, backward: what one CE job does per minibatch of the s
 output frames. The ratio denominator / TDNN-F is what chain training adds on top of the
 network (the numerator is a few states per frame and is not counted).
 
-    .venv/bin/python benchmarks/bench_chain_den.py [--threads 1] [--device cpu|cuda]
+Jobs (``--jobs``, on by default): a whole chain train job (:func:`paravg.train_job.train_one_job`
+on a chain archive: buffer shuffle, merge, the chain TDNN-F of ``config/experiments/chain.yaml``
+with its ``output-xent`` branch, numerator, denominator, NG-SGD update) against a whole
+cross-entropy job of the README's TDNN-F (``model_families.yaml``'s ``tdnnf``, full frame
+rate, frame egs, minibatch 256), both on synthetic archives at the demo's dims (40 MFCC +
+40 i-vector dims, 40 phones, so 80 chain pdfs by the monophone chain tree, its phone LM
+and den graph from random phone sequences): output frames trained per second, and input
+(10-ms) frames per second, the job's wall time on ``--threads`` threads.
+
+    .venv/bin/python benchmarks/bench_chain_den.py [--threads 1] [--device cpu|cuda] [--no-jobs]
 """
 
 from __future__ import annotations
@@ -96,6 +105,125 @@ def tdnnf_step(pdfs: int, sequences: int, frames: int, device: str):
     return step
 
 
+def experiment_model(configfile: str, name: str) -> dict:
+    """The resolved ``model`` of experiment ``name`` of an experiment config file."""
+    from paravg.config import REPO_CONFIG, deep_merge, resolved_experiments, validate_config
+
+    cfg = yaml.safe_load(REPO_CONFIG.read_text())
+    over = yaml.safe_load((REPO / configfile).read_text())
+    return resolved_experiments(validate_config(deep_merge(cfg, over)))[name]["model"]
+
+
+def chain_archive(directory, model_cfg: dict, num_phones: int, num_egs: int, frames: int):
+    """``num_egs`` chain egs of ``frames`` input frames cut from random utterances (phone
+    runs of 3–12 frames, features the phone's one-hot plus noise), with the egs context
+    of ``model_cfg``, their supervision table, and the chain setup in ``chain/``."""
+    from paravg.chain.prepare import archive_supervision, load_chain, prepare_chain
+    from paravg.chain.train import chain_options
+    from paravg.egs.archive import ArchiveMeta, ArchiveWriter
+    from paravg.nnet.context import egs_context_of
+
+    rng = np.random.default_rng(0)
+    targets, feats = {}, {}
+    per_utt = 4
+    for u in range(-(-num_egs // per_utt)):
+        t = np.repeat(rng.integers(0, num_phones, 200), rng.integers(3, 13, 200))
+        t = t[: per_utt * frames + 30]
+        targets[f"u{u}"] = t
+        x = rng.normal(0, 0.5, (len(t), FEAT_DIM)).astype(np.float32)
+        x[np.arange(len(t)), t % FEAT_DIM] += 1.0
+        feats[f"u{u}"] = x
+    prepare_chain(targets.values(), num_phones, directory / "chain")
+    left, right = egs_context_of(model_cfg)
+    rows = [(u, i * frames) for u in targets for i in range(per_utt)][:num_egs]
+    meta = ArchiveMeta(len(rows), frames, left, right, FEAT_DIM, IVEC_DIM, "float16")
+    prefix = directory / "egs.0"
+    with ArchiveWriter(prefix, meta) as w:
+        for i, (u, s) in enumerate(rows):
+            idx = np.clip(np.arange(s - left, s + frames + right), 0, len(targets[u]) - 1)
+            w.arrays["feats"][i] = feats[u][idx].astype(np.float16)
+            w.arrays["labels"][i] = targets[u][s : s + frames]
+            w.arrays["weights"][i] = 1.0
+            w.arrays["ivectors"][i] = rng.standard_normal(IVEC_DIM)
+        w.set_keys([f"{u}-{s}" for u, s in rows])
+    keys = [f"{u}-{s}" for u, s in rows]
+    _, sup_opts = chain_options(model_cfg)
+    table = archive_supervision(
+        keys, [frames] * len(keys), targets, load_chain(directory / "chain"), sup_opts
+    )
+    table.save(prefix)
+    return prefix
+
+
+def job_rates(threads: int, chain_egs: int, ce_egs: int) -> None:
+    """Output and input frames per second of a chain job and a CE TDNN-F job."""
+    import tempfile
+    from pathlib import Path
+
+    from _harness import write_archive
+
+    from paravg.egs.loader import EgsArchive
+    from paravg.nnet.context import model_context
+    from paravg.nnet.model_file import new_model
+    from paravg.train_job import JobSpec, train_one_job
+
+    chain_cfg = experiment_model("config/experiments/chain.yaml", "chain_tdnnf")
+    ce_cfg = experiment_model("config/experiments/model_families.yaml", "tdnnf")
+    phones, frames, f = 40, 150, 3
+    ngsgd = {"enabled": True}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "chain_egs").mkdir()
+        prefix = chain_archive(d / "chain_egs", chain_cfg, phones, chain_egs, frames)
+        chain_model = new_model(chain_cfg, FEAT_DIM, IVEC_DIM, 2 * phones)
+        chain_model.init_parameters(seed=0)
+        spec = JobSpec(
+            1,
+            0,
+            1e-3,
+            minibatch_size=32,
+            max_param_change=2.0,
+            frame=0,
+            shuffle_buffer_size=5000,
+            ngsgd=ngsgd,
+        )
+        t0 = time.perf_counter()
+        stats = train_one_job(chain_model, EgsArchive(prefix), spec, torch.device("cpu"))
+        chain_s = time.perf_counter() - t0
+        out = stats["chain"]["frames"]
+        rows.append(("chain TDNN-F (f = 3, 150-frame chunks, minibatch 32)", chain_s, out, f * out))
+        left, right = model_context(ce_cfg)
+        write_archive(d / "ce.0", ce_egs, left, right)
+        ce_model = new_model(ce_cfg, FEAT_DIM, IVEC_DIM, phones)
+        ce_model.init_parameters(seed=0)
+        spec = JobSpec(
+            1,
+            0,
+            1e-3,
+            minibatch_size=256,
+            max_param_change=2.0,
+            frame=3,
+            shuffle_buffer_size=5000,
+            ngsgd=ngsgd,
+        )
+        t0 = time.perf_counter()
+        stats = train_one_job(ce_model, EgsArchive(d / "ce.0"), spec, torch.device("cpu"))
+        ce_s = time.perf_counter() - t0
+        out = stats["frames"]  # one output frame per input frame
+        rows.append(("CE TDNN-F (f = 1, frame egs, minibatch 256)", ce_s, out, out))
+    print(f"\njobs, {threads} thread(s), the job's wall time:")
+    print("| job | seconds | output frames | output frames/s | input frames/s |")
+    print("|---|---|---|---|---|")
+    for name, sec, out, inp in rows:
+        print(f"| {name} | {sec:.2f} | {out:.0f} | {out / sec:.0f} | {inp / sec:.0f} |")
+    (_, c_s, c_out, c_in), (_, e_s, e_out, e_in) = rows
+    print(
+        f"chain / CE: output frames/s {c_out / c_s / (e_out / e_s):.2f}, "
+        f"input frames/s {c_in / c_s / (e_in / e_s):.2f}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=1)
@@ -106,6 +234,9 @@ def main() -> None:
     p.add_argument("--sequences", type=int, default=64)
     p.add_argument("--frames", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-jobs", dest="jobs", action="store_false", help="skip the job table")
+    p.add_argument("--chain-egs", type=int, default=192, help="chain egs of the chain job")
+    p.add_argument("--ce-egs", type=int, default=4096, help="frame egs of the CE job")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     from paravg.chain.denominator import den_backward, den_forward
@@ -138,6 +269,8 @@ def main() -> None:
         f"{1e3 * ce_s / output_frames:.3f} ms per output frame"
     )
     print(f"ratio denominator / TDNN-F: {den_s / ce_s:.2f}")
+    if args.jobs and args.device == "cpu":
+        job_rates(args.threads, args.chain_egs, args.ce_egs)
 
 
 if __name__ == "__main__":

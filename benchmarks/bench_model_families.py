@@ -387,10 +387,16 @@ def run_table(results: Path) -> None:
         decode_cpu = benchmark_cpu_seconds(sorted(bench.glob(f"decode*/{name}/**/*.tsv")))
         print(
             f"| {name} | {init['num_parameters']:,} | {row['set']} "
-            f"| {float(row['frame_accuracy']):.4f} | {float(row['cross_entropy']):.4f} "
-            f"| {float(row['wer']):.2f} ({row['wer_setting']}) | {train_cpu:.0f} "
+            f"| {_figure(row['frame_accuracy'], 4)} | {_figure(row['cross_entropy'], 4)} "
+            f"| {_figure(row['wer'], 2)} ({row['wer_setting']}) | {train_cpu:.0f} "
             f"| {decode_cpu:.0f} |"
         )
+
+
+def _figure(value: str, digits: int) -> str:
+    """A results.tsv cell as a number, or n/a where the run has none (a chain model has
+    no frame accuracy or cross-entropy: its pdfs are not the frame targets)."""
+    return "n/a" if value in ("", "None") else f"{float(value):.{digits}f}"
 
 
 def main() -> None:

@@ -8,7 +8,9 @@ iteration t (0-based, writing layout index t + 1) it holds
   per-job learning rate N_t · ε_t times the sync method's factor (BMUF: (1 − bm)/η_b);
   at a low frame rate (``model.frame_subsampling_factor`` f) the schedule counts the
   ⌈frames_per_eg / f⌉ output frames of an eg and its frame k' is eg frame f·k' (the egs,
-  shared with the other experiments, are unchanged);
+  shared with the other experiments, are unchanged); a chain experiment's schedule counts
+  f passes of each archive (Kaldi's chain ``num_archives_expanded`` = archives × f) and
+  its frame index is the job's ``--frame-shift`` (``JobSpec.frame_shift``);
 * the seed from (srand, t, j) (:func:`job_seed`);
 * the files it reads (its archive, and the start inputs the sync method names) and
   writes (:mod:`paravg.layout`);
@@ -38,7 +40,7 @@ from paravg.contracts import JobRule, MixRule, NodeRule
 from paravg.egs.minibatch import MinibatchRule
 from paravg.errors import ConfigError
 from paravg.layout import Layout
-from paravg.nnet.context import frame_subsampling_factor
+from paravg.nnet.context import frame_subsampling_factor, model_objective
 from paravg.nnet.dropout_schedule import dropout_proportion
 from paravg.nnet.families import family_of
 from paravg.schedule import Schedule, output_frames_per_eg
@@ -94,6 +96,9 @@ class JobSpec:
     # chunk training (a recurrent family on chunk egs, train_rnn.py): whole chunks, no
     # frame index (``frame`` unused); minibatch_size is num_chunk_per_minibatch
     chunk_training: bool = False
+    # chain training (model.objective chain, train.py's chain branch): whole chunks, the
+    # input shifted by this many frames (nnet3-chain-copy-egs --frame-shift; ``frame`` 0)
+    frame_shift: int = 0
     deriv_truncate_margin: int | None = None  # None: no derivative truncation
     momentum: float = 0.0  # nnet3-train --momentum (train_rnn.py: 0.5)
     # the start model's shrinkage (paravg.nnet.shrinkage; train_rnn.py's options)
@@ -220,8 +225,11 @@ class ExperimentPlan:
         frames = output_frames_per_eg(egs.frames_per_eg, self.frame_subsampling_factor)
         self.family = family_of(experiment["model"])  # paravg.nnet.families
         self.chunk_training = self.family.chunk_egs
+        self.chain = model_objective(experiment["model"]) == "chain"
         if self.chunk_training:  # train_rnn.py: an archive is processed once per epoch,
             frames = 1  # no frames_per_eg factor, no frame index (whole chunks)
+        elif self.chain:  # chain train.py: num_archives_expanded = archives × f, the
+            frames = self.frame_subsampling_factor  # schedule's frame index the shift
         try:
             self.schedule = Schedule.from_config(
                 self.trainer, egs.num_archives, frames, combine["max_models_combine"]
@@ -275,7 +283,7 @@ class ExperimentPlan:
             "learning_rate": self.learning_rates[iteration],
             "minibatch_size": t["minibatch_size"],
             "max_param_change": t["max_param_change"],
-            "frame": self.frame_subsampling_factor * frame,  # the eg's frame
+            "frame": 0 if self.chain else self.frame_subsampling_factor * frame,  # eg frame
             "archive": self.layout.egs_prefix(archive),
             "shuffle_buffer_size": t["shuffle_buffer_size"],
             "srand": t["srand"],
@@ -287,6 +295,8 @@ class ExperimentPlan:
             params["dropout_proportion"] = dropout_proportion(
                 t["dropout_schedule"], self.schedule.data_fraction(iteration)
             )
+        if self.chain and frame:  # chain train.py: --frame-shift=(archive + k // A) % f
+            params["frame_shift"] = frame
         # train_rnn.py (chunk egs): chunks per minibatch, truncation, momentum
         params.update(self.family.job_params(t))
         # keys without a schema default: set only where the config sets them, so a job

@@ -268,8 +268,9 @@ def train_one_job(
 def chain_job(model: AcousticModel, archive: EgsArchive, spec: JobSpec, device):
     """A chain model's (minibatches, :class:`paravg.chain.train.ChainComputer`,
     :class:`~paravg.chain.train.ChainStats`): egs with supervision, buffer-shuffled as
-    the cross-entropy job's, merged into minibatches of the rule's largest size
-    (``nnet3-chain-merge-egs``); None for a cross-entropy model."""
+    the cross-entropy job's, merged into minibatches of the sizes the rule makes of them
+    (``nnet3-chain-merge-egs``), the input moved by the job's frame shift
+    (``nnet3-chain-copy-egs --frame-shift``); None for a cross-entropy model."""
     if getattr(model, "objective", "xent") != "chain":
         return None
     from paravg.chain.train import ChainComputer, ChainStats
@@ -279,9 +280,9 @@ def chain_job(model: AcousticModel, archive: EgsArchive, spec: JobSpec, device):
     if computer.opts.xent_regularize > 0:  # run_tdnn_1d: output-xent learns 0.5 / x faster
         model.output_xent.learning_rate_factor = 0.5 / computer.opts.xent_regularize
     order = buffer_shuffle_order(archive.num_egs, spec.shuffle_buffer_size, spec.seed)
-    rule = spec.minibatch_rule()
-    size = max(hi for _, hi in rule.ranges_for(archive.meta.window))
-    return computer.minibatches(model, size, order), computer, ChainStats()
+    sizes = spec.minibatch_rule().sizes(archive.meta.window, computer.num_supervised)
+    batches = computer.minibatches(model, sizes, order, spec.frame_shift)
+    return batches, computer, ChainStats()
 
 
 def simulated_job(model: AcousticModel, spec: JobSpec) -> dict:

@@ -78,37 +78,63 @@ class ChainMinibatch:
     rows: np.ndarray
 
 
+def frame_shift_offset(frame_shift: int, frame_subsampling_factor: int) -> int:
+    """How far a job's ``--frame-shift`` s moves an eg's input window against its
+    supervision: ``ShiftChainExampleTimes`` (``nnet3/nnet-chain-example.cc``) adds s to the
+    input's times and S = f · ⌊0.5 + s / f⌋ to the output's, so output time u reads the
+    input that was at u + (S − s): with f = 3, shifts 0, 1, 2 read the window 0, 1 frame
+    earlier, 1 frame later (the egs carry ``f // 2`` extra frames each side for it)."""
+    f = int(frame_subsampling_factor)
+    return f * int(np.floor(0.5 + frame_shift / f)) - int(frame_shift)
+
+
 def chain_minibatches(
     archive,
     table: SupervisionTable,
     left_context: int,
     right_context: int,
-    minibatch_size: int,
+    sizes: list[int],
     order: np.ndarray | None = None,
-    keep_last: bool = False,
+    offset: int = 0,
 ) -> Iterator[ChainMinibatch]:
-    """Minibatches of ``minibatch_size`` egs with supervision, in ``order`` (default:
-    archive order), each eg's window cut to the model's context; the last partial
-    minibatch dropped (training) or kept (``keep_last``: diagnostics)."""
+    """Minibatches of the egs with supervision, in ``order`` (default: archive order),
+    of the successive ``sizes`` (``nnet3-chain-merge-egs``: :meth:`MinibatchRule.sizes`,
+    the egs beyond their sum dropped), each eg's window cut to the model's context and
+    moved by ``offset`` frames (:func:`frame_shift_offset`)."""
     if table.num_rows != archive.num_egs:
         raise ValueError(
             f"{archive.prefix}: {archive.num_egs} egs but {table.num_rows} supervisions"
         )
-    if not (0 <= left_context <= archive.left_context and right_context <= archive.right_context):
-        raise ValueError(f"{archive.prefix}: the model's context exceeds the egs'")
+    lo = archive.left_context - left_context + offset
+    hi = archive.left_context + archive.frames_per_eg + right_context + offset
+    if (
+        left_context < 0
+        or lo < 0
+        or hi > archive.left_context + archive.frames_per_eg + (archive.right_context)
+    ):
+        raise ValueError(
+            f"{archive.prefix}: the model's context ({left_context}, {right_context}) "
+            f"moved by {offset} frames exceeds the egs' ({archive.left_context}, "
+            f"{archive.right_context})"
+        )
     order = np.arange(archive.num_egs) if order is None else np.asarray(order)
     rows = order[table.has_supervision()[order]]
-    lo = archive.left_context - left_context
-    hi = archive.left_context + archive.frames_per_eg + right_context
-    for start in range(0, len(rows), minibatch_size):
-        index = np.sort(rows[start : start + minibatch_size])  # memory-map order
-        if len(index) < minibatch_size and not keep_last:
+    start = 0
+    for size in sizes:
+        if start + size > len(rows):
             return
+        index = np.sort(rows[start : start + size])  # memory-map order
+        start += size
         feats = torch.from_numpy(np.asarray(archive.feats[index, lo:hi], dtype=np.float32))
         ivec = None
         if archive.ivectors is not None:
             ivec = torch.from_numpy(np.asarray(archive.ivectors[index], dtype=np.float32))
         yield ChainMinibatch(feats, ivec, index)
+
+
+def fixed_sizes(num_egs: int, size: int) -> list[int]:
+    """Minibatches of ``size`` and the rest (diagnostics read every eg)."""
+    return [size] * (num_egs // size) + ([num_egs % size] if num_egs % size else [])
 
 
 @dataclass
@@ -158,15 +184,22 @@ class ChainComputer:
         if len(has) and np.any(has != frames):
             raise ValueError(f"{archive.prefix}: supervision lengths differ from {frames}")
 
-    def minibatches(self, model, minibatch_size: int, order=None, keep_last=False):
+    @property
+    def num_supervised(self) -> int:
+        """The archive's egs with supervision (the others are skipped, as
+        ``nnet3-chain-get-egs`` skips utterances the den graph does not allow)."""
+        return int(self.table.has_supervision().sum())
+
+    def minibatches(self, model, sizes: list[int], order=None, frame_shift: int = 0):
+        """:func:`chain_minibatches` of ``sizes`` with the job's ``frame_shift``."""
         return chain_minibatches(
             self.archive,
             self.table,
             model.left_context,
             model.right_context,
-            minibatch_size,
+            sizes,
             order,
-            keep_last,
+            frame_shift_offset(frame_shift, self.stride),
         )
 
     def objective(self, model, mb: ChainMinibatch, stats: ChainStats) -> torch.Tensor:
@@ -206,7 +239,7 @@ def chain_subset_stats(
         model.set_dropout_proportion(0.0)
         model.train()
     stats = ChainStats()
-    for mb in comp.minibatches(model, minibatch_size, keep_last=True):
+    for mb in comp.minibatches(model, fixed_sizes(comp.num_supervised, minibatch_size)):
         comp.objective(model, mb, stats)
     out = stats.as_dict()
     out["logprob"] = out["chain_objf"]  # the curves' objective (Kaldi logs the chain one)

@@ -20,7 +20,7 @@ from paravg.config import perturbed_train_set, resolved_experiments
 from paravg.devices import training_gpus
 from paravg.io import read_json
 from paravg.layout import Layout
-from paravg.nnet.context import model_context
+from paravg.nnet.context import egs_context_of
 from paravg.plan import ExperimentPlan, experiment_plans
 from paravg.resume import (
     Frontiers,
@@ -33,8 +33,9 @@ from paravg.sync.registry import get_method, methods_with
 
 
 def egs_context(experiments: dict[str, dict]) -> tuple[int, int]:
-    """Egs carry the widest context any experiment's model needs."""
-    contexts = [model_context(e["model"]) for e in experiments.values()]
+    """Egs carry the widest context any experiment's model needs (a chain model's with
+    its frame-shift margin: :func:`paravg.nnet.context.egs_context_of`)."""
+    contexts = [egs_context_of(e["model"]) for e in experiments.values()]
     return max(c[0] for c in contexts), max(c[1] for c in contexts)
 
 

@@ -50,3 +50,16 @@ def model_context(model_cfg: dict) -> tuple[int, int]:
     (offsets are relative to the output frame; negative = past).
     """
     return family_of(model_cfg).context(model_cfg)
+
+
+def egs_context_of(model_cfg: dict) -> tuple[int, int]:
+    """The context an eg must carry for this model: :func:`model_context`, plus for a
+    chain model ``f // 2`` frames each side for the jobs' frame shifts
+    (``steps/nnet3/chain/get_egs.sh``: ``left_context + frame_subsampling_factor / 2``,
+    so that ``nnet3-chain-copy-egs --frame-shift`` moves the input by up to ``f // 2``
+    frames either way; :func:`paravg.chain.train.frame_shift_offset`)."""
+    left, right = model_context(model_cfg)
+    if model_objective(model_cfg) == "chain":
+        half = frame_subsampling_factor(model_cfg) // 2
+        left, right = left + half, right + half
+    return left, right

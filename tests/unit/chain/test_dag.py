@@ -187,3 +187,31 @@ def test_the_biphone_chain_tree_is_built_by_chain_den_and_sets_the_outputs(tmp_p
     assert mono.chain.num_outputs("lfmmi") == 80 and mono.chain.init_inputs("lfmmi") == []
     with pytest.raises(ConfigError, match="share the chain tree"):
         chain_dag(tmp_path, {"a": {"model": CHAIN}, "b": {"model": biphone}})
+
+
+def test_a_chain_schedule_reads_each_archive_f_times_at_kaldis_frame_shifts(tmp_path):
+    """Kaldi's chain train.py: ``num_archives_expanded`` = archives × f (not × the output
+    frames of an eg, as frame egs), ``--frame-shift=(archive + k // A) % f`` for the
+    k-th archive processed (1-based archive), and the egs cut ``f // 2`` frames wider
+    each side than the model (get_egs.sh) so that a shift finds its input."""
+    from paravg.nnet.context import egs_context_of, model_context
+
+    dag = chain_dag(tmp_path, {"ce": {"model": {"family": "tdnnf"}}, "lfmmi": {"model": CHAIN}})
+    plan, ce = dag.plan("lfmmi"), dag.plan("ce")
+    epochs = plan.schedule.num_epochs
+    assert plan.schedule.num_archives_to_process == int(epochs * 12 * 3)
+    assert ce.schedule.num_archives_to_process == int(epochs * 12 * 9)  # frame egs: × F
+    seen = []
+    for t in range(plan.num_iters):
+        for j in range(plan.num_jobs(t)):
+            params = plan.job_params(t, j)
+            k = plan.schedule.archives_processed_before[t] + j
+            archive = k % 12 + 1
+            assert params["archive"].endswith(f"egs.{archive - 1}") and params["frame"] == 0
+            assert params.get("frame_shift", 0) == (archive + k // 12) % 3
+            seen.append(params.get("frame_shift", 0))
+    assert set(seen) == {0, 1, 2}
+    model = dag.experiments["lfmmi"]["model"]  # with its defaults
+    left, right = model_context(model)
+    assert egs_context_of(model) == (left + 1, right + 1)
+    assert dag.egs.context() == (left + 1, right + 1)

@@ -2,6 +2,8 @@
 (run_tdnn_1d's output without softmax and its output-xent branch) trained by the
 cross-entropy job's update on chain egs improves its chain objective."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -143,3 +145,44 @@ def test_a_chain_job_reproduces_its_bits_and_its_seed_shuffles_the_egs(tmp_path)
         b, EgsArchive(prefix), job_spec(**{**spec.__dict__, "job": 0}), torch.device("cpu")
     )
     assert not torch.equal(a.state_dict()["output.weight"], b.state_dict()["output.weight"])
+
+
+def test_a_frame_shift_moves_the_input_as_shift_chain_example_times():
+    """``nnet3-chain-copy-egs --frame-shift s``: inputs move by s, outputs by the nearest
+    multiple S of f, so the window moves by S − s (f = 3: shifts 0, 1, 2 → 0, −1, +1)."""
+    from paravg.chain.train import frame_shift_offset
+
+    assert [frame_shift_offset(s, 3) for s in range(3)] == [0, -1, 1]
+    assert [frame_shift_offset(s, 2) for s in range(2)] == [0, 1]
+    assert frame_shift_offset(0, 1) == 0
+
+
+def test_a_chain_job_merges_its_egs_by_the_rule_and_shifts_their_input(tmp_path):
+    """The job's minibatches are the sizes ``nnet3-chain-merge-egs`` makes of the archive's
+    supervised egs under the rule (74 egs, "32,16": 32, 32, and no size fits the last
+    10), and a frame shift reads each eg's
+    window moved by :func:`frame_shift_offset` within the egs' extra context."""
+    from paravg.chain.train import ChainComputer
+    from paravg.egs.minibatch import MinibatchRule
+
+    prefix = write_chain_egs(tmp_path)
+    archive = EgsArchive(prefix)
+    comp = ChainComputer(archive, CFG, 2 * K)
+    model = chain_model()
+    assert comp.num_supervised == 74
+    sizes = MinibatchRule.parse("32,16").sizes(archive.meta.window, comp.num_supervised)
+    assert sizes == [32, 32]
+    assert [len(mb.rows) for mb in comp.minibatches(model, [32, 16, 16])] == [32, 16, 16]
+    assert [len(mb.rows) for mb in comp.minibatches(model, [64, 16])] == [64]  # 10 left
+    lc = archive.left_context - model.left_context  # 1 frame spare each side
+    width = model.left_context + F + model.right_context
+    for shift, offset in ((0, 0), (1, -1), (2, 1)):
+        (mb,) = comp.minibatches(model, [4], frame_shift=shift)
+        expect = np.asarray(archive.feats[mb.rows, lc + offset : lc + offset + width])
+        assert np.array_equal(mb.feats.numpy(), expect.astype(np.float32)), shift
+    with pytest.raises(ValueError, match="exceeds the egs"):
+        wide = SimpleNamespace(left_context=6, right_context=6)  # the egs' own context
+        list(comp.minibatches(wide, [4], frame_shift=2))
+    spec = job_spec(iteration=1, minibatch_size="32,16", learning_rate=0.005, frame_shift=1)
+    stats = train_one_job(model, archive, spec, torch.device("cpu"))
+    assert stats["num_minibatches"] == 2 and stats["chain"]["frames"] == 2 * 32 * F // 3
