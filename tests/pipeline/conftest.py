@@ -275,11 +275,13 @@ def find_job_process(log_file: Path) -> int | None:
 
 
 def catch_sleeping_job(
-    proc: subprocess.Popen, log_file: Path, timeout_s: float = 300
+    proc: subprocess.Popen, log_file: Path, timeout_s: float = SNAKEMAKE_TIMEOUT_S
 ) -> int | None:
     """PID of the job that writes ``log_file``, once it has trained and sleeps (a
     ``simulate.straggler`` job logs ``trained`` before its sleep), while ``proc`` (the
-    snakemake run) lives; None if that does not happen within ``timeout_s``."""
+    snakemake run) lives; None if that does not happen within ``timeout_s`` (at most a
+    snakemake call's time: test_failures' run from the upstream workspace to iteration 12
+    took more than 300 s on the shared 2-core machine at load 15)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None:
         if log_file.exists() and "trained" in log_file.read_text():  # sleeping now

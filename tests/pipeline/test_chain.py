@@ -174,7 +174,7 @@ def test_chain_training_sigkilled_mid_run_resumes_to_the_same_final_model(workdi
     cmd = [*snakemake_command(ws, overlay), "--cores", "2", "--rerun-incomplete", final]
     proc = subprocess.Popen(cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)  # fmt: skip
-    pid = catch_sleeping_job(proc, log_file, timeout_s=400)
+    pid = catch_sleeping_job(proc, log_file)
     if pid:
         os.kill(pid, signal.SIGKILL)
     proc.send_signal(signal.SIGKILL)

@@ -1,6 +1,9 @@
-"""What the vosk tests share (test_vosk, test_frame_rate, test_tdnnf): the decoded
-utterances and their references, the export with dither 0, paravg's and vosk's decodes of
-one export, their agreement record, and WER through :func:`paravg.decode.score.score_setting`."""
+"""What the vosk tests share (test_vosk, test_frame_rate, test_tdnnf, test_gmm_targets,
+test_chain, test_chain_biphone): the decoded utterances and their references, the export
+with dither 0, paravg's and vosk's decodes of one export (a chain model's:
+:func:`decode_chain_network_both`), vosk against paravg's own decoding
+(:func:`against_paravgs_decoding`), their agreement record, and WER through
+:func:`paravg.decode.score.score_setting`."""
 
 from __future__ import annotations
 
