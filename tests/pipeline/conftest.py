@@ -1,14 +1,18 @@
 """Shared machinery of the pipeline tests: run the real Snakefile in scratch workspaces.
 
-Two workspaces are built once per pytest run, whatever the number of xdist workers
+Three workspaces are built once per pytest run, whatever the number of xdist workers
 (:func:`built_once`: the first worker to ask builds it behind a file lock in the directory
-the workers share, the others wait and reuse it):
+the workers share, the others wait and reuse it), each only when a test asks for it:
 
 * ``upstream``: the demo corpus, features, i-vectors and egs of the tiny config (every
   shared stage);
 * ``trained``: a copy of it in which the default target ``all`` ran for two experiments
   (:data:`EXPERIMENTS`: the tiny default and a shorter one with plain SGD): models,
-  combination, priors, evaluation, decoding, the report and the Kaldi export.
+  combination, priors, evaluation, decoding, the report and the Kaldi export;
+* ``chain_upstream``: a copy of ``upstream`` with the chain tests' egs
+  (:data:`CHAIN_EGS`: 30-frame chunks, 4 archives), the egs every chain experiment of
+  test_chain.py and test_chain_biphone.py trains on, whatever its tree (the chain tree,
+  den graph and supervision, ``chain_den`` and ``chain_sup``, are each test's own).
 
 A test module never changes them: it clones one (``cp -a`` keeps mtimes and Snakemake's
 metadata, so nothing already built reruns) and works in its clone.
@@ -20,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +50,30 @@ EXPERIMENTS = {
     "short": {"trainer": {"num_epochs": 0.25, "ngsgd": {"enabled": False}}},
 }
 TRAINED_OVERLAY = {"experiments": EXPERIMENTS}
+#: The chain tests' egs (test_chain.py, test_chain_biphone.py): 30 input frames (10 outputs
+#: at frame subsampling 3) per eg, 120 x 30 frames per archive: 4 archives.
+CHAIN_EGS = {"frames_per_eg": 30, "samples_per_iter": 120}
+#: The tiny TDNN-F (test_tdnnf.py, and the chain tests' network): input splice ±1,
+#: strides 1, 0, 1, so 3 frames of context on each side, the tiny TDNN's own.
+TINY_TDNNF = {
+    "family": "tdnnf",
+    "input_splice": [-1, 0, 1],
+    "tdnnf": {
+        "tdnn1_dim": 32,
+        "dim": 32,
+        "bottleneck_dim": 8,
+        "time_strides": [1, 0, 1],
+        "linear_dim": 8,
+        "prefinal_big_dim": 32,
+        "prefinal_small_dim": 16,
+    },
+}
+#: The tiny chain experiment (docs/chain.md): the tiny TDNN-F at frame subsampling 3 on the
+#: chain objective, the monophone chain tree unless an experiment adds ``model.chain``.
+CHAIN = {
+    "model": {**TINY_TDNNF, "frame_subsampling_factor": 3, "objective": "chain"},
+    "trainer": {"minibatch_size": 32},
+}
 #: The tiny default experiment's final model (what the failure tests rebuild and compare).
 FINAL = "results/exp/default/final.pt"
 #: The local profile's executor (profiles/local): each one-thread Python job forked from a
@@ -185,9 +214,28 @@ def trained(shared_dir, upstream) -> Path:
 
 
 @pytest.fixture(scope="session")
+def chain_upstream(shared_dir, upstream) -> Path:
+    """The upstream workspace with the chain tests' egs (:data:`CHAIN_EGS`) in place of
+    the tiny ones. Read-only: clone it (:func:`clone_chain_upstream`)."""
+
+    def build(d: Path) -> None:
+        copy_workspace(upstream, d)
+        proc = run_snakemake(d, "--cores", "2", *WARM, "egs_all", overlay={"egs": CHAIN_EGS})
+        check_ok(proc, "the chain egs for the shared chain_upstream workspace")
+
+    return built_once(shared_dir, "chain_upstream", build)
+
+
+@pytest.fixture(scope="session")
 def clone_upstream(upstream: Path, tmp_path_factory) -> Callable[[str], Path]:
     """Return a function that copies the upstream workspace to a fresh directory."""
     return lambda name: copy_workspace(upstream, tmp_path_factory.mktemp(name) / "ws")
+
+
+@pytest.fixture(scope="session")
+def clone_chain_upstream(chain_upstream: Path, tmp_path_factory) -> Callable[[str], Path]:
+    """Return a function that copies the chain_upstream workspace to a fresh directory."""
+    return lambda name: copy_workspace(chain_upstream, tmp_path_factory.mktemp(name) / "ws")
 
 
 @pytest.fixture(scope="session")
@@ -223,4 +271,22 @@ def find_job_process(log_file: Path) -> int | None:
                     return int(pid)
         except OSError:
             continue
+    return None
+
+
+def catch_sleeping_job(
+    proc: subprocess.Popen, log_file: Path, timeout_s: float = SNAKEMAKE_TIMEOUT_S
+) -> int | None:
+    """PID of the job that writes ``log_file``, once it has trained and sleeps (a
+    ``simulate.straggler`` job logs ``trained`` before its sleep), while ``proc`` (the
+    snakemake run) lives; None if that does not happen within ``timeout_s`` (at most a
+    snakemake call's time: test_failures' run from the upstream workspace to iteration 12
+    took more than 300 s on the shared 2-core machine at load 15)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and proc.poll() is None:
+        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
+            pid = find_job_process(log_file)
+            if pid:
+                return pid
+        time.sleep(0.2)
     return None

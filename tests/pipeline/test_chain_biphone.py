@@ -2,9 +2,11 @@
 docs/chain.md): ``chain_den`` grows the tree from the train set's targets and features
 (``build_tree.sh --context-width=2 --central-position=1`` at frame subsampling 3), the
 network gets the tree's pdfs as outputs (``<egs>/chain/info.json``, not 2K), a few
-iterations train it, and ``all`` decodes it on chain graphs built with that tree (context
-width 2, central position 1) and exports it. Kept small: test_chain.py runs the rest of
-the chain DAG with the monophone tree."""
+iterations train it, and the run evaluates it, decodes it on chain graphs built with that
+tree (context width 2, central position 1) and exports it. Kept small: test_chain.py runs
+the rest of the chain DAG (``all``, the report) with the monophone tree. Both train on the
+shared chain egs (conftest.chain_upstream); the tree, den graph and supervision are this
+run's own."""
 
 from __future__ import annotations
 
@@ -13,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import WARM, check_ok, run_snakemake
-from .test_chain import CHAIN
+from .conftest import CHAIN, CHAIN_EGS, WARM, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
 
@@ -28,17 +29,22 @@ BIPHONE = {
     },
     "trainer": {**CHAIN["trainer"], "num_epochs": 0.2},
 }
-OVERLAY = {
-    "egs": {"frames_per_eg": 30, "samples_per_iter": 120},
-    "experiments": {"bi": BIPHONE},
-}
+OVERLAY = {"egs": CHAIN_EGS, "experiments": {"bi": BIPHONE}}
 EXP = Path("results/exp/bi")
+# what the tests read (not ``all``: the report, figures and digests are test_chain.py's)
+TARGETS = [
+    str(EXP / "kaldi"),
+    str(EXP / "eval" / "test.json"),
+    str(EXP / "decode" / "test" / "scores.json"),
+    "results/graph/chain_phones/graph.json",
+]
 
 
 @pytest.fixture(scope="module")
-def workdir(clone_upstream) -> Path:
-    ws = clone_upstream("chain_biphone")
-    check_ok(run_snakemake(ws, "--cores", "2", *WARM, "all", overlay=OVERLAY), "the biphone run")
+def workdir(clone_chain_upstream) -> Path:
+    ws = clone_chain_upstream("chain_biphone")
+    proc = run_snakemake(ws, "--cores", "2", *WARM, *TARGETS, overlay=OVERLAY)
+    check_ok(proc, "the biphone run")
     return ws
 
 
@@ -63,6 +69,11 @@ def test_the_biphone_tree_sets_the_outputs_and_the_graphs(workdir):
         assert graph["topology"] == "chain" and graph["num_pdfs"] == num_pdfs, graph
         opts = graph["options"]
         assert (opts["context_width"], opts["central_position"]) == (2, 1), graph
+    # evaluation on the chain objective checks the network's outputs against the tree's
+    # pdfs: every test utterance scored, or skipped for want of a den-graph path
+    ev = json.loads((workdir / EXP / "eval" / "test.json").read_text())
+    assert ev["objective"] == "chain" and ev["frame_accuracy"] is None, ev
+    assert ev["utterances"] + len(ev["skipped_no_den_path"]) == 20, ev
     scores = json.loads((workdir / EXP / "decode" / "test" / "scores.json").read_text())
     assert 0 <= scores["wer"] <= 100 and scores["per"] is not None, scores
     am = read_final_mdl(workdir / EXP / "kaldi" / "am" / "final.mdl")
@@ -75,56 +86,21 @@ def test_vosk_decodes_the_biphone_export_like_paravgs_network(workdir):
     on paravg's chain output at acoustic scale 1; the transition-id → pdf map from
     Kaldi's TransitionModel of the graph's lang with the biphone tree (context width 2
     in the HCLG vosk reads)."""
-    import numpy as np
-
-    from paravg.audio import AudioReader
     from paravg.corpus.phones import PHONES
-    from paravg.data import read_data_dir
-    from paravg.export.phone_loop import transition_ids
-    from paravg.export.stage import export_experiment
-    from paravg.export.transition_model import TransitionModel
-    from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
-    from paravg.features import MfccOptions, compute_mfcc
     from paravg.graph.chain_tree import chain_tree_transition_model
     from paravg.graph.lang import read_lang
     from paravg.graph.topology import tid_to_pdf
-    from paravg.nnet.model_file import build_model, load_model_file
 
-    from .vosk_checks import (
-        assert_agreement,
-        decoded_wavs,
-        ivector_files,
-        record_agreement,
-        set_search_beams_of_paravgs_decoding,
-        utterances,
-        without_ivector_input,
+    from .vosk_checks import assert_agreement, decode_chain_network_both, record_agreement
+
+    lang = workdir / "results" / "graph" / "chain_words" / "lang"
+    tree = workdir / "results" / "egs" / "chain" / "tree"
+    tm = chain_tree_transition_model(read_lang(lang), (lang / "topo").read_text(), tree, PHONES)
+    name = "biphone_no_ivector_input"
+    ours, vosk = decode_chain_network_both(
+        workdir, workdir / EXP / "final.pt", name, tid_to_pdf(tm[1])[1:]
     )
-
-    r = workdir / "results"
-    model_path = without_ivector_input(workdir, workdir / EXP / "final.pt")
-    graph = r / "graph" / "chain_words"
-    kaldi = workdir / "kaldi_biphone_no_ivector_input"
-    export_experiment(model_path, kaldi, {"dither": 0.0}, 16000, ivector_files(r),
-                      graph_dir=graph, acoustic_scale=1.0)  # fmt: skip
-    lang = graph / "lang"
-    tm = chain_tree_transition_model(
-        read_lang(lang), (lang / "topo").read_text(), r / "egs/chain/tree", PHONES
-    )[1]
-    tid2pdf = tid_to_pdf(tm)[1:]
-    exported = TransitionModel.from_file(kaldi / "am" / "final.mdl")
-    got = np.array([pdf for row in transition_ids(exported) for _t, _d, pdf in row])
-    assert np.array_equal(got, tid2pdf), "the exported transition model is not Kaldi's"
-    model = build_model(load_model_file(model_path)).eval()
-    reader = AudioReader(read_data_dir(r / "data" / "test"), 16000)
-    utts = utterances(workdir)
-    iv = np.zeros((1, model.ivector_dim), np.float32) if model.ivector_dim else None
-    feats = {u: compute_mfcc(reader(u), MfccOptions(dither=0.0)) for u in utts}
-    ll = {u: paravg_loglikes(model, feats[u], iv, 10**9) for u in utts}
-    ours = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt", 1.0)
-    set_search_beams_of_paravgs_decoding(kaldi)
-    vosk = vosk_decode(kaldi, decoded_wavs(workdir))
-    stats = record_agreement(workdir, "biphone_no_ivector_input", ours, vosk)
-    assert_agreement(stats)
+    assert_agreement(record_agreement(workdir, name, ours, vosk))
 
 
 def test_chain_experiments_with_different_trees_stop_at_start_up(clone_upstream):

@@ -26,6 +26,7 @@ import pytest
 
 from .conftest import (
     FINAL,
+    catch_sleeping_job,
     check_ok,
     find_job_process,
     run_snakemake,
@@ -49,14 +50,7 @@ def start_and_catch_sleeping_job(ws: Path, straggler: dict, log_file: Path):
     proc = subprocess.Popen(
         cmd, cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
-            pid = find_job_process(log_file)
-            if pid:
-                return proc, pid
-        time.sleep(0.2)
-    return proc, None
+    return proc, catch_sleeping_job(proc, log_file)
 
 
 def test_sigkilled_job_and_snakemake_resume_and_the_result_is_identical(

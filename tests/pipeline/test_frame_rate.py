@@ -10,7 +10,6 @@ tiny egs' own, so the shared upstream stages serve it unchanged.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,17 +20,13 @@ from paravg.egs import EgsArchive
 
 from .conftest import WARM, check_ok, run_snakemake, tiny_plan
 from .vosk_checks import (
+    against_paravgs_decoding,
     assert_agreement,
     decode_both,
-    decoded_wavs,
     export_dither0,
     load_scp,
     record_agreement,
-    reference_text,
-    set_decoder_option,
-    set_search_beams_of_paravgs_decoding,
     utterances,
-    wer_of,
     without_ivector_input,
 )
 
@@ -135,25 +130,11 @@ def test_vosk_decodes_the_export_like_paravgs_own_decoder(workdir, tmp_path):
     i-vectors (test_vosk.py's last test): paravg's hypotheses at the scoring LMWT (WIP 0)
     against vosk at graph scale 0.9 and acoustic scale 0.9 · 3 / LMWT (the lattices' acoustics
     carry × 3, Kaldi's post-decode-acwt)."""
-    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
-
-    decode = workdir / EXP / "decode" / "test"
-    scores = json.loads((decode / "scores.json").read_text())
-    lmwt = float(scores["lmwt"])
-    decoded = json.loads((decode / "hyps.json").read_text())["words"][f"{lmwt:g}_0"]
-    ours = {u: decoded[u] for u in utterances(workdir, None)}
-    kaldi = tmp_path / "kaldi"
-    shutil.copytree(workdir / EXP / "kaldi", kaldi)
-    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE * F / lmwt)
-    set_search_beams_of_paravgs_decoding(kaldi)
-    vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
-    stats = record_agreement(workdir, "lfr_with_ivectors", ours, vosk)
+    stats, wer, vosk = against_paravgs_decoding(
+        workdir, workdir / EXP, tmp_path, "lfr_with_ivectors", F
+    )
     # measured on the tiny f = 3 model (WER ~92 %): 17/20 identical, WERs 93.12 and 91.53
     assert stats["identical_fraction"] >= 0.6, stats
-    wer = {
-        "paravg": wer_of(reference_text(workdir), ours),
-        "vosk": wer_of(reference_text(workdir), vosk),
-    }
     assert abs(wer["paravg"] - wer["vosk"]) <= 3.0, wer
     assert_words_of_the_graph(workdir, vosk)
 

@@ -134,31 +134,11 @@ def test_vosk_decodes_the_gmm_path_export_like_paravgs_decoder(workdir, tmp_path
     """The export (triphone transition model, the GMM graph) in vosk: its best path at
     acoustic scale 0.9 / LMWT equals paravg's at that LMWT (WIP 0) on the test set.
     Measured on the tiny model (no i-vectors, WER ~99 %): 19/20 identical, same WER."""
-    import shutil
-
-    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
-
-    from .vosk_checks import (
-        decoded_wavs,
-        reference_text,
-        set_decoder_option,
-        set_search_beams_of_paravgs_decoding,
-        utterances,
-        wer_of,
-    )
+    from .vosk_checks import against_paravgs_decoding
 
     r = workdir / "results"
-    lmwt = float(json.loads((r / "exp/default/decode/test/scores.json").read_text())["lmwt"])
-    hyps = json.loads((r / "exp/default/decode/test/hyps.json").read_text())
-    ours = {u: hyps["words"][f"{lmwt:g}_0"][u] for u in utterances(workdir, None)}
-    kaldi = tmp_path / "kaldi"
-    shutil.copytree(r / "exp/default/kaldi", kaldi)
-    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE / lmwt)
-    set_search_beams_of_paravgs_decoding(kaldi)
-    vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
-    identical = sum(ours[u] == vosk[u] for u in ours) / len(ours)
-    text = reference_text(workdir)
-    assert identical >= 0.6, (ours, vosk)
-    assert abs(wer_of(text, ours) - wer_of(text, vosk)) <= 2.0
+    stats, wer, vosk = against_paravgs_decoding(workdir, r / "exp/default", tmp_path, "gmm")
+    assert stats["identical_fraction"] >= 0.6, stats
+    assert abs(wer["paravg"] - wer["vosk"]) <= 2.0, wer
     words = set((r / "graph/words/words.txt").read_text().split()[::2])
     assert any(vosk.values()) and all(set(h.split()) <= words for h in vosk.values())

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import WARM, check_ok, run_snakemake
+from .conftest import TINY_TDNNF, WARM, check_ok, run_snakemake
 from .vosk_checks import (
     assert_agreement,
     assert_hypotheses_are_words,
@@ -28,19 +28,7 @@ from .vosk_checks import (
 pytestmark = pytest.mark.pipeline
 
 TDNNF = {
-    "model": {
-        "family": "tdnnf",
-        "input_splice": [-1, 0, 1],
-        "tdnnf": {
-            "tdnn1_dim": 32,
-            "dim": 32,
-            "bottleneck_dim": 8,
-            "time_strides": [1, 0, 1],
-            "linear_dim": 8,
-            "prefinal_big_dim": 32,
-            "prefinal_small_dim": 16,
-        },
-    },
+    "model": TINY_TDNNF,
     "trainer": {"dropout_schedule": "0,0@0.20,0.5@0.50,0"},
 }
 OVERLAY = {"experiments": {"tdnnf": TDNNF}}

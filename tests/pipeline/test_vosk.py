@@ -35,25 +35,18 @@ at the export's 8 a barely trained model's lattices take vosk 18x as long to det
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from .conftest import TRAINED_OVERLAY, WARM, check_ok, run_snakemake
 from .vosk_checks import (
+    against_paravgs_decoding,
     assert_agreement,
     assert_hypotheses_are_words,
     decode_both,
-    decoded_wavs,
     export_dither0,
     record_agreement,
-    reference_text,
-    set_decoder_option,
-    set_search_beams_of_paravgs_decoding,
-    utterances,
-    wer_of,
     without_ivector_input,
 )
 
@@ -128,23 +121,8 @@ def test_vosk_ivectors_decode_identically(workdir):
 def test_vosk_decodes_like_paravgs_decoder(workdir, tmp_path):
     """vosk's best path = graph scale 0.9, acoustic scale a: paravg's LMWT 0.9 / a. The
     exported model.conf is given a = 0.9 / the LMWT scoring chose (WIP 0)."""
-    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
-
-    r = workdir / "results"
-    scores = json.loads((r / "exp" / "default" / "decode" / "test" / "scores.json").read_text())
-    lmwt = float(scores["lmwt"])
-    hyps = json.loads((r / "exp" / "default" / "decode" / "test" / "hyps.json").read_text())
-    decoded: dict[str, str] = hyps["words"][f"{lmwt:g}_0"]
-    ours = {u: decoded[u] for u in utterances(workdir, None)}  # all 20
-    kaldi = tmp_path / "kaldi"
-    shutil.copytree(r / "exp" / "default" / "kaldi", kaldi)
-    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE / lmwt)
-    set_search_beams_of_paravgs_decoding(kaldi)
-    vosk = vosk_decode(kaldi, decoded_wavs(workdir, None))
-    stats = record_agreement(workdir, "with_ivectors", ours, vosk)
-    text = reference_text(workdir)
-    wer = {"paravg": wer_of(text, ours), "vosk": wer_of(text, vosk)}
-    print("WER", json.dumps(wer))
+    exp = workdir / "results" / "exp" / "default"
+    stats, wer, vosk = against_paravgs_decoding(workdir, exp, tmp_path, "with_ivectors")
     # Measured on the tiny model (WER ~95 %, barely trained, each side with its own
     # dither), all 20 test utterances: 14/20 identical, WERs 95.2 vs 94.2 (speaker-carried
     # eval i-vectors gave 10/20). On the demo (bench_vosk_agreement.py part 6): 55/70,

@@ -16,11 +16,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
-from .conftest import FINAL, TRAINED_OVERLAY, find_job_process, snakemake_command
+from .conftest import FINAL, TRAINED_OVERLAY, catch_sleeping_job, snakemake_command
 
 pytestmark = pytest.mark.pipeline
 
@@ -39,11 +38,7 @@ def test_a_killed_warm_worker_is_rerun_and_the_bits_are_those_of_fresh_processes
         stderr=subprocess.STDOUT,
         text=True,
     )
-    killed, deadline = None, time.time() + 300
-    while killed is None and time.time() < deadline and proc.poll() is None:
-        if log_file.exists() and "trained" in log_file.read_text():  # sleeping now
-            killed = find_job_process(log_file)
-        time.sleep(0.2)
+    killed = catch_sleeping_job(proc, log_file)
     assert killed is not None, "the slow job was never caught sleeping"
     # the job runs in a fork of the warm server, not in a process snakemake started
     assert os.getppid() != killed and proc.pid != killed

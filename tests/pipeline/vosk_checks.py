@@ -1,6 +1,9 @@
-"""What the vosk tests share (test_vosk, test_frame_rate, test_tdnnf): the decoded
-utterances and their references, the export with dither 0, paravg's and vosk's decodes of
-one export, their agreement record, and WER through :func:`paravg.decode.score.score_setting`."""
+"""What the vosk tests share (test_vosk, test_frame_rate, test_tdnnf, test_gmm_targets,
+test_chain, test_chain_biphone): the decoded utterances and their references, the export
+with dither 0, paravg's and vosk's decodes of one export (a chain model's:
+:func:`decode_chain_network_both`), vosk against paravg's own decoding
+(:func:`against_paravgs_decoding`), their agreement record, and WER through
+:func:`paravg.decode.score.score_setting`."""
 
 from __future__ import annotations
 
@@ -203,3 +206,71 @@ def assert_agreement(stats: dict, identical: float = 0.9) -> None:
     ``identical`` of them the same, and at most 1 % errors between them."""
     assert stats["identical_fraction"] >= identical, stats
     assert stats["error_rate_between"] <= 1.0, stats
+
+
+def decode_chain_network_both(
+    ws: Path, final: Path, name: str, tid2pdf: np.ndarray
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Hypotheses of paravg's chain network (Kaldi's FasterDecoder) and of vosk, as
+    test_chain.py and test_chain_biphone.py compare them: ``final`` without its i-vector
+    input, exported with dither 0 on the chain word graph at acoustic scale 1 (to
+    ``ws``/kaldi_``name``), its transition model first checked against ``tid2pdf``
+    (``tid2pdf[tid - 1]`` = pdf, from Kaldi's own TransitionModel of the graph's lang and
+    chain tree); paravg's chain output (no priors, every third frame, the i-vector columns
+    zeroed so any i-vector gives the same output) decoded at acoustic scale 1."""
+    from paravg.audio import AudioReader
+    from paravg.data import read_data_dir
+    from paravg.export.phone_loop import transition_ids
+    from paravg.export.stage import export_experiment
+    from paravg.export.transition_model import TransitionModel
+    from paravg.export.verify import paravg_loglikes, reference_decode, vosk_decode
+    from paravg.features import MfccOptions, compute_mfcc
+    from paravg.nnet.model_file import build_model, load_model_file
+
+    r = ws / "results"
+    model_path = without_ivector_input(ws, final)
+    graph = r / "graph" / "chain_words"
+    kaldi = ws / f"kaldi_{name}"
+    export_experiment(model_path, kaldi, {"dither": 0.0}, 16000, ivector_files(r),
+                      graph_dir=graph, acoustic_scale=1.0)  # fmt: skip
+    exported = TransitionModel.from_file(kaldi / "am" / "final.mdl")
+    got = np.array([pdf for row in transition_ids(exported) for _t, _d, pdf in row])
+    assert np.array_equal(got, tid2pdf), "the exported transition model is not Kaldi's"
+    model = build_model(load_model_file(model_path)).eval()
+    reader = AudioReader(read_data_dir(r / "data" / "test"), 16000)
+    utts = utterances(ws)
+    iv = np.zeros((1, model.ivector_dim), np.float32) if model.ivector_dim else None
+    feats = {u: compute_mfcc(reader(u), MfccOptions(dither=0.0)) for u in utts}
+    ll = {u: paravg_loglikes(model, feats[u], iv, 10**9) for u in utts}
+    ours = reference_decode(ll, tid2pdf, graph / "HCLG.fst", graph / "words.txt", 1.0)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    return ours, vosk_decode(kaldi, decoded_wavs(ws))
+
+
+def against_paravgs_decoding(
+    ws: Path, exp: Path, out: Path, name: str, lattice_acoustic_scale: float = 1.0
+) -> tuple[dict, dict[str, float], dict[str, str]]:
+    """paravg's own decoding of every test utterance (``exp``'s decode of the test set at
+    the LMWT L scoring chose, WIP 0) against vosk on a copy of ``exp``'s export (in
+    ``out``/kaldi) at graph scale 0.9 and acoustic scale 0.9 · ``lattice_acoustic_scale``
+    / L (the factor the lattices' acoustic costs carry: Kaldi's post-decode-acwt), each
+    side with its own features and i-vectors. Returns the agreement (recorded as
+    ``name``), both WERs and vosk's hypotheses."""
+    import shutil
+
+    from paravg.export.verify import VOSK_GRAPH_SCALE, vosk_decode
+
+    decode = exp / "decode" / "test"
+    lmwt = float(json.loads((decode / "scores.json").read_text())["lmwt"])
+    decoded = json.loads((decode / "hyps.json").read_text())["words"][f"{lmwt:g}_0"]
+    ours = {u: decoded[u] for u in utterances(ws, None)}
+    kaldi = out / "kaldi"
+    shutil.copytree(exp / "kaldi", kaldi)
+    set_decoder_option(kaldi, "acoustic-scale", VOSK_GRAPH_SCALE * lattice_acoustic_scale / lmwt)
+    set_search_beams_of_paravgs_decoding(kaldi)
+    vosk = vosk_decode(kaldi, decoded_wavs(ws, None))
+    stats = record_agreement(ws, name, ours, vosk)
+    text = reference_text(ws)
+    wer = {"paravg": wer_of(text, ours), "vosk": wer_of(text, vosk)}
+    print("WER", json.dumps(wer))
+    return stats, wer, vosk
