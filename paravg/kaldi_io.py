@@ -143,12 +143,15 @@ def iter_table(
     caller holds grows with the keys it asked for, not with the file, as Kaldi's
     ``RandomAccessTableReader`` of a sorted scp reads only the lines it is asked for.
     A sorted table (``require_sorted``) is checked holding one key (a duplicate is the
-    previous line's key); an unsorted one holds each kept key's line number.
+    previous line's key); one that may be unsorted is checked so while its keys ascend,
+    and from its first key out of order holds each kept key's line number (those before
+    it read again).
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: missing file")
-    seen: dict[str, int] = {}  # unsorted tables only: the lines of the keys kept
+    # unsorted tables from their first key out of order: the lines of the keys kept
+    seen: dict[str, int] | None = None
     prev_key: str | None = None
     prev_lineno = run_start = 0
     with open(path, "rb") as f:
@@ -177,8 +180,10 @@ def iter_table(
             kept = keys is None or key in keys
             if key != prev_key:
                 run_start = lineno
-            # sorted: a duplicate is the previous line's key (nothing held per key)
-            first = (run_start if key == prev_key else None) if require_sorted else seen.get(key)
+            if not require_sorted and seen is None and prev_key is not None and key < prev_key:
+                seen = _kept_lines_before(path, lineno, keys)
+            # ascending: a duplicate is the previous line's key (nothing held per key)
+            first = (run_start if key == prev_key else None) if seen is None else seen.get(key)
             if kept and first is not None:
                 raise DataError(f"{path}:{lineno}: duplicate key {key!r} (first on line {first})")
             if require_sorted and prev_key is not None and key < prev_key:
@@ -197,9 +202,23 @@ def iter_table(
             prev_key, prev_lineno = key, lineno
             if not kept:
                 continue
-            if not require_sorted:
+            if seen is not None:
                 seen[key] = lineno
             yield TableLine(key, tuple(parts[1:]), lineno, text.strip()[len(key) :].strip())
+
+
+def _kept_lines_before(path: Path, before: int, keys: Container[str] | None) -> dict[str, int]:
+    """``{key: line}`` of the lines before line ``before`` of a table whose keys ascend
+    up to there (of the ``keys`` only, when given)."""
+    out: dict[str, int] = {}
+    with open(path, "rb") as f:
+        for lineno, bline in enumerate(f, start=1):
+            if lineno >= before:
+                break
+            key = bline.split(maxsplit=1)[0].decode("utf-8")
+            if keys is None or key in keys:
+                out[key] = lineno
+    return out
 
 
 def _first_line_of(path: Path, key: str, before: int) -> int | None:
@@ -605,7 +624,7 @@ def iter_int_vectors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray,
         check_no_byte_order_mark(buf, path)
         yield from _iter_ark(path, buf)
     else:
-        for line in read_table(path, min_fields=2, require_sorted=False):
+        for line in iter_table(path, min_fields=2, require_sorted=False):
             place = Place(str(path), line=line.lineno)
             yield line.key, _parse_text_ints(list(line.fields), str(place)), place
 
