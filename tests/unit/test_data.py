@@ -597,3 +597,68 @@ def test_a_feature_job_reads_its_split_line_by_line(tmp_path, segments):
     (out / "utt2spk").write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"the prepared tables disagree; run prepare_data"):
         list(iter_prepared_utterances(out, 0, 9))
+
+
+# ------------------------------------------------------------------ streamed tables (issue 36)
+def test_tables_out_of_kaldi_order_prepare_as_the_whole_tables_give(tmp_path):
+    """prepare_data joins the sorted tables as it reads them and falls back to a table
+    per speaker or recording where a data dir breaks Kaldi's conventions (allowed):
+    speakers not in utterance order, segments not in recording order. The prepared dir
+    is then what the whole tables (read_data_dir) give: spk2utt per speaker in speaker
+    order, wav.scp the kept recordings sorted, every segment and origin line kept."""
+    src = make_dir(tmp_path, speakers=2, per_speaker=3, segments=True)
+    rename = {"spkA": "zrec", "spkB": "arec"}  # spkA's audio sorts last
+    seg = [line.split() for line in (src / "segments").read_text().splitlines()]
+    (src / "segments").write_text("".join(f"{u} {rename[r]} {a} {b}\n" for u, r, a, b in seg))
+    wav = sorted(
+        f"{rename[r]} {p}"
+        for r, p in (x.split() for x in (src / "wav.scp").read_text().splitlines())
+    )
+    (src / "wav.scp").write_text("\n".join(wav) + "\nzzz_unused /nonexistent.wav\n")
+    utts = [u for u, *_ in seg]
+    (src / "utt2spk").write_text(
+        "".join(f"{u} {'s2' if i % 2 else 's1'}\n" for i, u in enumerate(utts))
+    )
+    report = prepare(src, tmp_path, fraction=0.5)
+    out = tmp_path / "out"
+    data = read_data_dir(src)
+    assert any("utterance order differs from speaker order" in w for w in report["warnings"])
+    assert (out / "spk2utt").read_text() == "".join(
+        f"{s} {' '.join(us)}\n" for s, us in data.spk2utt.items()
+    )
+    assert (out / "wav.scp").read_text() == "".join(
+        f"arec {Path(wav[0].split()[1]).resolve()}\nzrec {Path(wav[1].split()[1]).resolve()}\n"
+    )
+    assert (out / "segments").read_text() == "".join(f"{u} {data.segments[u].text}\n" for u in utts)
+    origin = [line.split() for line in (out / "origin").read_text().splitlines()]
+    assert [(u, int(w), int(s)) for u, w, s, _ in origin] == [
+        (u, data.wav_lines[data.recording(u)], data.segments[u].lineno) for u in utts
+    ]
+    assert report["duration_s_checked"] == pytest.approx(3.0)
+    assert report["num_recordings"] == 2 and report["num_speakers"] == 2
+
+
+def test_preparation_holds_nothing_per_utterance(tmp_path):
+    """prepare_data's traced peak does not grow with the utterances (Kaldi's sorted
+    tables: every check and write a join of the files as they are read): 4x the
+    utterances add less than 50 bytes each (the whole tables held ~1,000). Ids are long
+    enough that each output's write buffer (8 KiB) fills at both sizes."""
+    import tracemalloc
+
+    peaks = []
+    for n in (250, 1000):
+        d = tmp_path / f"n{n}"
+        d.mkdir()
+        audio = write_wav(tmp_path / "one.wav", noise(0.5, seed=1))
+        utts = [f"speaker{i // 10:04d}-utterance{i:05d}-of-a-corpus" for i in range(n)]
+        write(d / "wav.scp", "".join(f"{u} {audio}\n" for u in utts))
+        write(d / "utt2spk", "".join(f"{u} {u[:11]}\n" for u in utts))
+        write(d / "text", "".join(f"{u} some words\n" for u in utts))
+        write_targets(d, {u: np.arange(48, dtype=np.int32) % 7 for u in utts}, "scp")
+        prepare_data_dir(d, tmp_path / "warm", RATE, 0.0)  # imports, caches
+        tracemalloc.start()
+        report = prepare_data_dir(d, tmp_path / f"out{n}", RATE, 0.0)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert report["num_utterances_kept"] == n
+    assert peaks[1] - peaks[0] < 50 * 750, peaks
