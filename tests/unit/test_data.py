@@ -638,11 +638,10 @@ def test_tables_out_of_kaldi_order_prepare_as_the_whole_tables_give(tmp_path):
     assert report["num_recordings"] == 2 and report["num_speakers"] == 2
 
 
-def test_preparation_holds_nothing_per_utterance(tmp_path):
-    """prepare_data's traced peak does not grow with the utterances (Kaldi's sorted
-    tables: every check and write a join of the files as they are read): 4x the
-    utterances add less than 50 bytes each (the whole tables held ~1,000). Ids are long
-    enough that each output's write buffer (8 KiB) fills at both sizes."""
+def _traced_preparation_peaks(tmp_path, shuffled: bool) -> list[int]:
+    """prepare_data's traced peak at 250 and 1,000 utterances of 48 frames (ids long
+    enough that each output's 8-KiB write buffer fills at both sizes); ``shuffled``: the
+    targets file lists them out of order."""
     import tracemalloc
 
     peaks = []
@@ -654,11 +653,32 @@ def test_preparation_holds_nothing_per_utterance(tmp_path):
         write(d / "wav.scp", "".join(f"{u} {audio}\n" for u in utts))
         write(d / "utt2spk", "".join(f"{u} {u[:11]}\n" for u in utts))
         write(d / "text", "".join(f"{u} some words\n" for u in utts))
-        write_targets(d, {u: np.arange(48, dtype=np.int32) % 7 for u in utts}, "scp")
+        order = sorted(utts, key=lambda u: u[::-1]) if shuffled else utts
+        write_targets(d, {u: np.arange(48, dtype=np.int32) % 7 for u in order}, "scp")
         prepare_data_dir(d, tmp_path / "warm", RATE, 0.0)  # imports, caches
         tracemalloc.start()
         report = prepare_data_dir(d, tmp_path / f"out{n}", RATE, 0.0)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         assert report["num_utterances_kept"] == n
+    return peaks
+
+
+def test_preparation_holds_nothing_per_utterance(tmp_path):
+    """prepare_data's traced peak does not grow with the utterances (Kaldi's sorted
+    tables: every check and write a join of the files as they are read): 4x the
+    utterances add less than 50 bytes each (the whole tables held ~1,000)."""
+    peaks = _traced_preparation_peaks(tmp_path, shuffled=False)
     assert peaks[1] - peaks[0] < 50 * 750, peaks
+
+
+def test_targets_out_of_order_hold_what_the_declared_mem_mb_counts(tmp_path):
+    """A targets file out of order is held (its keys' lengths and places, the kept
+    vectors): the traced peak's growth per utterance is within what rule prepare_data's
+    mem_mb formula declares for one (paravg.resources: per utterance + per frame)."""
+    from paravg.resources import PER_UTT_BYTES, PREPARE_BYTES_PER_FRAME
+
+    peaks = _traced_preparation_peaks(tmp_path, shuffled=True)
+    per_utt = (peaks[1] - peaks[0]) / 750
+    declared = PER_UTT_BYTES["prepare_data"] + PREPARE_BYTES_PER_FRAME * 48
+    assert 200 < per_utt <= declared, (per_utt, declared)
