@@ -165,19 +165,14 @@ class _TargetsScan:
     table: dict[str, tuple[int, Place, bool]] | None
 
 
-class _TargetsOutOfOrderError(Exception):
-    pass
-
-
 def _scan_targets(targets_file: Path, num_targets: int, scan: ScannedDataDir, limit: int):
     """Every check of the targets (:func:`paravg.data.iter_checked_targets`) and which
     utterances have them: a merge-join of the file with ``utt2spk`` while its keys
     ascend, nothing held per utterance; a file out of order is read again into a table
     of its keys' lengths and places."""
-    try:
-        return _scan_sorted_targets(targets_file, num_targets, scan, limit)
-    except _TargetsOutOfOrderError:
-        pass
+    joined = _scan_sorted_targets(targets_file, num_targets, scan, limit)
+    if joined is not None:
+        return joined
     table: dict[str, tuple[int, Place, bool]] = {}
     for key, vec, place in iter_checked_targets(targets_file, num_targets):
         table[key] = (vec.size, place, False)
@@ -194,13 +189,14 @@ def _scan_targets(targets_file: Path, num_targets: int, scan: ScannedDataDir, li
 
 def _scan_sorted_targets(
     targets_file: Path, num_targets: int, scan: ScannedDataDir, limit: int
-) -> _TargetsScan:
+) -> _TargetsScan | None:
+    """The merge-join of :func:`_scan_targets`; None at the first key out of order."""
     utts = (row.key for row in iter_table(scan.utt2spk_file, num_fields=2))
     utt = next(utts, None)
     skipped, kept, extra, prev = _Skipped(limit), 0, 0, None
     for key, _, _ in iter_checked_targets(targets_file, num_targets):
         if prev is not None and key < prev:
-            raise _TargetsOutOfOrderError
+            return None
         prev = key
         while utt is not None and utt < key:
             skipped.add(utt)
