@@ -82,9 +82,11 @@ def prepare_data_dir(
     """Validate the Kaldi data dir ``src`` and write the normalised prepared dir ``dst``.
 
     All checks run before anything is written: the tables
-    (:func:`paravg.data.read_data_dir`), the targets
-    (:func:`paravg.data.iter_checked_targets`: ids in ``[0, num_targets)`` when
-    ``data.num_targets`` is set), the audio headers (:func:`paravg.audio.check_audio`).
+    (:func:`paravg.data.scan_data_dir`: those of :func:`paravg.data.read_data_dir`, read
+    line by line), the targets (:func:`paravg.data.iter_checked_targets`: ids in
+    ``[0, num_targets)`` when ``data.num_targets`` is set), the audio headers
+    (:func:`paravg.audio.check_audio_rows`). Nothing is held per utterance for a data dir
+    in Kaldi's sorted order (:func:`_prepare_into`).
     Utterances without targets are skipped and counted, as Kaldi's ``get_egs.sh`` does (it
     warns per utterance); more than ``max_missing_fraction`` of them is an error.
 
