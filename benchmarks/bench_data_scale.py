@@ -76,10 +76,15 @@ def run_size(ws: Path, minutes: float, cores: int, timeout_s: int) -> float:
 
 
 def stage_resources(ws: Path) -> dict[str, dict]:
-    """Per rule: jobs, summed CPU seconds, largest peak RSS, jobs without a resource line."""
+    """Per rule: jobs, summed CPU seconds, largest peak RSS, jobs without a resource line.
+    A rule's logs are every ``*.log`` under ``logs/<rule>/``, at any depth (the GMM
+    stages log per model: ``logs/gmm_acc/mono/3.1.log``)."""
     out: dict[str, dict] = {}
-    for log in sorted((ws / "logs").glob("*/*.log")):
-        rule = log.parent.name
+    logs = ws / "logs"
+    for log in sorted(logs.rglob("*.log")):
+        rule = log.relative_to(logs).parts[0]
+        if rule == log.name:  # a log beside the rules' folders
+            continue
         s = out.setdefault(rule, {"jobs": 0, "cpu_s": 0.0, "max_rss_mb": 0.0, "missing": 0})
         s["jobs"] += 1
         r = read_job_resources(log)
@@ -208,6 +213,20 @@ _ORDER = [
     "egs_split",
     "egs_archive",
     "egs_subsets",
+    "gmm_dict",
+    "gmm_lang",
+    "gmm_feats",
+    "gmm_mono_init",
+    "gmm_align_equal",
+    "gmm_acc",
+    "gmm_est",
+    "gmm_realign",
+    "gmm_mono_align_si",
+    "gmm_tree_acc",
+    "gmm_tree",
+    "gmm_convert_ali",
+    "gmm_align_set",
+    "gmm_targets",
 ]
 
 

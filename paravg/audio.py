@@ -37,6 +37,7 @@ import os
 import re
 import struct
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -296,8 +297,56 @@ class AudioReader:
         return samples
 
 
+def check_audio_rows(
+    rows: Iterable[tuple[str, str, int, RxFilename, Segment | None]],
+    sample_rate: int,
+    wav_file: Path,
+    seg_file: Path | None,
+    recordings_in_order: bool = True,
+) -> dict:
+    """Header-check every recording of ``rows`` and every segment's range, as the rows
+    come: ``(utterance, recording, its wav.scp line, its rxfilename, segment or None)``
+    in utterance order.
+
+    Each recording's header is read once (``soundfile.info`` and the RIFF walk of
+    :func:`audio_info`; pipes are not run): with ``recordings_in_order`` (a recording's
+    utterances are consecutive: always without segments, and with segments whose
+    recordings never decrease, Kaldi's convention) only the current recording's header
+    is held, else every recording's (a table per recording). The duration is summed in
+    utterance order (``extract-segments``' sample range of each segment).
+
+    Returns ``{"duration_s": ..., "num_unchecked_pipes": recordings}``; the duration
+    counts checked utterances only.
+    """
+    infos: dict[str, AudioInfo | None] = {}
+    pipes = 0
+    duration = 0.0
+    for utt, reco, wav_line, rx, seg in rows:
+        if reco not in infos:
+            if recordings_in_order:
+                infos.clear()
+            where = f"{wav_file}:{wav_line}: recording {reco!r}"
+            info = audio_info(rx, where)
+            if info is not None:
+                check_audio_format(info.sample_rate, info.channels, sample_rate, where)
+            else:
+                pipes += 1
+            infos[reco] = info
+        info = infos[reco]
+        if info is None:
+            continue
+        if seg is None:
+            duration += info.num_samples / info.sample_rate
+        else:
+            where = f"{seg_file}:{seg.lineno}: utterance {utt!r}"
+            a, b = seg.sample_range(info.num_samples, info.sample_rate, where)
+            duration += (b - a) / info.sample_rate
+    return {"duration_s": round(duration, 3), "num_unchecked_pipes": pipes}
+
+
 def check_audio(data: DataDirAudio, sample_rate: int) -> dict:
-    """Header-check every recording used by ``data`` and every segment's range.
+    """Header-check every recording used by ``data`` and every segment's range, of a
+    data dir held in memory (:func:`check_audio_rows` streams them).
 
     Returns ``{"duration_s": ..., "unchecked_pipes": [recordings]}``; the duration
     counts checked utterances only.

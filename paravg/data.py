@@ -36,6 +36,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from paravg.kaldi_io import (
     TableLine,
     iter_int_vectors,
     iter_table,
+    parse_rxfilename,
     read_table,
     write_table,
 )
@@ -150,21 +152,49 @@ def _sorted_difference(left: Iterable[str], right: Iterable[str]) -> tuple[_Firs
     return only_left, only_right
 
 
-def _check_text_keys(text_file: Path, u2s_file: Path, utt2spk: Mapping[str, str]) -> None:
-    """``text`` names only utterances of ``utt2spk`` and covers them all, checked as a
-    merge-join of the two sorted key streams (``utils/validate_data_dir.sh`` joins the
-    sorted files): nothing is held per line. ``utt2spk`` is in its file's (sorted) order."""
+def _check_text_keys(text_file: Path, u2s_file: Path, utts: Iterable[str], num_utts: int) -> None:
+    """``text`` names only the utterances ``utts`` (of ``utt2spk``, ``num_utts`` of them)
+    and covers them all, checked as a merge-join of the two sorted key streams
+    (``utils/validate_data_dir.sh`` joins the sorted files): nothing is held per line.
+    ``utts`` is in ``utt2spk``'s (checked, sorted) order."""
     unknown, untranscribed = _sorted_difference(
-        (line.key for line in iter_table(text_file, min_fields=1)), utt2spk
+        (line.key for line in iter_table(text_file, min_fields=1)), utts
     )
     if unknown.count:
         raise DataError(f"{text_file}: utterances not in {u2s_file}: {unknown}")
     if untranscribed.count:  # WER over the rest would be silently optimistic
         raise DataError(
-            f"{text_file}: {untranscribed.count} of {len(utt2spk)} utterances of {u2s_file} "
+            f"{text_file}: {untranscribed.count} of {num_utts} utterances of {u2s_file} "
             f"have no transcript: {untranscribed}; a text file covers every "
             "utterance (utils/validate_data_dir.sh), or remove it to evaluate without WER"
         )
+
+
+def _checked_segment(line: TableLine, seg_file: Path, intern: bool = False) -> Segment:
+    """The :class:`Segment` of a ``segments`` line, checked as
+    ``utils/validate_data_dir.sh`` and ``extract-segments.cc`` read it: 4 fields (a 5th,
+    the channel, only ``0``), numeric times, ``0 <= start < end`` or ``end = -1``. With
+    ``intern`` the recording id is interned (for a caller that holds every segment)."""
+    where = f"{seg_file}:{line.lineno}"
+    if len(line.fields) == 4 and line.fields[3] != "0":
+        raise DataError(
+            f"{where}: channel field {line.fields[3]!r}: only mono audio (channel 0) is supported"
+        )
+    if len(line.fields) > 4:
+        raise DataError(f"{where}: expected 4 or 5 fields, found {len(line.fields) + 1}")
+    reco, s_start, s_end = line.fields[:3]
+    try:
+        start, end = float(s_start), float(s_end)
+    except ValueError as exc:
+        raise DataError(
+            f"{where}: start/end times must be numbers, got {s_start!r} {s_end!r}"
+        ) from exc
+    if not (start >= 0 and (end == -1 or end > start)):
+        raise DataError(
+            f"{where}: invalid segment {start} .. {end} (need 0 <= start < end, or end = -1)"
+        )
+    reco = sys.intern(reco) if intern else reco
+    return Segment(reco, start, end, line.lineno, " ".join(line.fields[:3]))
 
 
 def read_data_dir(path: str | os.PathLike, *, hold_text: bool = True) -> DataDir:
@@ -207,31 +237,12 @@ def read_data_dir(path: str | os.PathLike, *, hold_text: bool = True) -> DataDir
     if seg_file.exists():
         segments = {}
         for line in iter_table(seg_file, min_fields=4):
-            where = f"{seg_file}:{line.lineno}"
-            if len(line.fields) == 4 and line.fields[3] != "0":
+            seg = _checked_segment(line, seg_file, intern=True)
+            if seg.recording not in wav:
                 raise DataError(
-                    f"{where}: channel field {line.fields[3]!r}: only mono audio (channel 0) "
-                    "is supported"
+                    f"{seg_file}:{line.lineno}: recording {seg.recording!r} is not in {wav_file}"
                 )
-            if len(line.fields) > 4:
-                raise DataError(f"{where}: expected 4 or 5 fields, found {len(line.fields) + 1}")
-            reco, s_start, s_end = line.fields[:3]
-            try:
-                start, end = float(s_start), float(s_end)
-            except ValueError as exc:
-                raise DataError(
-                    f"{where}: start/end times must be numbers, got {s_start!r} {s_end!r}"
-                ) from exc
-            if not (start >= 0 and (end == -1 or end > start)):
-                raise DataError(
-                    f"{where}: invalid segment {start} .. {end} (need 0 <= start < end, "
-                    "or end = -1)"
-                )
-            if reco not in wav:
-                raise DataError(f"{where}: recording {reco!r} is not in {wav_file}")
-            segments[sys.intern(line.key)] = Segment(
-                sys.intern(reco), start, end, line.lineno, " ".join(line.fields[:3])
-            )
+            segments[sys.intern(line.key)] = seg
         utts_of_audio, audio_file = segments, seg_file
     else:
         utts_of_audio, audio_file = wav, wav_file
@@ -278,7 +289,7 @@ def read_data_dir(path: str | os.PathLike, *, hold_text: bool = True) -> DataDir
     text = None
     text_file: Path | None = path / "text"
     if text_file.exists():
-        _check_text_keys(text_file, u2s_file, utt2spk)
+        _check_text_keys(text_file, u2s_file, utt2spk, len(utt2spk))
         if hold_text:
             text = {sys.intern(line.key): line.rest for line in iter_table(text_file, min_fields=1)}
     else:
@@ -313,6 +324,240 @@ def read_data_dir(path: str | os.PathLike, *, hold_text: bool = True) -> DataDir
         r2fc,
         text_file=text_file,
     )
+
+
+# ------------------------------------------------------------------------------ streamed scan
+@dataclass
+class ScannedDataDir:
+    """A data dir checked as :func:`read_data_dir` checks it, by :func:`scan_data_dir`,
+    holding nothing per utterance: its files, its size and how its sorted tables line up
+    (which lets :func:`iter_utterance_rows` and :mod:`paravg.prepare_data` join them as
+    they are read)."""
+
+    path: Path
+    num_utterances: int
+    #: speakers never decrease along the (sorted) utterances (Kaldi's convention: speaker
+    #: ids prefix utterance ids): ``spk2utt`` is ``utt2spk``'s runs of one speaker
+    speakers_in_order: bool
+    #: with segments, recordings never decrease along them (Kaldi's convention: recording
+    #: ids prefix utterance ids): each recording's segments are consecutive
+    recordings_in_order: bool
+    segments_file: Path | None
+    text_file: Path | None
+    utt2uniq_file: Path | None
+    reco2file_and_channel_file: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def wav_file(self) -> Path:
+        return self.path / "wav.scp"
+
+    @property
+    def utt2spk_file(self) -> Path:
+        return self.path / "utt2spk"
+
+
+def _keys(path: Path, **checks) -> Iterator[str]:
+    """The keys of a (checked, sorted) table as they are read."""
+    return (line.key for line in iter_table(path, **checks))
+
+
+def _speakers_grouped(
+    pairs: Iterable[tuple[str, str]], in_order: bool
+) -> Iterator[tuple[str, list[str]]]:
+    """``(speaker, its utterances)`` in speaker order from ``(utterance, speaker)`` pairs
+    in utterance order (``utils/utt2spk_to_spk2utt.pl``). With ``in_order`` (speakers
+    never decrease along the pairs) each speaker's utterances are one run: one speaker
+    held at a time; otherwise every speaker's list is held (the memory of ``utt2spk``)."""
+    if in_order:
+        for spk, run in itertools.groupby(pairs, key=lambda p: p[1]):
+            yield spk, [u for u, _ in run]
+        return
+    derived: dict[str, list[str]] = {}
+    for utt, spk in pairs:
+        derived.setdefault(spk, []).append(utt)
+    for spk in sorted(derived):
+        yield spk, derived.pop(spk)
+
+
+def _check_segments_streamed(seg_file: Path, wav_file: Path) -> bool:
+    """Every line of ``segments`` checked (:func:`_checked_segment`) and its recording
+    found in ``wav.scp``: a merge-join of the two sorted files while the recordings never
+    decrease along the segments (one key of each held); from the first one that does, the
+    set of ``wav.scp``'s recordings (one name per recording). Returns whether they never
+    decreased."""
+    wav_keys = _keys(wav_file)
+    wav_key = next(wav_keys, None)
+    known: set[str] | None = None
+    prev: str | None = None
+    for line in iter_table(seg_file, min_fields=4):
+        reco = _checked_segment(line, seg_file).recording
+        if known is None and prev is not None and reco < prev:
+            known = set(_keys(wav_file))
+        prev = reco
+        if known is None:
+            while wav_key is not None and wav_key < reco:
+                wav_key = next(wav_keys, None)
+            found = wav_key == reco
+        else:
+            found = reco in known
+        if not found:
+            raise DataError(f"{seg_file}:{line.lineno}: recording {reco!r} is not in {wav_file}")
+    return known is None
+
+
+def scan_data_dir(path: str | os.PathLike) -> ScannedDataDir:
+    """Check a data dir as :func:`read_data_dir` does (every check, the same errors),
+    reading each table line by line and holding nothing per utterance: the cross-checks
+    are merge-joins of the sorted files (``utils/validate_data_dir.sh`` runs ``join`` and
+    ``comm`` on them), ``spk2utt`` is compared one speaker at a time.
+
+    What it may hold: one speaker's utterances (``spk2utt``); only where a file breaks
+    Kaldi's conventions (checked, not required) a table per speaker or recording: the
+    derived ``spk2utt`` when speakers are not in utterance order (the same case warns),
+    the set of ``wav.scp``'s recordings when segments are not in recording order.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"{path}: data directory does not exist")
+    wav_file = path / "wav.scp"
+    for line in iter_table(wav_file):
+        parse_wav_rxfilename(line.rest, f"{wav_file}:{line.lineno}")
+
+    u2s_file = path / "utt2spk"
+    num_utts, speakers_in_order, prev_spk = 0, True, None
+    for line in iter_table(u2s_file, num_fields=2):
+        num_utts += 1
+        spk = line.fields[0]
+        speakers_in_order &= prev_spk is None or prev_spk <= spk
+        prev_spk = spk
+    if not num_utts:
+        raise DataError(f"{u2s_file}: no utterances")
+
+    seg_file: Path | None = path / "segments"
+    recordings_in_order = True
+    if seg_file.exists():
+        recordings_in_order = _check_segments_streamed(seg_file, wav_file)
+        audio_keys, audio_file = _keys(seg_file, min_fields=4), seg_file
+    else:
+        seg_file = None
+        audio_keys, audio_file = _keys(wav_file), wav_file
+
+    def utt_keys() -> Iterator[str]:
+        return _keys(u2s_file, num_fields=2)
+
+    only_spk, only_audio = _sorted_difference(utt_keys(), audio_keys)
+    if only_spk.count or only_audio.count:
+        msg = []
+        if only_spk.count:
+            msg.append(f"in {u2s_file} but not in {audio_file}: {only_spk}")
+        if only_audio.count:
+            msg.append(f"in {audio_file} but not in {u2s_file}: {only_audio}")
+        raise DataError("utterance lists disagree; " + "; ".join(msg))
+
+    s2u_file = path / "spk2utt"
+    if s2u_file.exists():
+        pairs = ((r.key, r.fields[0]) for r in iter_table(u2s_file, num_fields=2))
+        groups = _speakers_grouped(pairs, speakers_in_order)
+        group = next(groups, None)
+        missing = _FirstKeys()
+        for line in iter_table(s2u_file, min_fields=2):
+            while group is not None and group[0] < line.key:
+                missing.add(group[0])
+                group = next(groups, None)
+            derived = group[1] if group is not None and group[0] == line.key else None
+            if sorted(line.fields) != derived:
+                raise DataError(
+                    f"{s2u_file}:{line.lineno}: speaker {line.key!r} lists utterances "
+                    f"{first_keys(line.fields)} but utt2spk gives {first_keys(derived or [])}"
+                )
+            group = next(groups, None)
+        while group is not None:
+            missing.add(group[0])
+            group = next(groups, None)
+        if missing.count:
+            raise DataError(f"{s2u_file}: speakers of utt2spk missing: {missing}")
+
+    warnings = []
+    if not speakers_in_order:
+        warnings.append(
+            f"{u2s_file}: utterance order differs from speaker order (Kaldi recommends "
+            "speaker ids as prefixes of utterance ids); split jobs will not keep speakers "
+            "together"
+        )
+
+    text_file: Path | None = path / "text"
+    if text_file.exists():
+        _check_text_keys(text_file, u2s_file, utt_keys(), num_utts)
+    else:
+        text_file = None
+
+    uniq_file: Path | None = path / "utt2uniq"
+    if uniq_file.exists():
+        unknown, _ = _sorted_difference(_keys(uniq_file, num_fields=2), utt_keys())
+        if unknown.count:
+            raise DataError(f"{uniq_file}: utterances not in {u2s_file}: {unknown}")
+    else:
+        uniq_file = None
+
+    r2fc_file: Path | None = path / "reco2file_and_channel"
+    if r2fc_file.exists():
+        unknown, _ = _sorted_difference(_keys(r2fc_file, num_fields=3), _keys(wav_file))
+        if unknown.count:
+            raise DataError(f"{r2fc_file}: recordings not in {wav_file}: {unknown}")
+    else:
+        r2fc_file = None
+
+    return ScannedDataDir(
+        path,
+        num_utts,
+        speakers_in_order,
+        recordings_in_order,
+        seg_file,
+        text_file,
+        uniq_file,
+        r2fc_file,
+        warnings,
+    )
+
+
+class UtteranceRow(NamedTuple):
+    """One utterance of a scanned data dir as :func:`iter_utterance_rows` joins it."""
+
+    utt: str
+    speaker: str
+    recording: str
+    wav_lineno: int
+    wav: RxFilename
+    segment: Segment | None
+
+
+def iter_utterance_rows(scan: ScannedDataDir) -> Iterator[UtteranceRow]:
+    """The utterances of a data dir checked by :func:`scan_data_dir`, in ``utt2spk``'s
+    (sorted) order, each joined with its speaker, its recording's ``wav.scp`` line and
+    its segment, as the files are read (their keys agree: checked). Holds one line of
+    each file; only with segments out of recording order, each recording's ``wav.scp``
+    line number and value (a table per recording)."""
+    u2s = iter_table(scan.utt2spk_file, num_fields=2)
+    if scan.segments_file is None:
+        for u, w in zip(u2s, iter_table(scan.wav_file), strict=True):
+            yield UtteranceRow(u.key, u.fields[0], w.key, w.lineno, parse_rxfilename(w.rest), None)
+        return
+    wavs = iter_table(scan.wav_file)
+    wav = next(wavs, None)
+    held: dict[str, tuple[int, str]] | None = None
+    if not scan.recordings_in_order:
+        held = {w.key: (w.lineno, w.rest) for w in iter_table(scan.wav_file)}
+    for u, s in zip(u2s, iter_table(scan.segments_file, min_fields=4), strict=True):
+        seg = _checked_segment(s, scan.segments_file)
+        reco = seg.recording
+        if held is None:
+            while wav is not None and wav.key < reco:
+                wav = next(wavs, None)
+            lineno, value = wav.lineno, wav.rest
+        else:
+            lineno, value = held[reco]
+        yield UtteranceRow(u.key, u.fields[0], reco, lineno, parse_rxfilename(value), seg)
 
 
 # ------------------------------------------------------------------------------ origin
@@ -524,19 +769,26 @@ def iter_checked_targets(
 
     Every vector must be non-empty with entries in ``[0, num_targets)`` (``[0, 2^31)``
     when ``num_targets`` is 0: not configured) and keys unique; errors name the file, the
-    line and the utterance. ``seen`` (filled here: key -> place) is the table of keys the
-    uniqueness check needs; pass one to keep it.
+    line and the utterance. While the keys ascend (Kaldi's tables are sorted) a duplicate
+    is the previous entry's key and nothing is held per key; from the first key out of
+    order the places of every key read are held (those before it read again), the table
+    the uniqueness check then needs. ``seen`` (filled here: key -> place) keeps that
+    table for the caller from the start.
     """
-    places: dict[str, Place] = {} if seen is None else seen
+    places: dict[str, Place] | None = seen
+    prev: tuple[str, Place] | None = None
     limit = num_targets or 2**31
     what = f"data.num_targets = {num_targets}" if num_targets else "2^31"
-    for raw_key, vec, place in iter_int_vectors(path):
-        key = sys.intern(raw_key)  # one string with the data dir's tables' (read_data_dir)
+    for index, (key, vec, place) in enumerate(iter_int_vectors(path)):
         where = f"{place}: utterance {key!r}"
-        if key in places:
-            raise DataError(
-                f"{where}: duplicate targets for this utterance (first at {places[key]})"
-            )
+        if places is None and prev is not None and key < prev[0]:
+            places = {k: p for k, _, p in itertools.islice(iter_int_vectors(path), index)}
+        if places is not None:
+            first = places.get(key)
+        else:
+            first = prev[1] if prev is not None and key == prev[0] else None
+        if first is not None:
+            raise DataError(f"{where}: duplicate targets for this utterance (first at {first})")
         if vec.size == 0:
             raise DataError(f"{where}: empty target vector")
         low, high = int(vec.min()), int(vec.max())
@@ -544,7 +796,9 @@ def iter_checked_targets(
             bad = low if low < 0 else high
             frame = int(np.flatnonzero(vec == bad)[0])
             raise DataError(f"{where}: target id {bad} at frame {frame} is outside [0, {what})")
-        places[key] = place
+        if places is not None:
+            places[key] = place
+        prev = (key, place)
         yield key, vec.astype(np.int32), place
 
 

@@ -143,12 +143,15 @@ def iter_table(
     caller holds grows with the keys it asked for, not with the file, as Kaldi's
     ``RandomAccessTableReader`` of a sorted scp reads only the lines it is asked for.
     A sorted table (``require_sorted``) is checked holding one key (a duplicate is the
-    previous line's key); an unsorted one holds each kept key's line number.
+    previous line's key); one that may be unsorted is checked so while its keys ascend,
+    and from its first key out of order holds each kept key's line number (those before
+    it read again).
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: missing file")
-    seen: dict[str, int] = {}  # unsorted tables only: the lines of the keys kept
+    # unsorted tables from their first key out of order: the lines of the keys kept
+    seen: dict[str, int] | None = None
     prev_key: str | None = None
     prev_lineno = run_start = 0
     with open(path, "rb") as f:
@@ -177,8 +180,10 @@ def iter_table(
             kept = keys is None or key in keys
             if key != prev_key:
                 run_start = lineno
-            # sorted: a duplicate is the previous line's key (nothing held per key)
-            first = (run_start if key == prev_key else None) if require_sorted else seen.get(key)
+            if not require_sorted and seen is None and prev_key is not None and key < prev_key:
+                seen = _kept_lines_before(path, lineno, keys)
+            # ascending: a duplicate is the previous line's key (nothing held per key)
+            first = (run_start if key == prev_key else None) if seen is None else seen.get(key)
             if kept and first is not None:
                 raise DataError(f"{path}:{lineno}: duplicate key {key!r} (first on line {first})")
             if require_sorted and prev_key is not None and key < prev_key:
@@ -197,9 +202,23 @@ def iter_table(
             prev_key, prev_lineno = key, lineno
             if not kept:
                 continue
-            if not require_sorted:
+            if seen is not None:
                 seen[key] = lineno
             yield TableLine(key, tuple(parts[1:]), lineno, text.strip()[len(key) :].strip())
+
+
+def _kept_lines_before(path: Path, before: int, keys: Container[str] | None) -> dict[str, int]:
+    """``{key: line}`` of the lines before line ``before`` of a table whose keys ascend
+    up to there (of the ``keys`` only, when given)."""
+    out: dict[str, int] = {}
+    with open(path, "rb") as f:
+        for lineno, bline in enumerate(f, start=1):
+            if lineno >= before:
+                break
+            key = bline.split(maxsplit=1)[0].decode("utf-8")
+            if keys is None or key in keys:
+                out[key] = lineno
+    return out
 
 
 def _first_line_of(path: Path, key: str, before: int) -> int | None:
@@ -562,30 +581,98 @@ def _parse_text_ints(tokens: list[str], where: str) -> np.ndarray:
         raise DataError(f"{where}: targets must be integers ({exc})") from exc
 
 
-def _iter_ark(path: Path, buf: bytes) -> Iterator[tuple[str, np.ndarray, Place]]:
-    """``(key, vector, place)`` of every entry of a binary or text int-vector ark."""
-    pos, lineno = 0, 1
-    while pos < len(buf):
-        while pos < len(buf) and buf[pos : pos + 1] in (b"\n", b" ", b"\t", b"\r"):
-            lineno += buf[pos : pos + 1] == b"\n"
-            pos += 1
-        if pos >= len(buf):
-            break
-        space = buf.find(b" ", pos)
-        newline = buf.find(b"\n", pos)
-        if space < 0 or (0 <= newline < space):
-            raise DataError(f"{path}:{lineno}: malformed entry (a key without targets)")
-        key = buf[pos:space].decode("utf-8", "replace")
-        if buf[space + 1 : space + 3] == b"\0B":
-            place = Place(str(path), byte=pos)
-            vec, pos = _parse_int_vector(buf, space + 3, f"{place}: utterance {key!r}")
-            yield key, vec, place
-        else:
-            end = len(buf) if newline < 0 else newline
-            tokens = buf[space + 1 : end].decode("utf-8", "replace").split()
-            place = Place(str(path), line=lineno)
-            yield key, _parse_text_ints(tokens, str(place)), place
-            pos = end
+#: Bytes an ark is read by (:func:`_iter_ark`): its window holds this plus one entry
+#: (twice while it moves on: ~0.5 MB).
+ARK_CHUNK_BYTES = 1 << 18
+_SPACE_OR_NEWLINE = re.compile(b"[ \n]")
+_NEWLINE = re.compile(b"\n")
+
+
+class _Window:
+    """The part of a file being parsed: ``buf`` holds the file's bytes from offset
+    ``base``, read :data:`ARK_CHUNK_BYTES` at a time as the parser needs them; what is
+    before the parser's position is dropped only when more is read (one copy a chunk)."""
+
+    def __init__(self, f: BinaryIO):
+        self.f, self.base = f, 0
+        first = max(ARK_CHUNK_BYTES, len(UTF8_BOM))  # the byte-order-mark check's bytes
+        self.buf = f.read(first)
+        self.eof = len(self.buf) < first
+
+    def have(self, pos: int, n: int) -> int:
+        """Make ``buf`` hold ``n`` bytes from ``pos`` (all that is left at the end of the
+        file); returns the position's new index in ``buf``."""
+        if len(self.buf) - pos >= n or self.eof:
+            return pos
+        rest = [self.buf[pos:]]
+        self.buf = b""  # the part read is dropped before the next chunk comes
+        size = len(rest[0])
+        while size < n and not self.eof:
+            chunk = self.f.read(max(ARK_CHUNK_BYTES, n - size))
+            self.eof = not chunk
+            rest.append(chunk)
+            size += len(chunk)
+        self.base += pos
+        self.buf = b"".join(rest)
+        return 0
+
+    def search(self, pos: int, pattern: re.Pattern, start: int) -> tuple[int, int]:
+        """The first match of ``pattern`` at or after index ``start`` (>= ``pos``),
+        reading on until one is found or the file ends: (new ``pos``, its index or -1)."""
+        while True:
+            m = pattern.search(self.buf, start)
+            if m is not None:
+                return pos, m.start()
+            if self.eof:
+                return pos, -1
+            seen = len(self.buf) - pos
+            pos = self.have(pos, seen + 1)
+            start = pos + seen
+
+
+def _iter_ark(path: Path) -> Iterator[tuple[str, np.ndarray, Place]]:
+    """``(key, vector, place)`` of every entry of a binary or text int-vector ark, read
+    through a :class:`_Window` (one chunk and one entry in memory, never the file)."""
+    name = str(path)
+    with open(path, "rb") as f:
+        w = _Window(f)
+        check_no_byte_order_mark(w.buf, path)
+        pos, lineno = 0, 1
+        while True:
+            while True:  # the whitespace between entries
+                pos = w.have(pos, 1)
+                if pos >= len(w.buf):
+                    return
+                c = w.buf[pos]
+                if c not in b"\n \t\r":
+                    break
+                lineno += c == 10
+                pos += 1
+            pos, space = w.search(pos, _SPACE_OR_NEWLINE, pos)
+            if space < 0 or w.buf[space] == 10:
+                raise DataError(f"{path}:{lineno}: malformed entry (a key without targets)")
+            rel = space - pos
+            key = w.buf[pos:space].decode("utf-8", "replace")
+            pos = w.have(pos, rel + 3 + 5)
+            space = pos + rel
+            if w.buf[space + 1 : space + 3] == b"\0B":
+                place = Place(name, byte=w.base + pos)
+                head = space + 3
+                if w.buf[head : head + 1] == b"\x04" and len(w.buf) >= head + 5:
+                    (n,) = struct.unpack_from("<i", w.buf, head + 1)
+                    if n > 0:
+                        pos = w.have(pos, rel + 3 + 5 + 5 * n)
+                        space = pos + rel
+                vec, pos = _parse_int_vector(w.buf, space + 3, f"{place}: utterance {key!r}")
+                yield key, vec, place
+            else:
+                pos, newline = w.search(pos, _NEWLINE, space)
+                space = pos + rel
+                end = len(w.buf) if newline < 0 else newline
+                tokens = w.buf[space + 1 : end].decode("utf-8", "replace").split()
+                place = Place(name, line=lineno)
+                yield key, _parse_text_ints(tokens, str(place)), place
+                pos = end
 
 
 def iter_int_vectors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray, Place]]:
@@ -601,11 +688,9 @@ def iter_int_vectors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray,
     if path.suffix == ".scp":
         yield from _iter_scp_int_vectors(path)
     elif path.suffix == ".ark":
-        buf = path.read_bytes()
-        check_no_byte_order_mark(buf, path)
-        yield from _iter_ark(path, buf)
+        yield from _iter_ark(path)
     else:
-        for line in read_table(path, min_fields=2, require_sorted=False):
+        for line in iter_table(path, min_fields=2, require_sorted=False):
             place = Place(str(path), line=line.lineno)
             yield line.key, _parse_text_ints(list(line.fields), str(place)), place
 

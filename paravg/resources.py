@@ -17,10 +17,13 @@ step with them: ~120 bytes per utterance of the set at the job's peak, ~5 MB at 
 of 3-s utterances with ``ivector.nj`` 30). A feature job reads its split's lines as it
 goes, ``merge_features`` streams the splits and ``compute_cmvn`` reads ``spk2utt`` and
 ``feats.scp`` in step (nothing per utterance). Where a job holds
-a table per utterance (the prepared set's tables in ``prepare_data``, the egs plan's
-lists), its working set counts :data:`PER_UTT_BYTES` for each utterance it holds:
-``prepare_data`` at 1,000 h of 3-s utterances declares ~8.9 GB (~4.7 GB of it the
-targets it holds only for a targets file out of order), the others stay near ``BASE_MB``
+a table per utterance (the egs plan's lists), its working set counts
+:data:`PER_UTT_BYTES` for each utterance it holds. ``prepare_data`` joins the source's
+sorted tables as it reads them (nothing per utterance: its measured peak is flat) but
+holds a table per utterance and the kept target vectors when the targets file lists the
+utterances out of their sorted order, which it learns only by reading it: it declares
+that case, :data:`PER_UTT_BYTES` an utterance plus :data:`PREPARE_BYTES_PER_FRAME` a
+frame (~4.3 GB at 1,000 h of 3-s utterances); the others stay near ``BASE_MB``
 (``../shared/reference/scale-review.md``).
 
 ``runtime``, in minutes (SLURM's ``--time``)::
@@ -195,23 +198,26 @@ UBM_SUBSET_RULES = ("ivector_pca", "ubm_init", "ubm_gselect", "ubm_acc")
 
 #: Bytes each held utterance adds (the job's traced peak per utterance, x 2; measured
 #: on the demo at 2 h with benchmarks/bench_data_scale.py's workspace, docs/benchmarks.md).
-#: ``prepare_data``: its tables per recording and utterance (956 bytes: the traced peak's
-#: growth per utterance from 2 h to 8 h of the demo, where every recording is one
-#: utterance; the cross-checks are merge-joins holding nothing per line), x 2, plus the
-#: targets of a
-#: generous 10 s utterance (4 bytes a frame), which it holds only when the targets file
-#: lists the utterances out of their sorted order (else it streams them). ``egs``: the
+#: ``prepare_data``: nothing per utterance for a data dir in Kaldi's sorted order (the
+#: traced peak flat from 2,257 to 9,028 utterances of the demo); for a targets file out
+#: of order, each key's length and place and each kept vector's array (560 bytes an
+#: utterance of the traced peak's growth, 2,257 -> 9,028 shuffled utterances), x 2, plus
+#: :data:`PREPARE_BYTES_PER_FRAME`. ``egs``: the
 #: plan's utterance lists and lengths (793). ``extract_ivectors``: its share of
 #: ``spk2utt`` and the pseudo-speakers (~250 per utterance of the job). ``merge_features``,
 #: ``compute_features`` and ``compute_cmvn`` stream (nothing per utterance).
 PER_UTT_BYTES = {
-    "prepare_data": 6_000,
+    "prepare_data": 1_200,
     "egs": 2_000,
     "egs_split": 3_000,
     "extract_ivectors": 1_000,
     "merge_ivectors": 2_000,
     "ubm_subset": 1_000,
 }
+
+#: ``prepare_data``'s kept target vectors, held only for a targets file out of order:
+#: 4 bytes an int32 frame, x 2 (the measured RSS grows 1.7 x the traced peak there).
+PREPARE_BYTES_PER_FRAME = 8
 
 #: CPU seconds per hour of audio the job reads, at the default config (64 Gaussians,
 #: 40-dim features and i-vectors), measured by benchmarks/bench_data_scale.py.
@@ -303,7 +309,10 @@ def _iv(fn: Callable[[dict], int]) -> Callable[[dict, JobData], float]:
 
 
 RULES: dict[str, RuleCost] = {
-    "prepare_data": RuleCost(_per_utt("prepare_data"), _per_hour("prepare_data")),
+    "prepare_data": RuleCost(
+        _per_utt("prepare_data", lambda c, j: PREPARE_BYTES_PER_FRAME * j.frames),
+        _per_hour("prepare_data"),
+    ),
     "compute_features": RuleCost(_none, _per_hour("compute_features")),
     "merge_features": RuleCost(_none, _per_hour("merge_features")),  # streamed
     "compute_cmvn": RuleCost(_none, _per_hour("compute_cmvn")),  # spk2utt and feats in step

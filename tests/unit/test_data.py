@@ -597,3 +597,88 @@ def test_a_feature_job_reads_its_split_line_by_line(tmp_path, segments):
     (out / "utt2spk").write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"the prepared tables disagree; run prepare_data"):
         list(iter_prepared_utterances(out, 0, 9))
+
+
+# ------------------------------------------------------------------ streamed tables (issue 36)
+def test_tables_out_of_kaldi_order_prepare_as_the_whole_tables_give(tmp_path):
+    """prepare_data joins the sorted tables as it reads them and falls back to a table
+    per speaker or recording where a data dir breaks Kaldi's conventions (allowed):
+    speakers not in utterance order, segments not in recording order. The prepared dir
+    is then what the whole tables (read_data_dir) give: spk2utt per speaker in speaker
+    order, wav.scp the kept recordings sorted, every segment and origin line kept."""
+    src = make_dir(tmp_path, speakers=2, per_speaker=3, segments=True)
+    rename = {"spkA": "zrec", "spkB": "arec"}  # spkA's audio sorts last
+    seg = [line.split() for line in (src / "segments").read_text().splitlines()]
+    (src / "segments").write_text("".join(f"{u} {rename[r]} {a} {b}\n" for u, r, a, b in seg))
+    wav = sorted(
+        f"{rename[r]} {p}"
+        for r, p in (x.split() for x in (src / "wav.scp").read_text().splitlines())
+    )
+    (src / "wav.scp").write_text("\n".join(wav) + "\nzzz_unused /nonexistent.wav\n")
+    utts = [u for u, *_ in seg]
+    (src / "utt2spk").write_text(
+        "".join(f"{u} {'s2' if i % 2 else 's1'}\n" for i, u in enumerate(utts))
+    )
+    report = prepare(src, tmp_path, fraction=0.5)
+    out = tmp_path / "out"
+    data = read_data_dir(src)
+    assert any("utterance order differs from speaker order" in w for w in report["warnings"])
+    assert (out / "spk2utt").read_text() == "".join(
+        f"{s} {' '.join(us)}\n" for s, us in data.spk2utt.items()
+    )
+    assert (out / "wav.scp").read_text() == "".join(
+        f"arec {Path(wav[0].split()[1]).resolve()}\nzrec {Path(wav[1].split()[1]).resolve()}\n"
+    )
+    assert (out / "segments").read_text() == "".join(f"{u} {data.segments[u].text}\n" for u in utts)
+    origin = [line.split() for line in (out / "origin").read_text().splitlines()]
+    assert [(u, int(w), int(s)) for u, w, s, _ in origin] == [
+        (u, data.wav_lines[data.recording(u)], data.segments[u].lineno) for u in utts
+    ]
+    assert report["duration_s_checked"] == pytest.approx(3.0)
+    assert report["num_recordings"] == 2 and report["num_speakers"] == 2
+
+
+def _traced_preparation_peaks(tmp_path, shuffled: bool) -> list[int]:
+    """prepare_data's traced peak at 250 and 1,000 utterances of 48 frames (ids long
+    enough that each output's 8-KiB write buffer fills at both sizes); ``shuffled``: the
+    targets file lists them out of order."""
+    import tracemalloc
+
+    peaks = []
+    for n in (250, 1000):
+        d = tmp_path / f"n{n}"
+        d.mkdir()
+        audio = write_wav(tmp_path / "one.wav", noise(0.5, seed=1))
+        utts = [f"speaker{i // 10:04d}-utterance{i:05d}-of-a-corpus" for i in range(n)]
+        write(d / "wav.scp", "".join(f"{u} {audio}\n" for u in utts))
+        write(d / "utt2spk", "".join(f"{u} {u[:11]}\n" for u in utts))
+        write(d / "text", "".join(f"{u} some words\n" for u in utts))
+        order = sorted(utts, key=lambda u: u[::-1]) if shuffled else utts
+        write_targets(d, {u: np.arange(48, dtype=np.int32) % 7 for u in order}, "scp")
+        prepare_data_dir(d, tmp_path / "warm", RATE, 0.0)  # imports, caches
+        tracemalloc.start()
+        report = prepare_data_dir(d, tmp_path / f"out{n}", RATE, 0.0)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert report["num_utterances_kept"] == n
+    return peaks
+
+
+def test_preparation_holds_nothing_per_utterance(tmp_path):
+    """prepare_data's traced peak does not grow with the utterances (Kaldi's sorted
+    tables: every check and write a join of the files as they are read): 4x the
+    utterances add less than 50 bytes each (the whole tables held ~1,000)."""
+    peaks = _traced_preparation_peaks(tmp_path, shuffled=False)
+    assert peaks[1] - peaks[0] < 50 * 750, peaks
+
+
+def test_targets_out_of_order_hold_what_the_declared_mem_mb_counts(tmp_path):
+    """A targets file out of order is held (its keys' lengths and places, the kept
+    vectors): the traced peak's growth per utterance is within what rule prepare_data's
+    mem_mb formula declares for one (paravg.resources: per utterance + per frame)."""
+    from paravg.resources import PER_UTT_BYTES, PREPARE_BYTES_PER_FRAME
+
+    peaks = _traced_preparation_peaks(tmp_path, shuffled=True)
+    per_utt = (peaks[1] - peaks[0]) / 750
+    declared = PER_UTT_BYTES["prepare_data"] + PREPARE_BYTES_PER_FRAME * 48
+    assert 200 < per_utt <= declared, (per_utt, declared)

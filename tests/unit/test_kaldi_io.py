@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile
 
+from paravg import kaldi_io
 from paravg.errors import DataError
 from paravg.kaldi_io import (
     Place,
@@ -344,3 +345,57 @@ def test_an_in_step_scp_answers_sorted_lookups_and_falls_back_to_an_index(tmp_pa
             else:
                 assert got is None, key
         reader.close()
+
+
+def _read_all(path):
+    out = []
+    try:
+        for key, vec, place in kaldi_io.iter_int_vectors(path):
+            out.append((key, vec.tolist(), str(place)))
+    except DataError as exc:
+        out.append(("error", str(exc)))
+    return out
+
+
+def test_an_ark_is_read_through_a_window_of_any_size(tmp_path, monkeypatch):
+    """iter_int_vectors reads an ark a chunk at a time (issue 36: never the whole file):
+    every chunk size, down to one byte, gives the same keys, vectors, places (byte
+    offsets, text lines) and errors as one chunk holding the file."""
+    rng = np.random.default_rng(5)
+    vecs = {f"u{i:02d}": rng.integers(0, 300, int(rng.integers(1, 90))) for i in range(12)}
+    binary = tmp_path / "bin.ark"
+    with open(binary, "wb") as f:
+        for k, v in vecs.items():
+            kaldiio.save_ark(f, {k: v.astype(np.int32)})
+    text = "".join(f"{k} {' '.join(map(str, v))}\n" for k, v in list(vecs.items())[:4])
+    mixed = tmp_path / "mixed.ark"
+    mixed.write_bytes(b"\n " + binary.read_bytes() + b"\n\n" + text.encode())
+    truncated = tmp_path / "truncated.ark"
+    truncated.write_bytes(binary.read_bytes()[:-9])
+    keyless = tmp_path / "keyless.ark"
+    keyless.write_bytes(binary.read_bytes() + b"lonely\n")
+    whole = {p: _read_all(p) for p in (binary, mixed, truncated, keyless)}
+    assert [k for k, *_ in whole[binary]] == list(vecs)
+    assert whole[mixed][-1][2] == f"{mixed}:7"  # text entries keep their line numbers
+    assert "truncated int32 vector" in whole[truncated][-1][1]
+    assert whole[keyless][-1] == ("error", f"{keyless}:1: malformed entry (a key without targets)")
+    for chunk in (1, 2, 5, 64):
+        monkeypatch.setattr(kaldi_io, "ARK_CHUNK_BYTES", chunk)
+        for path, expected in whole.items():
+            assert _read_all(path) == expected, (path.name, chunk)
+
+
+def test_reading_an_ark_holds_one_chunk_not_the_file(tmp_path, monkeypatch):
+    import tracemalloc
+
+    path = tmp_path / "big.ark"
+    with open(path, "wb") as f:
+        for i in range(2000):
+            kaldiio.save_ark(f, {f"utt{i:05d}": np.arange(300, dtype=np.int32) % 40})
+    assert path.stat().st_size > 2_900_000
+    monkeypatch.setattr(kaldi_io, "ARK_CHUNK_BYTES", 1 << 16)
+    tracemalloc.start()
+    n = sum(1 for _ in kaldi_io.iter_int_vectors(path))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert n == 2000 and peak < 400_000, peak
