@@ -27,7 +27,7 @@ BIPHONE = {
         **CHAIN["model"],
         "chain": {"tree": "biphone", "num_leaves": NUM_LEAVES, "thresh": 0},
     },
-    "trainer": {**CHAIN["trainer"], "num_epochs": 0.2},
+    "trainer": {**CHAIN["trainer"], "num_epochs": 0.67},  # 8 archive reads: 5 iterations
 }
 OVERLAY = {"egs": CHAIN_EGS, "experiments": {"bi": BIPHONE}}
 EXP = Path("results/exp/bi")

@@ -42,7 +42,7 @@ CHAIN = {
             "prefinal_small_dim": 16,
         },
     },
-    "trainer": {"minibatch_size": 32, "num_epochs": 0.2},
+    "trainer": {"minibatch_size": 32, "num_epochs": 0.67},  # each archive read f = 3 times an epoch
 }
 OVERLAY = {
     # speed perturbation, as Kaldi's chain recipes train on train_sp: the copies' phones
