@@ -176,40 +176,22 @@ def job_rates(threads: int, chain_egs: int, ce_egs: int) -> None:
         d = Path(tmp)
         (d / "chain_egs").mkdir()
         prefix = chain_archive(d / "chain_egs", chain_cfg, phones, chain_egs, frames)
-        chain_model = new_model(chain_cfg, FEAT_DIM, IVEC_DIM, 2 * phones)
-        chain_model.init_parameters(seed=0)
-        spec = JobSpec(
-            1,
-            0,
-            1e-3,
-            minibatch_size=32,
-            max_param_change=2.0,
-            frame=0,
-            shuffle_buffer_size=5000,
-            ngsgd=ngsgd,
-        )
-        t0 = time.perf_counter()
-        stats = train_one_job(chain_model, EgsArchive(prefix), spec, torch.device("cpu"))
-        chain_s = time.perf_counter() - t0
+
+        def timed_job(cfg, num_outputs, prefix, minibatch, frame):
+            """One NG-SGD job of a fresh model (seed 0) of ``cfg``: (seconds, stats)."""
+            model = new_model(cfg, FEAT_DIM, IVEC_DIM, num_outputs)
+            model.init_parameters(seed=0)
+            spec = JobSpec(1, 0, 1e-3, minibatch, 2.0, frame, 5000, ngsgd=ngsgd)
+            t0 = time.perf_counter()
+            stats = train_one_job(model, EgsArchive(prefix), spec, torch.device("cpu"))
+            return time.perf_counter() - t0, stats
+
+        chain_s, stats = timed_job(chain_cfg, 2 * phones, prefix, 32, 0)
         out = stats["chain"]["frames"]
         rows.append(("chain TDNN-F (f = 3, 150-frame chunks, minibatch 32)", chain_s, out, f * out))
         left, right = model_context(ce_cfg)
         write_archive(d / "ce.0", ce_egs, left, right)
-        ce_model = new_model(ce_cfg, FEAT_DIM, IVEC_DIM, phones)
-        ce_model.init_parameters(seed=0)
-        spec = JobSpec(
-            1,
-            0,
-            1e-3,
-            minibatch_size=256,
-            max_param_change=2.0,
-            frame=3,
-            shuffle_buffer_size=5000,
-            ngsgd=ngsgd,
-        )
-        t0 = time.perf_counter()
-        stats = train_one_job(ce_model, EgsArchive(d / "ce.0"), spec, torch.device("cpu"))
-        ce_s = time.perf_counter() - t0
+        ce_s, stats = timed_job(ce_cfg, phones, d / "ce.0", 256, 3)
         out = stats["frames"]  # one output frame per input frame
         rows.append(("CE TDNN-F (f = 1, frame egs, minibatch 256)", ce_s, out, out))
     print(f"\njobs, {threads} thread(s), the job's wall time:")

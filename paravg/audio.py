@@ -335,13 +335,18 @@ def check_audio_rows(
         info = infos[reco]
         if info is None:
             continue
-        if seg is None:
-            duration += info.num_samples / info.sample_rate
-        else:
-            where = f"{seg_file}:{seg.lineno}: utterance {utt!r}"
-            a, b = seg.sample_range(info.num_samples, info.sample_rate, where)
-            duration += (b - a) / info.sample_rate
+        duration += utterance_seconds(info, seg, seg_file, utt)
     return {"duration_s": round(duration, 3), "num_unchecked_pipes": pipes}
+
+
+def utterance_seconds(info: AudioInfo, seg, seg_file, utt: str) -> float:
+    """An utterance's duration: its recording's, or its segment's range checked against
+    the recording (an error names ``seg_file``'s line and the utterance)."""
+    if seg is None:
+        return info.num_samples / info.sample_rate
+    where = f"{seg_file}:{seg.lineno}: utterance {utt!r}"
+    a, b = seg.sample_range(info.num_samples, info.sample_rate, where)
+    return (b - a) / info.sample_rate
 
 
 def check_audio(data: DataDirAudio, sample_rate: int) -> dict:
@@ -365,12 +370,6 @@ def check_audio(data: DataDirAudio, sample_rate: int) -> dict:
         info = infos[data.recording(utt)]
         if info is None:
             continue
-        seg = data.segment(utt)
-        if seg is None:
-            duration += info.num_samples / info.sample_rate
-        else:
-            where = f"{data.path / 'segments'}:{seg.lineno}: utterance {utt!r}"
-            a, b = seg.sample_range(info.num_samples, info.sample_rate, where)
-            duration += (b - a) / info.sample_rate
+        duration += utterance_seconds(info, data.segment(utt), data.path / "segments", utt)
     pipes = sorted(r for r, i in infos.items() if i is None)
     return {"duration_s": round(duration, 3), "unchecked_pipes": pipes}

@@ -152,6 +152,18 @@ def _sorted_difference(left: Iterable[str], right: Iterable[str]) -> tuple[_Firs
     return only_left, only_right
 
 
+def _check_same_utterances(only_spk, only_audio, u2s_file, audio_file) -> None:
+    """Raise when utt2spk and the audio table (wav.scp or segments) list other
+    utterances: :func:`_sorted_difference`'s two sides, each named by its file."""
+    if only_spk.count or only_audio.count:
+        msg = []
+        if only_spk.count:
+            msg.append(f"in {u2s_file} but not in {audio_file}: {only_spk}")
+        if only_audio.count:
+            msg.append(f"in {audio_file} but not in {u2s_file}: {only_audio}")
+        raise DataError("utterance lists disagree; " + "; ".join(msg))
+
+
 def _check_text_keys(text_file: Path, u2s_file: Path, utts: Iterable[str], num_utts: int) -> None:
     """``text`` names only the utterances ``utts`` (of ``utt2spk``, ``num_utts`` of them)
     and covers them all, checked as a merge-join of the two sorted key streams
@@ -248,14 +260,7 @@ def read_data_dir(path: str | os.PathLike, *, hold_text: bool = True) -> DataDir
         utts_of_audio, audio_file = wav, wav_file
 
     # both in their files' (checked, sorted) order: a merge-join
-    only_spk, only_audio = _sorted_difference(utt2spk, utts_of_audio)
-    if only_spk.count or only_audio.count:
-        msg = []
-        if only_spk.count:
-            msg.append(f"in {u2s_file} but not in {audio_file}: {only_spk}")
-        if only_audio.count:
-            msg.append(f"in {audio_file} but not in {u2s_file}: {only_audio}")
-        raise DataError("utterance lists disagree; " + "; ".join(msg))
+    _check_same_utterances(*_sorted_difference(utt2spk, utts_of_audio), u2s_file, audio_file)
 
     derived: dict[str, list[str]] = {}
     for utt in utt2spk:  # in its file's (checked, sorted) order
@@ -446,14 +451,7 @@ def scan_data_dir(path: str | os.PathLike) -> ScannedDataDir:
     def utt_keys() -> Iterator[str]:
         return _keys(u2s_file, num_fields=2)
 
-    only_spk, only_audio = _sorted_difference(utt_keys(), audio_keys)
-    if only_spk.count or only_audio.count:
-        msg = []
-        if only_spk.count:
-            msg.append(f"in {u2s_file} but not in {audio_file}: {only_spk}")
-        if only_audio.count:
-            msg.append(f"in {audio_file} but not in {u2s_file}: {only_audio}")
-        raise DataError("utterance lists disagree; " + "; ".join(msg))
+    _check_same_utterances(*_sorted_difference(utt_keys(), audio_keys), u2s_file, audio_file)
 
     s2u_file = path / "spk2utt"
     if s2u_file.exists():

@@ -21,27 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import WARM, check_ok, run_snakemake
+from .conftest import TINY_TDNNF, WARM, check_ok, run_snakemake
 
 pytestmark = pytest.mark.pipeline
 
 TRI_ITERS = 3
 CHAIN = {
-    "model": {
-        "family": "tdnnf",
-        "input_splice": [-1, 0, 1],
-        "frame_subsampling_factor": 3,
-        "objective": "chain",
-        "tdnnf": {
-            "tdnn1_dim": 32,
-            "dim": 32,
-            "bottleneck_dim": 8,
-            "time_strides": [1, 0, 1],
-            "linear_dim": 8,
-            "prefinal_big_dim": 32,
-            "prefinal_small_dim": 16,
-        },
-    },
+    "model": {**TINY_TDNNF, "frame_subsampling_factor": 3, "objective": "chain"},
     "trainer": {"minibatch_size": 32, "num_epochs": 0.67},  # each archive read f = 3 times an epoch
 }
 OVERLAY = {
