@@ -385,7 +385,7 @@ def prepared_split_bounds(data_dir: str | os.PathLike, nj: int) -> list[int]:
 
 
 # ------------------------------------------------------------------------------ jobs
-class _OneUtterance:
+class OneUtteranceAudio:
     """The audio view (:class:`paravg.audio.AudioReader`'s) of the utterance a feature job
     is at (:func:`paravg.data.iter_prepared_utterances`)."""
 
@@ -430,7 +430,7 @@ def compute_features_split(
         raise ValueError(f"job {job} is not in 1..{nj}")
     # the split's lines only, read as the job goes (utils/split_data.sh's per-job dirs)
     bounds = prepared_split_bounds(data_dir, nj)
-    current = _OneUtterance()
+    current = OneUtteranceAudio()
     reader = AudioReader(current, int(opts.sample_frequency))
     counts: dict[str, str | int] = {}
     skipped: list[str] = []

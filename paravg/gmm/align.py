@@ -91,25 +91,77 @@ def compile_graphs(compiler, transcripts: Mapping[str, list[int]]) -> dict:
     return {utt: compiler.compile_graph_from_text(words) for utt, words in transcripts.items()}
 
 
+def equal_alignment(graph, num_frames: int, utt: str) -> np.ndarray | None:
+    """``align-equal-compiled`` of one utterance: a random path through ``graph`` with
+    exactly ``num_frames`` emitting arcs (seeded by crc32 of ``utt``), its input labels;
+    None when the graph has no such path (too few frames)."""
+    import kaldifst
+
+    ok, path = kaldifst.equal_align(graph, int(num_frames), zlib.crc32(utt.encode()) & 0x7FFFFFFF)
+    if not ok:
+        return None
+    _ok, ilabels, _words, _weight = kaldifst.get_linear_symbol_sequence(path)
+    return np.asarray(ilabels, np.int32)
+
+
 def align_equal(graphs: Mapping, num_frames: Mapping[str, int]) -> AlignResult:
     """``align-equal-compiled``: an equal alignment of every utterance with a graph and
     ``num_frames``; an utterance with too few frames for its graph fails."""
-    import kaldifst
-
     result = AlignResult()
     for utt, graph in graphs.items():
         if utt not in num_frames:
             continue
-        ok, path = kaldifst.equal_align(
-            graph, int(num_frames[utt]), zlib.crc32(utt.encode()) & 0x7FFFFFFF
-        )
-        if not ok:
+        ali = equal_alignment(graph, num_frames[utt], utt)
+        if ali is None:
             result.failed.append(utt)
             continue
-        _ok, ilabels, _words, _weight = kaldifst.get_linear_symbol_sequence(path)
-        result.alignments[utt] = np.asarray(ilabels, np.int32)
-        result.frames += len(ilabels)
+        result.alignments[utt] = ali
+        result.frames += len(ali)
     return result
+
+
+class ViterbiAligner:
+    """``gmm-align-compiled`` one utterance at a time (``AlignUtteranceWrapper``), its
+    log's totals kept across calls: utterances done, failed, retried with
+    ``--retry-beam``, the total log-likelihood and frames of those aligned."""
+
+    def __init__(self, model: GmmModel, opts: AlignOptions | None = None):
+        import kaldi_hmm_gmm
+
+        self.model, self.opts = model, opts or AlignOptions()
+        self.config = kaldi_hmm_gmm.AlignConfig()
+        self.config.beam, self.config.retry_beam = self.opts.beam, self.opts.retry_beam
+        self.config.careful = self.opts.careful
+        self.done = self.errors = self.retried = 0
+        self.tot_like, self.frames = 0.0, 0
+
+    def __call__(self, utt: str, graph, feats: np.ndarray) -> np.ndarray | None:
+        """The alignment of ``utt`` (its training ``graph``, its ``feats [T, D]``), or
+        None when no path reaches a final state within the retry beam."""
+        import kaldi_hmm_gmm
+        import kaldifst
+
+        opts = self.opts
+        fst = kaldifst.StdVectorFst(graph)
+        kaldi_hmm_gmm.add_transition_probs(
+            trans_model=self.model.trans, transition_scale=opts.transition_scale,
+            self_loop_scale=opts.self_loop_scale, fst=fst,
+        )  # fmt: skip
+        decodable = kaldi_hmm_gmm.DecodableAmDiagGmmScaled(
+            am=self.model.am, tm=self.model.trans, feats=np.asarray(feats, np.float32),
+            scale=opts.acoustic_scale,
+        )  # fmt: skip
+        before = self.done
+        self.done, self.errors, self.retried, self.tot_like, self.frames, alignment, _words = (
+            kaldi_hmm_gmm.align_utterance_wrapper(
+                config=self.config, utt=utt, acoustic_scale=opts.acoustic_scale, fst=fst,
+                decodable=decodable, num_done=self.done, num_error=self.errors,
+                num_retried=self.retried, tot_like=self.tot_like, frame_count=self.frames,
+            )
+        )  # fmt: skip
+        if self.done > before and len(alignment) == len(feats):
+            return np.asarray(alignment, np.int32)
+        return None
 
 
 def align(
@@ -119,38 +171,17 @@ def align(
     opts: AlignOptions | None = None,
 ) -> AlignResult:
     """``gmm-align-compiled``: Viterbi alignments of the utterances in both tables."""
-    import kaldi_hmm_gmm
-    import kaldifst
-
-    opts = opts or AlignOptions()
-    config = kaldi_hmm_gmm.AlignConfig()
-    config.beam, config.retry_beam, config.careful = opts.beam, opts.retry_beam, opts.careful
+    aligner = ViterbiAligner(model, opts)
     result = AlignResult()
-    done = errors = retried = 0
-    tot_like, frames = 0.0, 0
     for utt, graph in graphs.items():
         if utt not in feats:
             continue
-        fst = kaldifst.StdVectorFst(graph)
-        kaldi_hmm_gmm.add_transition_probs(
-            trans_model=model.trans, transition_scale=opts.transition_scale,
-            self_loop_scale=opts.self_loop_scale, fst=fst,
-        )  # fmt: skip
-        decodable = kaldi_hmm_gmm.DecodableAmDiagGmmScaled(
-            am=model.am, tm=model.trans, feats=np.asarray(feats[utt], np.float32),
-            scale=opts.acoustic_scale,
-        )  # fmt: skip
-        before = done
-        done, errors, retried, tot_like, frames, alignment, _words = (
-            kaldi_hmm_gmm.align_utterance_wrapper(
-                config=config, utt=utt, acoustic_scale=opts.acoustic_scale, fst=fst,
-                decodable=decodable, num_done=done, num_error=errors, num_retried=retried,
-                tot_like=tot_like, frame_count=frames,
-            )
-        )  # fmt: skip
-        if done > before and len(alignment) == len(feats[utt]):
-            result.alignments[utt] = np.asarray(alignment, np.int32)
-        else:
+        ali = aligner(utt, graph, feats[utt])
+        if ali is None:
             result.failed.append(utt)
-    result.retried, result.tot_like, result.frames = retried, tot_like, frames
+        else:
+            result.alignments[utt] = ali
+    result.retried, result.tot_like, result.frames = (
+        aligner.retried, aligner.tot_like, aligner.frames,
+    )  # fmt: skip
     return result

@@ -7,7 +7,9 @@ Kaldi dict dir for a lexicon.
   utterance of a data dir, for users without a ``feats.scp`` of low-resolution MFCCs.
 * :func:`read_feats` reads a ``feats.scp`` / ark (:func:`paravg.kaldi_io.load_scp`).
 * :func:`split_jobs` splits utterances into ``nj`` contiguous parts by speaker, as
-  ``utils/split_data.sh`` does (a speaker's utterances stay in one job).
+  ``utils/split_data.sh`` does (a speaker's utterances stay in one job);
+  :func:`job_rows` is job ``j``'s part read from a scanned data dir as its files are
+  read, and :func:`job_mfcc` its MFCCs, one utterance at a time.
 * :func:`write_dict_dir` writes Kaldi's ``data/local/dict`` for a lexicon: the
   ``lexiconp.txt``, one base phone per line of ``nonsilence_phones.txt``, the silence
   phones (``sil`` and ``spn`` for the OOV word ``<unk>``), ``optional_silence.txt``.
@@ -15,14 +17,16 @@ Kaldi dict dir for a lexicon.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from paravg.features import MfccOptions, compute_mfcc, utterance_rng
+from paravg.data import PreparedUtterance, ScannedDataDir, UtteranceRow, iter_utterance_rows
+from paravg.features import MfccOptions, OneUtteranceAudio, compute_mfcc, utterance_rng
 from paravg.io import write_text_atomic
-from paravg.kaldi_io import load_scp
+from paravg.kaldi_io import iter_table, load_scp
 
 MFCC_CONF = "--use-energy=false"
 OOV_WORD, OOV_PHONE = "<unk>", "spn"
@@ -72,6 +76,51 @@ def split_jobs(utt2spk: Mapping[str, str], nj: int) -> list[list[str]]:
     for i, spk in enumerate(spks):
         jobs[i * nj // max(len(spks), 1)].extend(speakers[spk])
     return jobs
+
+
+def job_rows(scan: ScannedDataDir, nj: int, j: int) -> Iterator[UtteranceRow]:
+    """The utterances of job ``j`` (1-based) of :func:`split_jobs`' ``nj`` parts, in
+    utterance order, read from the data dir's tables as they come. With speakers in
+    utterance order (Kaldi's convention, :attr:`ScannedDataDir.speakers_in_order`),
+    speaker ``i`` of ``S`` (sorted) goes to job ``i·nj // S + 1`` and nothing is held per
+    utterance (``utt2spk`` read twice: the speakers counted, then the job's run kept);
+    otherwise the job's utterances are the ``split_jobs`` part of the whole ``utt2spk``."""
+    if nj < 1:
+        raise ValueError(f"nj must be >= 1, got {nj}")
+    if not scan.speakers_in_order:
+        keep = set(split_jobs(read_utt2spk(scan.utt2spk_file), nj)[j - 1])
+        yield from (row for row in iter_utterance_rows(scan) if row.utt in keep)
+        return
+    lines = iter_table(scan.utt2spk_file, num_fields=2)
+    num_speakers = sum(1 for _ in itertools.groupby(line.fields[0] for line in lines))
+    index, previous = -1, None
+    for row in iter_utterance_rows(scan):
+        if row.speaker != previous:
+            index, previous = index + 1, row.speaker
+        job = index * nj // num_speakers
+        if job == j - 1:
+            yield row
+        elif job > j - 1:
+            return
+
+
+def job_mfcc(
+    scan: ScannedDataDir, nj: int, j: int, options: str = MFCC_CONF, srand: int = 0
+) -> Iterator[tuple[str, str, np.ndarray]]:
+    """``(utt, speaker, float32 [T, 13])`` of job ``j``'s utterances (:func:`job_rows`),
+    as :func:`gmm_mfcc` computes them, one utterance at a time (a recording read once for
+    its consecutive segments)."""
+    from paravg.audio import AudioReader
+
+    opts = MfccOptions.from_kaldi_options(options)
+    current = OneUtteranceAudio()
+    reader = AudioReader(current, int(opts.sample_frequency))
+    for row in job_rows(scan, nj, j):
+        seg = f" (segments line {row.segment.lineno})" if row.segment is not None else ""
+        where = f"{scan.wav_file}:{row.wav_lineno}: utterance {row.utt!r}{seg}"
+        current.utt = PreparedUtterance(row.utt, row.recording, row.wav, row.segment, where)
+        rng = utterance_rng(srand, row.utt)
+        yield row.utt, row.speaker, compute_mfcc(reader(row.utt), opts, rng)
 
 
 def write_dict_dir(

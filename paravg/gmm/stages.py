@@ -25,11 +25,17 @@ The Gaussian schedule of both scripts (:func:`mix_up_target`): ``numgauss`` star
 
 from __future__ import annotations
 
+import heapq
+import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from paravg.io import write_text_atomic
+
+log = logging.getLogger(__name__)
 
 # the tables of a source data dir the targets dir carries (paravg.data reads these)
 TABLES = ("wav.scp", "utt2spk", "text", "segments", "spk2utt", "utt2uniq", "reco2file_and_channel")
@@ -56,24 +62,47 @@ def make_lang(dict_dir: str | Path, oov: str, lang_dir: str | Path) -> str:
     return f"{len(lang.phones)} phones, {len(lang.words)} words"
 
 
-def job_utterances(data_dir: str | Path, nj: int, j: int) -> list[str]:
-    """The utterances of job ``j`` (1-based) of ``split_data.sh``'s ``nj`` splits."""
-    from paravg.gmm.data import read_utt2spk, split_jobs
-
-    return split_jobs(read_utt2spk(Path(data_dir) / "utt2spk"), nj)[j - 1]
-
-
 def job_feats(data_dir: str | Path, nj: int, j: int, ark: str | Path, scp: str | Path) -> int:
     """Job ``j``'s 39-dim GMM features: 13 MFCCs (``conf/mfcc.conf``), per-speaker CMVN
-    (means), deltas of order 2 -> ``ark``/``scp``. Returns the utterances."""
-    from paravg.gmm.data import gmm_mfcc, read_utt2spk
-    from paravg.gmm.deltas import gmm_features
+    (means), deltas of order 2 -> ``ark``/``scp``, in utterance order. Returns the
+    utterances.
+
+    As ``make_mfcc.sh``, ``compute-cmvn-stats --spk2utt`` and ``apply-cmvn | add-deltas``
+    run it, in two passes over the job's utterances, one utterance in memory: the MFCCs
+    are written to ``<ark>.raw.ark`` while each speaker's CMVN statistics are summed (in
+    utterance order), then read back, normalised, given their deltas and written; the
+    temporary is removed."""
+    from paravg.data import scan_data_dir
+    from paravg.features import cmvn_stats
+    from paravg.gmm.data import job_mfcc, job_rows
+    from paravg.gmm.deltas import add_deltas, apply_cmvn
+    from paravg.gmm.job_tables import iter_feats, join_sorted
     from paravg.kaldi_io import write_ark_scp
 
-    utts = job_utterances(data_dir, nj, j)
-    raw = gmm_mfcc(data_dir, utts=utts)
-    feats = gmm_features(raw, read_utt2spk(Path(data_dir) / "utt2spk")) if raw else {}
-    return write_ark_scp(sorted(feats.items()), ark, scp)
+    scan = scan_data_dir(data_dir)
+    ark = Path(ark)
+    raw_ark, raw_scp = (ark.with_name(f"{ark.name}.raw.{ext}") for ext in ("ark", "scp"))
+    stats: dict[str, np.ndarray] = {}
+
+    def raw() -> Iterator[tuple[str, np.ndarray]]:
+        for utt, spk, mfcc in job_mfcc(scan, nj, j):
+            s = cmvn_stats(mfcc)
+            stats[spk] = s if spk not in stats else stats[spk] + s
+            yield utt, mfcc
+
+    try:
+        write_ark_scp(raw(), raw_ark, raw_scp)
+        normalised = (
+            (utt, add_deltas(apply_cmvn(mfcc, stats[spk])))
+            for utt, mfcc, spk in join_sorted(
+                (str(raw_scp), iter_feats(raw_scp)),
+                (str(scan.utt2spk_file), ((r.utt, r.speaker) for r in job_rows(scan, nj, j))),
+            )
+        )
+        return write_ark_scp(normalised, ark, scp)
+    finally:
+        raw_ark.unlink(missing_ok=True)
+        raw_scp.unlink(missing_ok=True)
 
 
 def _feats(scp):
@@ -82,10 +111,13 @@ def _feats(scp):
     return read_feats(scp)
 
 
-def _words(lang_dir, text, feats) -> dict:
-    from paravg.gmm.align import read_transcripts
+def _transcribed(lang_dir, feats_scp, text) -> Iterator[tuple[str, np.ndarray, list[int]]]:
+    """``(utt, feats, word ids)`` of the job's utterances with a transcript, streamed."""
+    from paravg.gmm.job_tables import iter_feats, iter_transcripts, join_sorted
 
-    return {u: w for u, w in read_transcripts(lang_dir, text).items() if u in feats}
+    return join_sorted(
+        (str(feats_scp), iter_feats(feats_scp)), (str(text), iter_transcripts(lang_dir, text))
+    )
 
 
 def init_mono(lang_dir: str | Path, feats_scp: str | Path, num_utts: int, out: str | Path):
@@ -99,18 +131,24 @@ def init_mono(lang_dir: str | Path, feats_scp: str | Path, num_utts: int, out: s
 
 
 def align_equal(lang_dir, model_path, feats_scp, text, out) -> dict:
-    """``compile-train-graphs | align-equal-compiled`` of one job (train_mono.sh's start)."""
+    """``compile-train-graphs | align-equal-compiled`` of one job (train_mono.sh's
+    start), one utterance at a time."""
     from paravg.gmm import align as gmm_align
-    from paravg.gmm.alignment import write_alignments
+    from paravg.gmm.job_tables import AlignmentWriter
     from paravg.gmm.model import GmmModel
 
-    model, feats = GmmModel.load(model_path), _feats(feats_scp)
-    graphs = gmm_align.compile_graphs(
-        gmm_align.graph_compiler(model, lang_dir), _words(lang_dir, text, feats)
-    )
-    result = gmm_align.align_equal(graphs, {u: len(x) for u, x in feats.items()})
-    write_alignments(out, result.alignments)
-    return {"aligned": len(result.alignments), "failed": result.failed}
+    model = GmmModel.load(model_path)  # held: the compiler keeps references into it
+    compiler = gmm_align.graph_compiler(model, lang_dir)
+    failed: list[str] = []
+    with AlignmentWriter(out) as writer:
+        for utt, feats, words in _transcribed(lang_dir, feats_scp, text):
+            graph = compiler.compile_graph_from_text(words)
+            ali = gmm_align.equal_alignment(graph, len(feats), utt)
+            if ali is None:
+                failed.append(utt)
+            else:
+                writer.write(utt, ali)
+    return {"aligned": writer.count, "failed": failed}
 
 
 def acc(model_path, feats_scp, ali, out) -> dict:
@@ -152,20 +190,32 @@ def est(model_path, acc_files: Sequence, out, *, x: int, n0, totgauss: int, max_
 
 def realign(lang_dir, model_path, feats_scp, text, out, *, boost_silence: float, beam: float,
             retry_beam: float = 40.0, careful: bool = False) -> dict:  # fmt: skip
-    """``gmm-boost-silence | gmm-align-compiled`` of one job (train_mono.sh's and
-    train_deltas.sh's realignments, and align_si.sh)."""
+    """``compile-train-graphs | gmm-boost-silence | gmm-align-compiled`` of one job
+    (train_mono.sh's and train_deltas.sh's realignments, and align_si.sh), one utterance
+    at a time: its graph compiled, aligned and written before the next is read. An
+    utterance that reaches no final state is left out and listed (Kaldi's warning)."""
     from paravg.gmm import align as gmm_align
+    from paravg.gmm.job_tables import AlignmentWriter
     from paravg.gmm.model import GmmModel
-    from paravg.gmm.train_mono import align_job, silence_phones
+    from paravg.gmm.model import boost_silence as boost
+    from paravg.gmm.train_mono import silence_phones
 
-    model, feats = GmmModel.load(model_path), _feats(feats_scp)
-    graphs = gmm_align.compile_graphs(
-        gmm_align.graph_compiler(model, lang_dir), _words(lang_dir, text, feats)
-    )
+    model = GmmModel.load(model_path)
+    compiler = gmm_align.graph_compiler(model, lang_dir)
     opts = gmm_align.AlignOptions(beam=beam, retry_beam=retry_beam, careful=careful)
-    result = align_job(model, graphs, feats, opts, silence_phones(lang_dir), boost_silence, out)
-    like = result.tot_like / max(result.frames, 1)
-    return {"aligned": len(result.alignments), "failed": result.failed, "avg_like": like}
+    aligner = gmm_align.ViterbiAligner(boost(model, silence_phones(lang_dir), boost_silence), opts)
+    failed: list[str] = []
+    with AlignmentWriter(out) as writer:
+        for utt, feats, words in _transcribed(lang_dir, feats_scp, text):
+            ali = aligner(utt, compiler.compile_graph_from_text(words), feats)
+            if ali is None:
+                failed.append(utt)
+            else:
+                writer.write(utt, ali)
+    if failed:
+        log.warning("alignment failed for %d utterances: %s", len(failed), failed[:5])
+    like = aligner.tot_like / max(aligner.frames, 1)
+    return {"aligned": writer.count, "failed": failed, "avg_like": like}
 
 
 def tree_acc(lang_dir, model_path, feats_scp, ali, out) -> dict:
@@ -208,49 +258,50 @@ def build_tree(lang_dir, stats_files: Sequence, num_leaves: int, treeacc_out, tr
 
 
 def convert_ali(old_model, new_model, ali_in, ali_out) -> int:
-    """``convert-ali old.mdl new.mdl tree ali.JOB`` of one job."""
-    from paravg.gmm.alignment import (
-        TransitionTable,
-        convert_alignment,
-        read_alignments,
-        write_alignments,
-    )
+    """``convert-ali old.mdl new.mdl tree ali.JOB`` of one job, one utterance at a time."""
+    from paravg.gmm.alignment import TransitionTable, convert_alignment
+    from paravg.gmm.job_tables import AlignmentWriter, iter_alignments
     from paravg.gmm.model import GmmModel
 
     old, new = GmmModel.load(old_model), GmmModel.load(new_model)
     old_t, new_t = TransitionTable.of(old.trans), TransitionTable.of(new.trans)
-    alis = {
-        u: convert_alignment(old_t, new_t, new.ctx, a) for u, a in read_alignments(ali_in).items()
-    }
-    write_alignments(ali_out, alis)
-    return len(alis)
+    with AlignmentWriter(ali_out) as writer:
+        for utt, ali in iter_alignments(ali_in):
+            writer.write(utt, convert_alignment(old_t, new_t, new.ctx, ali))
+    return writer.count
+
+
+def _set_alignments(ali_files: Sequence) -> Iterator[tuple[str, np.ndarray]]:
+    """A set's alignment, its jobs' files merged in utterance order (each job's file is
+    sorted, ``heapq.merge``: one entry of each job held)."""
+    from paravg.gmm.job_tables import iter_alignments, join_sorted
+
+    # each file checked sorted as it is read (a merge-join of one stream checks its order)
+    streams = [join_sorted((str(f), iter_alignments(f))) for f in ali_files]
+    return heapq.merge(*streams, key=lambda entry: entry[0].encode())
 
 
 def targets_dir(model_path, ali_files: Sequence, src_dir, out_dir) -> dict:
     """``ali-to-pdf`` of a set's final alignment as ``out_dir/targets.ark`` beside a copy
-    of the source dir's tables (a Kaldi data dir the data stage prepares as any other).
-    An utterance whose alignment failed has no targets (the data stage skips and counts
-    it, within ``data.max_missing_targets_fraction``)."""
-    from paravg.gmm.alignment import (
-        TransitionTable,
-        ali_to_pdf,
-        read_alignments,
-        write_alignments,
-    )
+    of the source dir's tables (a Kaldi data dir the data stage prepares as any other),
+    in utterance order, one utterance at a time. An utterance whose alignment failed has
+    no targets (the data stage skips and counts it, within
+    ``data.max_missing_targets_fraction``)."""
+    from paravg.gmm.alignment import TransitionTable, ali_to_pdf
+    from paravg.gmm.job_tables import AlignmentWriter
     from paravg.gmm.model import GmmModel
 
     model = GmmModel.load(model_path)
     table = TransitionTable.of(model.trans)
-    pdfs: dict = {}
-    for f in ali_files:
-        pdfs.update({u: ali_to_pdf(table, a) for u, a in read_alignments(f).items()})
     out, src = Path(out_dir), Path(src_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in TABLES:
         if (src / name).is_file():
             shutil.copyfile(src / name, out / name)
-    write_alignments(out / "targets.ark", dict(sorted(pdfs.items())))
-    return {"utterances": len(pdfs), "num_pdfs": model.num_pdfs}
+    with AlignmentWriter(out / "targets.ark") as writer:
+        for utt, ali in _set_alignments(ali_files):
+            writer.write(utt, ali_to_pdf(table, ali))
+    return {"utterances": writer.count, "num_pdfs": model.num_pdfs}
 
 
 def frame_phones(model_path, ali_files: Sequence, ark, scp) -> dict:
@@ -258,16 +309,20 @@ def frame_phones(model_path, ali_files: Sequence, ark, scp) -> dict:
     (binary int32 vectors, the lang's phone ids, one per frame): the phone alignment a
     chain model is trained from (Kaldi's chain recipes build its tree, phone LM and
     supervision from the GMM alignments; :mod:`paravg.chain.prepare` reads phone ``p`` as
-    chain target ``p − 1``). Utterances in the alignment's order, sorted."""
-    from paravg.gmm.alignment import TransitionTable, ali_to_phones, read_alignments
+    chain target ``p − 1``). Utterances in sorted order, one at a time."""
+    from paravg.gmm.alignment import TransitionTable, ali_to_phones
     from paravg.gmm.model import GmmModel
     from paravg.kaldi_io import write_ark_scp
 
     table = TransitionTable.of(GmmModel.load(model_path).trans)
-    phones: dict = {}
-    for f in ali_files:
-        phones.update(
-            {u: ali_to_phones(table, a, per_frame=True) for u, a in read_alignments(f).items()}
-        )
-    n = write_ark_scp(sorted(phones.items()), ark, scp)
-    return {"utterances": n, "frames": int(sum(len(v) for v in phones.values()))}
+    frames = 0
+
+    def phones() -> Iterator[tuple[str, np.ndarray]]:
+        nonlocal frames
+        for utt, ali in _set_alignments(ali_files):
+            per_frame = ali_to_phones(table, ali, per_frame=True)
+            frames += len(per_frame)
+            yield utt, per_frame
+
+    n = write_ark_scp(phones(), ark, scp)
+    return {"utterances": n, "frames": frames}
