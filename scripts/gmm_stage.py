@@ -48,21 +48,21 @@ elif rule == "gmm_targets":
     result = stages.targets_dir(inp.model, list(inp.alis), params.src, Path(out[0]).parent)
 elif rule == "graph_gmm_words":
     from paravg.gmm.graph import gmm_graph
-    from paravg.graph.lexicon import read_text
+    from paravg.graph.lexicon import text_sentences
 
     result = gmm_graph(
         params.lang_dir, inp.model, inp.tree, params.out_dir,
-        sentences=list(read_text(params.text).values()), **params.options,
+        sentences=text_sentences(params.text), **params.options,
     )  # fmt: skip
 elif rule == "gmm_phones":
     result = stages.frame_phones(inp.model, list(inp.alis), out.ark, out.scp)
 elif rule == "graph_gmm_chain_words":
     from paravg.chain.graph import chain_lang_graph
-    from paravg.graph.lexicon import read_text
+    from paravg.graph.lexicon import text_sentences
 
     result = chain_lang_graph(
         params.lang_dir, Path(inp.chain_info).parent, params.out_dir,
-        sentences=list(read_text(params.text).values()), **params.options,
+        sentences=text_sentences(params.text), **params.options,
     )  # fmt: skip
 else:
     raise ValueError(f"scripts/gmm_stage.py: no GMM stage for rule {rule}")

@@ -87,7 +87,7 @@ def lang_graph(
             raise ValueError("a lang graph needs an ARPA file or training sentences")
         oov = (lang / "oov.txt").read_text().split()[0]
         vocab = [w for w in words if w not in ("<eps>", "#0", "<s>", "</s>")]
-        mapped = [[w if w in words else oov for w in s] for s in sentences]
+        mapped = ([w if w in words else oov for w in s] for s in sentences)  # streamed
         arpa = out / "lm.arpa"
         lm = write_bigram_arpa(arpa, mapped, vocab)
     else:

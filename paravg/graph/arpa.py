@@ -89,8 +89,9 @@ def arpa_text(
 def write_bigram_arpa(
     path: str | Path, sentences: Iterable[Sequence[str]], vocabulary: Iterable[str]
 ) -> dict:
-    """Estimate the Witten-Bell bigram and write it; returns counts for the summary."""
-    p1, p2, alpha = witten_bell_bigram(list(sentences), vocabulary)
+    """Estimate the Witten-Bell bigram and write it; returns counts for the summary.
+    ``sentences`` is read once, one sentence at a time (the counts are what is held)."""
+    p1, p2, alpha = witten_bell_bigram(sentences, vocabulary)
     write_text_atomic(path, arpa_text(p1, p2, alpha))
     return {"unigrams": len(p1) + 1, "bigrams": len(p2), "discounting": "witten-bell"}
 

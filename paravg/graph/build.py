@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from paravg.corpus.phones import PHONES, SILENCE
 from paravg.graph.arpa import phone_sequences, write_bigram_arpa
 from paravg.graph.grammar import arpa_to_g
 from paravg.graph.lang import Lang, make_lang, write_lang
-from paravg.graph.lexicon import LexiconEntry, demo_lexicon, phone_lexicon, read_text
+from paravg.graph.lexicon import LexiconEntry, demo_lexicon, phone_lexicon, text_sentences
 from paravg.io import write_text_atomic
 from paravg.kaldi_io import load_scp
 
@@ -48,7 +48,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 def build_from_lexicon(
     entries: Sequence[LexiconEntry],
-    sentences: Sequence[Sequence[str]],
+    sentences: Iterable[Sequence[str]],
     out_dir: str | Path,
     options=None,
     target_phones: Sequence[str] = PHONES,
@@ -148,7 +148,7 @@ def build_demo_word_graph(
     """The demo's word graph: learnt lexicon + word bigram of the training text (for a
     chain model with ``chain`` and ``chain_tree``: :func:`build_from_lexicon`)."""
     entries = demo_lexicon(train_text, train_ctm)
-    sentences = [ws for ws in read_text(train_text).values() if ws]
+    sentences = (ws for ws in text_sentences(train_text) if ws)  # streamed
     return build_from_lexicon(
         entries, sentences, out_dir, options, chain=chain, chain_tree=chain_tree
     )

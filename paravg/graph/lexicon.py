@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,16 +139,29 @@ def utterance_phones(ctm_path: str | Path) -> dict[str, list[str]]:
     return dict(phones)
 
 
+def iter_text(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
+    """``(line number, utterance, words)`` of each non-empty line of a Kaldi ``text``
+    file, read line by line (an utterance may have no words)."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            fields = line.split()
+            if fields:
+                yield lineno, fields[0], fields[1:]
+
+
+def text_sentences(path: str | Path) -> Iterator[list[str]]:
+    """The word sequences of a ``text`` file in its order, one line held (the training
+    sentences of a bigram LM)."""
+    return (words for _lineno, _utt, words in iter_text(path))
+
+
 def read_text(path: str | Path) -> dict[str, list[str]]:
     """A Kaldi ``text`` file: utterance -> words (an utterance may have none)."""
     out: dict[str, list[str]] = {}
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if fields[0] in out:
-            raise DataError(f"{path}:{lineno}: utterance {fields[0]} appears twice")
-        out[fields[0]] = fields[1:]
+    for lineno, utt, words in iter_text(path):
+        if utt in out:
+            raise DataError(f"{path}:{lineno}: utterance {utt} appears twice")
+        out[utt] = words
     return out
 
 

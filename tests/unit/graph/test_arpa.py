@@ -62,3 +62,18 @@ def test_arpa_that_does_not_parse_names_file_and_line(tmp_path, text, message):
 def test_phone_sequences_collapse_and_drop_silence():
     phones = ["sil", "a", "b"]
     assert phone_sequences([[0, 0, 1, 1, 2, 0, 2, 2]], phones, "sil") == [["a", "b", "b"]]
+
+
+def test_the_lm_reads_a_text_file_streamed_as_it_reads_the_whole_table(tmp_path):
+    """The bigram of a text file read line by line (``text_sentences``, a one-shot
+    generator: the graph rules hold counts, never the corpus's text) is the bigram of
+    the same sentences held as a table."""
+    from paravg.graph.lexicon import read_text, text_sentences
+
+    text = tmp_path / "text"
+    text.write_text("".join(f"u{i:02d} {' '.join(s)}\n" for i, s in enumerate(SENTENCES)))
+    write_bigram_arpa(tmp_path / "table.arpa", list(read_text(text).values()), VOCAB)
+    streamed = text_sentences(text)
+    write_bigram_arpa(tmp_path / "streamed.arpa", streamed, VOCAB)
+    assert next(streamed, None) is None  # consumed once
+    assert (tmp_path / "streamed.arpa").read_text() == (tmp_path / "table.arpa").read_text()
