@@ -147,14 +147,15 @@ def _granted(run_log: str) -> dict[str, tuple[str, int, int]]:
     return granted
 
 
-def test_every_gmm_job_holds_in_the_resources_its_rule_declares(workdir):
+def test_every_gmm_job_holds_in_the_resources_its_rule_declares(workdir, monkeypatch):
     """Every GMM job's measured peak RSS and CPU time (its log's resource line) are within
     the mem_mb and runtime of paravg/resources.py's formulas (what Snakemake gave the job:
     rules/gmm.smk wires them), and mem_mb is not absurdly above the peak (at most 20 x
     the peak + the base), as tests/pipeline/test_resources.py checks the other rules."""
     from tests.pipeline.test_resources import workspace_dag
 
-    dag = workspace_dag(workdir, OVERLAY)
+    monkeypatch.chdir(workdir)  # the run's config: results relative to the workspace
+    dag = workspace_dag(Path("."), OVERLAY)
     granted = _granted((workdir / "run.log").read_text())
     for rule in GMM_RULES:
         logs = sorted((workdir / "logs" / rule).rglob("*.log"))
