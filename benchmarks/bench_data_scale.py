@@ -110,11 +110,12 @@ def declared_table(ws: Path) -> tuple[str, bool]:
     holds = True
     for rule in sorted(JOB_SHARE, key=lambda r: _ORDER.index(r) if r in _ORDER else 99):
         rows = []
-        for log in sorted((ws / "logs" / rule).glob("*.log")):
+        for log in sorted((ws / "logs" / rule).rglob("*.log")):  # the GMM rules': per model
             r = read_job_resources(log)
             if r is None:
                 continue
-            set_ = log.stem.split(".")[0] if JOB_SHARE[rule][0] == "set" else None
+            stem = log.relative_to(ws / "logs" / rule).with_suffix("")
+            set_ = stem.parts[0].split(".")[0] if JOB_SHARE[rule][0] == "set" else None
             rows.append(
                 (r["max_rss_mb"], dag.mem_mb(rule, set_), r["cpu_s"], dag.runtime(rule, set_))
             )

@@ -65,8 +65,43 @@ The working sets (bytes; I Gaussians, D feature dim, R i-vector dim):
 * ``egs_subsets``: the egs of its 2 x ``num_utts_subset`` utterances, float32, at a
   generous 30 s an utterance, x ``window`` / ``frames_per_eg`` (the egs overlap), twice.
 
+The GMM stage's rules (:data:`GMM_RULES`, rules/gmm.smk; D = 39, the deltas of 13
+MFCCs; G the most Gaussians of the ``gmm`` section; a job's share is ``gmm.nj``'s of
+``data.train_set`` before perturbation, "source", or of the ``set`` wildcard's set). Each
+job streams its tables (Kaldi's sequential readers), so its working set is bounded by a
+chunk, the model and one utterance (:data:`GMM_UTT_FRAMES`, a generous 30 s):
+
+* ``gmm_acc``: one chunk of :data:`paravg.gmm.accumulate.CHUNK_FRAMES` frames (5 x D
+  float64 a frame: the utterances, their float64 copy, one pdf's rows and squares) and
+  the largest pdf's [T, M] log-likelihoods x 3 (:data:`MAX_GAUSS_PER_PDF`), plus the
+  model (4 x G x D float64) and the accumulators (G x (2D + 1) float64).
+* ``gmm_tree_acc``: one chunk (4 x D float64 and 4 x (N + 1) int64 a frame) and 3 x
+  :data:`TREE_EVENTS` events of stats (the running sum, the chunk's, their concatenation
+  in ``sum-tree-stats``'s sum); ``gmm_tree``: ``gmm.nj`` + 4 such copies and the model.
+* ``gmm_est``: ``gmm.nj`` + 1 accumulators and 2 models (``gmm-sum-accs | gmm-est``).
+* the aligners (``gmm_align_equal``, ``gmm_realign``, ``gmm_mono_align_si``,
+  ``gmm_align_set``): the model and its ``gmm-boost-silence`` copy, one utterance's
+  features, Viterbi traceback over its training graph (:data:`MAX_GRAPH_STATES` int32 a
+  frame) and log-likelihoods of every pdf (float64 a frame).
+* ``gmm_feats``, ``gmm_convert_ali``, ``gmm_targets``, ``gmm_phones``: one utterance's
+  audio and features, two models; ``gmm_mono_init``: its :data:`MONO_INIT_UTTS`
+  utterances; ``gmm_lang``: nothing (the lexicon); ``gmm_dict`` (the demo's lexicon,
+  learnt from the training text and phone timings, all held): 12,000 bytes an utterance
+  (its RSS grew 39 MB from 2,257 to 9,044 utterances, x 2).
+
+Their CPU per hour of the job's share (:data:`CPU_S_PER_HOUR`; the E-step's and the
+aligners' scaled by the Gaussians per pdf over the default's) is the largest job's of
+``benchmarks/bench_data_scale.py --minutes 171 686`` (gmm.nj 2) rounded up; the whole
+rule's CPU s at 2 h / 8 h of training audio: gmm_feats 33 / 165 (6 jobs), gmm_mono_init
+0.2 / 0.6, gmm_align_equal 2.3 / 11.9 (2), gmm_acc 34.7 / 135.5 (38), gmm_est 7.6 / 10.8
+(19), gmm_realign 55.4 / 297.9 (16), gmm_mono_align_si 6.1 / 31.6 (2), gmm_tree_acc 3.8 /
+18.9 (2), gmm_tree 1.4 / 2.1, gmm_convert_ali 2.6 / 11.3 (2), gmm_align_set 13.1 / 53.3
+(6), gmm_targets 2.5 / 3.6 (3), gmm_dict 9.3 / 40.7. ``gmm_lang``, ``gmm_mono_init`` and
+``gmm_est`` read no corpus (the floor).
+
 Each formula is checked against the jobs' measured peaks (``max_rss_mb`` of their logs,
-:mod:`paravg.logs`) at two corpus sizes in ``tests/pipeline/test_resources.py``.
+:mod:`paravg.logs`) at two corpus sizes in ``tests/pipeline/test_resources.py``; the GMM
+rules' on the tiny GMM run of ``tests/pipeline/test_gmm_targets.py``.
 """
 
 from __future__ import annotations
@@ -77,6 +112,7 @@ from dataclasses import dataclass
 
 from paravg.egs.shuffle import BLOCK_BYTES as GATHER_BYTES
 from paravg.egs.split import BUFFER_BYTES, DRAW_BLOCK
+from paravg.gmm.accumulate import CHUNK_FRAMES as GMM_CHUNK_FRAMES
 from paravg.ivector.frame_table import CHUNK_FRAMES
 from paravg.ivector.ubm import BLOCK_BYTES as UBM_BLOCK_BYTES
 
@@ -191,7 +227,26 @@ JOB_SHARE: dict[str, tuple[str | None, str | None]] = {
     "egs_split": ("train", "egs"),
     "egs_archive": (None, None),
     "egs_subsets": (None, None),
+    # the GMM stage (data.targets: gmm): "source" is data.train_set before perturbation
+    "gmm_dict": ("source", None),
+    "gmm_lang": (None, None),
+    "gmm_feats": ("set", "gmm"),
+    "gmm_mono_init": (None, None),
+    "gmm_align_equal": ("source", "gmm"),
+    "gmm_acc": ("source", "gmm"),
+    "gmm_est": (None, None),
+    "gmm_realign": ("source", "gmm"),
+    "gmm_mono_align_si": ("source", "gmm"),
+    "gmm_tree_acc": ("source", "gmm"),
+    "gmm_tree": ("source", None),
+    "gmm_convert_ali": ("source", "gmm"),
+    "gmm_align_set": ("set", "gmm"),
+    "gmm_targets": ("set", None),
+    "gmm_phones": ("set", None),
 }
+
+#: The GMM stage's rules (rules/gmm.smk), run only with ``data.targets: gmm``.
+GMM_RULES = tuple(r for r in JOB_SHARE if r.startswith("gmm_"))
 
 #: Rules that read the UBM's data: with ``ivector.ubm_subset_utts`` only the subset.
 UBM_SUBSET_RULES = ("ivector_pca", "ubm_init", "ubm_gselect", "ubm_acc")
@@ -213,6 +268,7 @@ PER_UTT_BYTES = {
     "extract_ivectors": 1_000,
     "merge_ivectors": 2_000,
     "ubm_subset": 1_000,
+    "gmm_dict": 12_000,
 }
 
 #: ``prepare_data``'s kept target vectors, held only for a targets file out of order:
@@ -234,6 +290,21 @@ CPU_S_PER_HOUR = {
     "extract_ivectors": 12.0,
     "egs": 1.0,
     "egs_split": 2.0,
+    # the GMM stage, per hour of the job's share at the default gmm section (measured per
+    # job at 8 h of training audio, gmm.nj 2: 4 h a job; the whole rule's CPU s at 2 h / 8 h
+    # in the GMM section of the module docstring)
+    "gmm_dict": 8.0,  # 40.7 s at 8 h (one job)
+    "gmm_feats": 20.0,  # 58.6 s a job of 4 h
+    "gmm_align_equal": 3.0,  # 6.5
+    "gmm_acc": 2.0,  # 4.2
+    "gmm_realign": 20.0,  # 57.6 (the first realignments, initial_beam 6: the slowest)
+    "gmm_mono_align_si": 20.0,  # 16.6
+    "gmm_tree_acc": 4.0,  # 9.8 before streaming
+    "gmm_tree": 0.5,  # 2.1 at 8 h (one job)
+    "gmm_convert_ali": 3.0,  # 5.8
+    "gmm_align_set": 20.0,  # 18.3 (train, 4 h)
+    "gmm_targets": 0.5,  # 1.2 (train, 8 h)
+    "gmm_phones": 0.5,  # as gmm_targets (not in the benchmark's run)
 }
 UBM_INIT_CPU_S = 1.3e-9  # per frame x Gaussian x feature dim x iteration (measured 1e-9)
 EGS_ARCHIVE_CPU_S = 2.0e-4  # per eg (measured 1e-4)
@@ -308,6 +379,99 @@ def _iv(fn: Callable[[dict], int]) -> Callable[[dict, JobData], float]:
     return lambda cfg, job: (fn(cfg["ivector"]) - BASE_MB) * MB
 
 
+# ------------------------------------------------------------------ the GMM stage
+GMM_DIM = 39  # 13 MFCCs (conf/mfcc.conf) with deltas and delta-deltas (add-deltas)
+GMM_UTT_FRAMES = SUBSET_UTT_FRAMES  # one utterance: a generous 30 s
+MAX_GAUSS_PER_PDF = 64  # the largest pdf's Gaussians (mixup: ~5-8 on average)
+TREE_EVENTS = 100_000  # a job's tree-stat events (the demo: ~10,000 at 8 h)
+MONO_INIT_UTTS = 10  # rule gmm_mono_init's num_utts (train_mono.sh's first 10)
+MAX_GRAPH_STATES = 1_000  # states of one utterance's training graph (~10 per phone)
+
+
+def _gmm_gauss(cfg: dict) -> int:
+    g = cfg["gmm"]
+    return max(g["mono"]["totgauss"], g["tri"]["tot_gauss"], g["tri"]["num_leaves"])
+
+
+def _gmm_model_bytes(cfg: dict) -> float:
+    """The model in Kaldi's form and its numpy parameters: 4 x Gaussians x dim float64."""
+    return 4 * _gmm_gauss(cfg) * GMM_DIM * 8
+
+
+def _gmm_acc_bytes(cfg: dict) -> float:
+    """One job's accumulators (occupancy, Σγx, Σγx² per Gaussian)."""
+    return _gmm_gauss(cfg) * (2 * GMM_DIM + 1) * 8
+
+
+def _gmm_chunk_mem(cfg: dict, job: JobData) -> float:
+    """gmm_acc: a chunk of ``CHUNK_FRAMES`` frames (the float32 utterances, their float64
+    copy, one pdf's rows and squares: 5 x D float64 a frame), the largest pdf's [T, M]
+    log-likelihoods, shifted exponentials and posteriors, the model and accumulators."""
+    per_frame = 8 * (5 * GMM_DIM + 3 * MAX_GAUSS_PER_PDF)
+    return GMM_CHUNK_FRAMES * per_frame + _gmm_model_bytes(cfg) + _gmm_acc_bytes(cfg)
+
+
+def _tree_event_bytes(cfg: dict) -> float:
+    width = 3  # train_deltas.sh's triphones (context_width 3)
+    return 8 * (2 * GMM_DIM + 1 + width + 1)
+
+
+def _gmm_tree_acc_mem(cfg: dict, job: JobData) -> float:
+    """gmm_tree_acc: a chunk's frames (the float64 rows, their squares and the grouped
+    sums' flattened copies: 4 x D float64; its windows, pdf-classes and events: 4 x
+    (N + 1) int64) and the stats summed so far, the chunk's and their concatenation
+    (3 x ``TREE_EVENTS`` events)."""
+    per_frame = 8 * (4 * GMM_DIM + 4 * 4)
+    return GMM_CHUNK_FRAMES * per_frame + 3 * TREE_EVENTS * _tree_event_bytes(cfg)
+
+
+def _gmm_tree_mem(cfg: dict, job: JobData) -> float:
+    """gmm_tree: the ``gmm.nj`` jobs' stats loaded, their sum, and the tree build's
+    per-question sums (~3 copies), plus the new model."""
+    copies = cfg["gmm"]["nj"] + 4
+    return copies * TREE_EVENTS * _tree_event_bytes(cfg) + _gmm_model_bytes(cfg)
+
+
+def _gmm_est_mem(cfg: dict, job: JobData) -> float:
+    """gmm_est: the ``gmm.nj`` accumulators loaded and their sum (gmm-sum-accs), the
+    model and its update."""
+    return (cfg["gmm"]["nj"] + 1) * _gmm_acc_bytes(cfg) + 2 * _gmm_model_bytes(cfg)
+
+
+def _gmm_utt_mem(cfg: dict, job: JobData) -> float:
+    """One utterance's features and audio (gmm_feats, gmm_convert_ali, gmm_targets,
+    gmm_phones: a table entry at a time), two models (convert-ali's old and new)."""
+    audio = 30 * 16_000 * 8  # 30 s at 16 kHz, float64
+    return GMM_UTT_FRAMES * GMM_DIM * 8 * 4 + audio + 2 * _gmm_model_bytes(cfg)
+
+
+def _gmm_align_mem(cfg: dict, job: JobData) -> float:
+    """An aligner (gmm_align_equal, gmm_realign, gmm_mono_align_si, gmm_align_set): the
+    model (and its gmm-boost-silence copy) and one utterance's decoding: its features,
+    its training graph's Viterbi traceback (``MAX_GRAPH_STATES`` x frames int32) and the
+    frames' log-likelihoods of every pdf (float64)."""
+    pdfs = max(cfg["gmm"]["tri"]["num_leaves"], cfg["gmm"]["mono"]["totgauss"] // 4)
+    per_frame = GMM_DIM * 8 * 2 + 4 * MAX_GRAPH_STATES + 8 * pdfs
+    return GMM_UTT_FRAMES * per_frame + 2 * _gmm_model_bytes(cfg)
+
+
+def _gmm_mono_init_mem(cfg: dict, job: JobData) -> float:
+    """gmm_mono_init: its first ``MONO_INIT_UTTS`` utterances (float32 and float64)."""
+    return MONO_INIT_UTTS * GMM_UTT_FRAMES * GMM_DIM * 12 + _gmm_model_bytes(cfg)
+
+
+def _gmm_scale(cfg: dict) -> float:
+    """Gaussians per pdf over the default config's (mono: totgauss 1000 over the lang's
+    ~130 pdfs; tri: tot_gauss 2500 over 500 leaves): the per-frame work of the E-step
+    and of the aligners' likelihoods."""
+    g = cfg["gmm"]
+    return max(g["mono"]["totgauss"] / 1000, g["tri"]["tot_gauss"] / g["tri"]["num_leaves"] / 5)
+
+
+def _gmm_per_hour(rule: str, scaled: bool = False):
+    return lambda cfg, job: CPU_S_PER_HOUR[rule] * job.hours * (_gmm_scale(cfg) if scaled else 1.0)
+
+
 RULES: dict[str, RuleCost] = {
     "prepare_data": RuleCost(
         _per_utt("prepare_data", lambda c, j: PREPARE_BYTES_PER_FRAME * j.frames),
@@ -345,6 +509,21 @@ RULES: dict[str, RuleCost] = {
         _egs_archive_mem, lambda c, j: EGS_ARCHIVE_CPU_S * c["egs"]["samples_per_iter"]
     ),
     "egs_subsets": RuleCost(_egs_subsets_mem, _none),  # bounded by num_utts_subset
+    "gmm_dict": RuleCost(_per_utt("gmm_dict"), _gmm_per_hour("gmm_dict")),  # the demo's
+    "gmm_lang": RuleCost(_none, _none),  # the lexicon (prepare_lang.sh)
+    "gmm_feats": RuleCost(_gmm_utt_mem, _gmm_per_hour("gmm_feats")),
+    "gmm_mono_init": RuleCost(_gmm_mono_init_mem, _none),
+    "gmm_align_equal": RuleCost(_gmm_align_mem, _gmm_per_hour("gmm_align_equal")),
+    "gmm_acc": RuleCost(_gmm_chunk_mem, _gmm_per_hour("gmm_acc", scaled=True)),
+    "gmm_est": RuleCost(_gmm_est_mem, _none),
+    "gmm_realign": RuleCost(_gmm_align_mem, _gmm_per_hour("gmm_realign", scaled=True)),
+    "gmm_mono_align_si": RuleCost(_gmm_align_mem, _gmm_per_hour("gmm_mono_align_si", scaled=True)),
+    "gmm_tree_acc": RuleCost(_gmm_tree_acc_mem, _gmm_per_hour("gmm_tree_acc")),
+    "gmm_tree": RuleCost(_gmm_tree_mem, _gmm_per_hour("gmm_tree")),
+    "gmm_convert_ali": RuleCost(_gmm_utt_mem, _gmm_per_hour("gmm_convert_ali")),
+    "gmm_align_set": RuleCost(_gmm_align_mem, _gmm_per_hour("gmm_align_set", scaled=True)),
+    "gmm_targets": RuleCost(_gmm_utt_mem, _gmm_per_hour("gmm_targets")),
+    "gmm_phones": RuleCost(_gmm_utt_mem, _gmm_per_hour("gmm_phones")),
 }
 
 

@@ -4,6 +4,8 @@
 # accumulators) and one estimate (fan-in) writing model x+1, with realignment jobs at the
 # realign_iters. The final triphone alignment of every set, as ali-to-pdf targets, is the
 # source dir that set's prepare_data reads; the network's outputs are the tree's pdfs.
+# Each job streams its tables (a chunk, a model, an utterance): mem_mb and runtime are
+# paravg/resources.py's formulas of its share of the corpus (the GMM section there).
 
 if PARAVG.gmm.enabled:
 
@@ -29,8 +31,8 @@ if PARAVG.gmm.enabled:
                 "../envs/paravg.yaml"
             threads: 1
             resources:
-                mem_mb=1000,
-                runtime=10,
+                mem_mb=from_dag("mem_mb", "gmm_dict"),  # paravg/resources.py
+                runtime=from_dag("runtime", "gmm_dict"),
             script:
                 "../scripts/gmm_stage.py"
 
@@ -49,8 +51,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=1000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "gmm_lang"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_lang"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -72,8 +74,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "gmm_feats"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_feats"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -92,8 +94,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=1000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "gmm_mono_init"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_mono_init"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -113,8 +115,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=30,
+            mem_mb=from_dag("mem_mb", "gmm_align_equal"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_align_equal"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -135,8 +137,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=30,
+            mem_mb=from_dag("mem_mb", "gmm_acc"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_acc"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -157,8 +159,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=30,
+            mem_mb=from_dag("mem_mb", "gmm_est"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_est"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -183,8 +185,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "gmm_realign"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_realign"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -210,8 +212,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "gmm_mono_align_si"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_mono_align_si"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -231,8 +233,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=30,
+            mem_mb=from_dag("mem_mb", "gmm_tree_acc"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_tree_acc"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -254,8 +256,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=4000,
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "gmm_tree"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_tree"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -272,8 +274,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=1000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "gmm_convert_ali"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_convert_ali"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -299,8 +301,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=60,
+            mem_mb=from_dag("mem_mb", "gmm_align_set"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_align_set"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -319,8 +321,8 @@ if PARAVG.gmm.enabled:
             "../envs/paravg.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=10,
+            mem_mb=from_dag("mem_mb", "gmm_targets"),  # paravg/resources.py
+            runtime=from_dag("runtime", "gmm_targets"),
         script:
             "../scripts/gmm_stage.py"
 
@@ -343,8 +345,8 @@ if PARAVG.gmm.enabled:
                 "../envs/paravg.yaml"
             threads: 1
             resources:
-                mem_mb=2000,
-                runtime=10,
+                mem_mb=from_dag("mem_mb", "gmm_phones"),  # paravg/resources.py
+                runtime=from_dag("runtime", "gmm_phones"),
             script:
                 "../scripts/gmm_stage.py"
 

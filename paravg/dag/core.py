@@ -161,7 +161,8 @@ class RunCore:
         window = self._egs_window() if rule.startswith("egs") else 0
         if which is None:
             return resources.JobData(window=window)
-        utts, hours = self._set_size(self.train_set if which == "train" else set_)
+        sets = {"train": self.train_set, "source": self.source_train_set}
+        utts, hours = self._set_size(sets.get(which, set_))
         subset = self.config["ivector"]["ubm_subset_utts"]
         if rule in resources.UBM_SUBSET_RULES and 0 < subset < utts:
             utts, hours = subset, hours * subset / utts

@@ -9,7 +9,11 @@ component log-likelihoods of that pdf's diagonal GMM
 its posteriors ``γ_m = exp(l_m - logsumexp(l))`` add ``γ_m``, ``γ_m x`` and ``γ_m x²``
 to component ``m``'s occupancy, mean and variance accumulators, ``logsumexp(l)`` to the
 total log-likelihood, and 1 to the count of transition-id ``a_t`` (``TransitionModel::
-Accumulate``). Frames are processed per pdf in numpy. :class:`GmmAccs` is one job's
+Accumulate``). Frames are processed per pdf in numpy, a chunk of at most
+:data:`CHUNK_FRAMES` frames at a time: the job's sorted ``feats`` and ``ali`` tables are
+read one utterance at a time and merge-joined (:func:`aligned_utterances`), as
+gmm-acc-stats-ali's sequential readers read them, so a job's memory is bounded by the
+chunk and the model, not by its share of the corpus. :class:`GmmAccs` is one job's
 result, saved as ``.npz`` (paravg's ``JOB.acc``); :func:`sum_accs` adds jobs (``gmm-sum-accs``).
 
 **M-step** (``gmm-est.cc``): ``TransitionModel::MleUpdate`` on the transition counts
@@ -25,12 +29,14 @@ Then ``--mix-up`` (``SplitByCount``, :func:`paravg.gmm.model.mixup`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from paravg.errors import DataError
+from paravg.gmm.job_tables import join_sorted
 from paravg.gmm.model import GmmModel, make_diag_gmm, mixup
 
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -85,19 +91,80 @@ def component_loglikes(model: GmmModel, pdf: int, feats: np.ndarray) -> np.ndarr
     return const + feats @ (means * inv).T - 0.5 * (feats * feats) @ inv.T
 
 
+#: Frames of one E-step chunk: a job's utterances are gathered, in table order, into
+#: chunks of at most this many frames (an utterance longer than that is a chunk of its
+#: own), and the vectorised per-pdf E-step runs once per chunk, its sums added to the
+#: job's. A chunk's float64 copies (the frames, each pdf's rows, their squares: ~100 MB
+#: at 39 dims) bound a job's memory, not its share of the corpus. The demo's default
+#: jobs (20 minutes of audio at ``gmm.nj`` 2: about 42,000 frames a job) and every
+#: test's job fit in one chunk, so their statistics are those of one pass over the job,
+#: bit for bit; a larger job's differ from one pass by float rounding only (the order
+#: of the sums).
+CHUNK_FRAMES = 100_000
+
+#: One utterance of a job: (utt, features [T, D], per-frame keys [T]).
+Utterance = tuple[str, np.ndarray, np.ndarray]
+
+
+def aligned_utterances(
+    feats: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+    alignments: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+    names: tuple[str, str] = ("features", "alignments"),
+) -> Iterator[Utterance]:
+    """The utterances with both features and an alignment, ``(utt, x, ali)``. Two
+    mappings: ``feats``' utterances in its order (any order). Otherwise ``(utt, value)``
+    streams in ``LC_ALL=C`` key order (a mapping is read as its items), merge-joined
+    (:func:`paravg.gmm.job_tables.join_sorted`: one utterance of each held; a table out
+    of order is a :class:`~paravg.errors.DataError` naming it, from ``names``). An
+    alignment whose length is not the features' is a :class:`~paravg.errors.DataError`
+    naming both tables and the utterance."""
+    if isinstance(feats, Mapping) and isinstance(alignments, Mapping):
+        pairs: Iterable[Utterance] = (
+            (u, feats[u], alignments[u]) for u in feats if u in alignments
+        )
+    else:
+        pairs = join_sorted(
+            (names[0], feats.items() if isinstance(feats, Mapping) else feats),
+            (names[1], alignments.items() if isinstance(alignments, Mapping) else alignments),
+        )
+    for utt, x, ali in pairs:
+        if len(ali) != len(x):
+            raise DataError(
+                f"{names[1]}: utterance {utt}: alignment of {len(ali)} frames, features "
+                f"({names[0]}) of {len(x)}"
+            )
+        yield utt, x, ali
+
+
+def frame_chunks(utterances: Iterable[Utterance], max_frames: int) -> Iterator[list[Utterance]]:
+    """``utterances`` in order, gathered into lists of at most ``max_frames`` frames
+    (``len(x)``; an utterance longer than that alone). Only the current chunk is held."""
+    chunk: list[Utterance] = []
+    frames = 0
+    for utt in utterances:
+        n = len(utt[1])
+        if chunk and frames + n > max_frames:
+            yield chunk
+            chunk, frames = [], 0
+        chunk.append(utt)
+        frames += n
+    if chunk:
+        yield chunk
+
+
 def accumulate(
     model: GmmModel,
-    feats: Mapping[str, np.ndarray],
-    alignments: Mapping[str, np.ndarray],
+    feats: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+    alignments: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
     tid_to_pdf: np.ndarray,
+    names: tuple[str, str] = ("features", "alignments"),
 ) -> GmmAccs:
-    """``gmm-acc-stats-ali`` over the utterances of one job (those in both tables).
+    """``gmm-acc-stats-ali`` over the utterances of one job (those in both tables, as
+    :func:`aligned_utterances` joins them: two mappings, or sorted ``(utt, value)`` streams
+    read one utterance at a time, as Kaldi's sequential readers read ``ark,s,cs:``
+    tables). The E-step runs per chunk of :data:`CHUNK_FRAMES` frames and the chunks'
+    sums are added: Σ_chunks Σ_{t ∈ chunk} γ_m(t)·(1, x_t, x_t²).
     ``tid_to_pdf``: pdf of each transition-id (index 0 unused)."""
-    utts = [u for u in feats if u in alignments]
-    for u in utts:
-        if len(alignments[u]) != len(feats[u]):
-            raise ValueError(f"utterance {u}: alignment of {len(alignments[u])} frames, "
-                             f"features of {len(feats[u])}")  # fmt: skip
     num_gauss = np.array([model.am.num_gauss_in_pdf(p) for p in range(model.num_pdfs)], np.int64)
     offsets = np.concatenate([[0], np.cumsum(num_gauss)])
     dim = model.dim
@@ -106,9 +173,11 @@ def accumulate(
     x2s = np.zeros((offsets[-1], dim))
     counts = np.zeros(model.trans.num_transition_ids + 1)
     tot_like = 0.0
-    if utts:
-        x = np.concatenate([np.asarray(feats[u], np.float64) for u in utts])
-        ali = np.concatenate([np.asarray(alignments[u], np.int64) for u in utts])
+    frames_done = 0
+    for chunk in frame_chunks(aligned_utterances(feats, alignments, names), CHUNK_FRAMES):
+        x = np.concatenate([np.asarray(f, np.float64) for _u, f, _a in chunk])
+        ali = np.concatenate([np.asarray(a, np.int64) for _u, _f, a in chunk])
+        frames_done += len(x)
         counts += np.bincount(ali, minlength=len(counts))
         pdfs = tid_to_pdf[ali]
         order = np.argsort(pdfs, kind="stable")
@@ -127,7 +196,6 @@ def accumulate(
             occ[a:b] += post.sum(0)
             xs[a:b] += post.T @ frames
             x2s[a:b] += post.T @ (frames * frames)
-    frames_done = int(sum(len(feats[u]) for u in utts))
     return GmmAccs(num_gauss, occ, xs, x2s, counts, tot_like, frames_done)
 
 

@@ -18,7 +18,9 @@ HMM state, pdf, pdf-class, transition index and whether it leaves the phone (``I
   ``(phone, state, pdf')`` with ``pdf' = tree'(window_i, pdf-class)``.
 * ``acc-tree-stats`` (``hmm/tree-accu.cc``): each frame's phone window (width N, central
   P; 0 outside the utterance) and pdf-class, fed to
-  :func:`paravg.gmm.tree_stats.accumulate_tree_stats`.
+  :func:`paravg.gmm.tree_stats.accumulate_tree_stats` a chunk of
+  :data:`paravg.gmm.accumulate.CHUNK_FRAMES` frames at a time, the chunks' stats summed
+  as ``sum-tree-stats`` sums jobs' (the tables read one utterance at a time).
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from paravg.gmm.tree_stats import TreeStats, accumulate_tree_stats, context_windows
+from paravg.errors import DataError
+from paravg.gmm import accumulate as gmm_acc
+from paravg.gmm.tree_stats import (
+    TreeStats,
+    accumulate_tree_stats,
+    context_windows,
+    sum_tree_stats,
+)
 from paravg.io import write_text_atomic
 from paravg.kaldi_io import int32_vector_bytes, iter_int_vectors
 
@@ -167,30 +176,46 @@ def frame_windows(
 
 def acc_tree_stats(
     table: TransitionTable,
-    feats: Mapping[str, np.ndarray],
-    alignments: Mapping[str, np.ndarray],
+    feats: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+    alignments: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
     ci_phones: Iterable[int] = (),
     context_width: int = 3,
     central_position: int = 1,
+    names: tuple[str, str] = ("features", "alignments"),
 ) -> TreeStats:
-    """``acc-tree-stats --ci-phones``: one job's tree statistics from its alignments."""
-    utts = [u for u in feats if u in alignments]
-    if not utts:
-        raise ValueError("acc-tree-stats: no utterance has both features and an alignment")
-    windows, classes, rows = [], [], []
-    for u in utts:
-        ali = np.asarray(alignments[u], np.int64)
-        if len(ali) != len(feats[u]):
-            raise ValueError(
-                f"utterance {u}: alignment of {len(ali)} frames, features of {len(feats[u])}"
-            )
-        windows.append(frame_windows(table, ali, context_width, central_position))
-        classes.append(table.pdf_class[ali])
-        rows.append(np.asarray(feats[u], np.float64))
-    return accumulate_tree_stats(
-        np.concatenate(windows), np.concatenate(classes), np.concatenate(rows),
-        central_position, ci_phones=ci_phones,
-    )  # fmt: skip
+    """``acc-tree-stats --ci-phones``: one job's tree statistics from its alignments.
+
+    The utterances with both features and an alignment
+    (:func:`paravg.gmm.accumulate.aligned_utterances`: two mappings, or sorted ``(utt,
+    value)`` streams merge-joined one utterance at a time, a table out of order or an
+    alignment of the wrong length a :class:`~paravg.errors.DataError`) are gathered into
+    chunks of :data:`paravg.gmm.accumulate.CHUNK_FRAMES` frames; each chunk's frames are
+    pooled per event (:func:`paravg.gmm.tree_stats.accumulate_tree_stats`) and the chunks'
+    stats added event by event as ``sum-tree-stats`` adds jobs' (running sum,
+    :func:`paravg.gmm.tree_stats.sum_tree_stats`). Both give the events in one order,
+    ``np.unique``'s (sorted rows), so the result's events and counts do not depend on the
+    chunking and Σx, Σx² only by float rounding; a job of one chunk (the demo's, the
+    tests') is one pass, bit for bit."""
+    stats: TreeStats | None = None
+    utterances = gmm_acc.aligned_utterances(feats, alignments, names)
+    for chunk in gmm_acc.frame_chunks(utterances, gmm_acc.CHUNK_FRAMES):
+        windows, classes, rows = [], [], []
+        for _utt, x, ali in chunk:
+            ali = np.asarray(ali, np.int64)
+            windows.append(frame_windows(table, ali, context_width, central_position))
+            classes.append(table.pdf_class[ali])
+            rows.append(np.asarray(x, np.float64))
+        part = accumulate_tree_stats(
+            np.concatenate(windows), np.concatenate(classes), np.concatenate(rows),
+            central_position, ci_phones=ci_phones,
+        )  # fmt: skip
+        stats = part if stats is None else sum_tree_stats([stats, part])
+    if stats is None:
+        raise DataError(
+            f"acc-tree-stats: no utterance has both features ({names[0]}) and an alignment "
+            f"({names[1]})"
+        )
+    return stats
 
 
 def convert_alignment(

@@ -121,11 +121,15 @@ def _transcribed(lang_dir, feats_scp, text) -> Iterator[tuple[str, np.ndarray, l
 
 
 def init_mono(lang_dir: str | Path, feats_scp: str | Path, num_utts: int, out: str | Path):
-    """``gmm-init-mono --shared-phones`` on the first ``num_utts`` utterances of job 1."""
+    """``gmm-init-mono --shared-phones`` on the first ``num_utts`` utterances of job 1
+    (only those are read of its ``feats.scp``)."""
+    from itertools import islice
+
+    from paravg.gmm.job_tables import iter_feats
     from paravg.gmm.train_mono import init_mono_model
 
-    feats = _feats(feats_scp)
-    model = init_mono_model(lang_dir, [feats[u] for u in list(feats)[:num_utts]])
+    feats = [x for _utt, x in islice(iter_feats(feats_scp), num_utts)]
+    model = init_mono_model(lang_dir, feats)
     model.save(out)
     return model
 
@@ -152,12 +156,15 @@ def align_equal(lang_dir, model_path, feats_scp, text, out) -> dict:
 
 
 def acc(model_path, feats_scp, ali, out) -> dict:
-    """``gmm-acc-stats-ali`` of one job -> ``x.JOB.acc``."""
-    from paravg.gmm.alignment import read_alignments
+    """``gmm-acc-stats-ali`` of one job -> ``x.JOB.acc``: its ``feats.scp`` and ``ali.JOB``
+    read one utterance at a time and merge-joined (both sorted, as Kaldi's ``ark,s,cs:``
+    tables), the E-step per chunk of frames (:data:`paravg.gmm.accumulate.CHUNK_FRAMES`)."""
+    from paravg.gmm.job_tables import iter_alignments, iter_feats
     from paravg.gmm.model import GmmModel
     from paravg.gmm.train_mono import acc_job
 
-    accs = acc_job(GmmModel.load(model_path), _feats(feats_scp), read_alignments(ali), out)
+    accs = acc_job(GmmModel.load(model_path), iter_feats(feats_scp), iter_alignments(ali), out,
+                   names=(str(feats_scp), str(ali)))  # fmt: skip
     return {"frames": accs.frames, "avg_like": accs.tot_like / max(accs.frames, 1)}
 
 
@@ -219,15 +226,18 @@ def realign(lang_dir, model_path, feats_scp, text, out, *, boost_silence: float,
 
 
 def tree_acc(lang_dir, model_path, feats_scp, ali, out) -> dict:
-    """``acc-tree-stats --ci-phones=phones/context_indep.csl`` of one job -> ``.npz``."""
-    from paravg.gmm.alignment import TransitionTable, acc_tree_stats, read_alignments
+    """``acc-tree-stats --ci-phones=phones/context_indep.csl`` of one job -> ``.npz``: its
+    sorted ``feats.scp`` and ``ali.JOB`` merge-joined one utterance at a time, the stats
+    summed per chunk of frames (:func:`paravg.gmm.alignment.acc_tree_stats`)."""
+    from paravg.gmm.alignment import TransitionTable, acc_tree_stats
+    from paravg.gmm.job_tables import iter_alignments, iter_feats
     from paravg.gmm.model import GmmModel
     from paravg.gmm.train_deltas import ci_phones
 
     model = GmmModel.load(model_path)
     stats = acc_tree_stats(
-        TransitionTable.of(model.trans), _feats(feats_scp), read_alignments(ali),
-        ci_phones(lang_dir), 3, 1,
+        TransitionTable.of(model.trans), iter_feats(feats_scp), iter_alignments(ali),
+        ci_phones(lang_dir), 3, 1, names=(str(feats_scp), str(ali)),
     )  # fmt: skip
     stats.save(Path(out))
     return {"events": len(stats)}

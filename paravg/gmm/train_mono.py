@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -76,10 +76,14 @@ def init_mono_model(lang_dir: str | Path, feats: Sequence[np.ndarray]) -> GmmMod
     return init_mono((lang / "topo").read_text(), read_int_sets(lang / "phones/sets.int"), feats)
 
 
-def acc_job(model: GmmModel, feats: Mapping[str, np.ndarray], alignments: Mapping[str, np.ndarray],
-            out: str | Path | None = None) -> GmmAccs:  # fmt: skip
-    """``gmm-acc-stats-ali`` of one job (saved to ``out``, paravg's ``x.JOB.acc``)."""
-    accs = accumulate(model, feats, alignments, TransitionTable.of(model.trans).pdf)
+def acc_job(model: GmmModel, feats: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+            alignments: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+            out: str | Path | None = None,
+            names: tuple[str, str] = ("features", "alignments")) -> GmmAccs:  # fmt: skip
+    """``gmm-acc-stats-ali`` of one job (saved to ``out``, paravg's ``x.JOB.acc``):
+    mappings, or sorted ``(utt, value)`` streams named ``names`` in errors
+    (:func:`paravg.gmm.accumulate.accumulate`, per chunk of frames)."""
+    accs = accumulate(model, feats, alignments, TransitionTable.of(model.trans).pdf, names)
     if out is not None:
         accs.save(out)
     return accs

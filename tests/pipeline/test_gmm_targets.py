@@ -10,6 +10,7 @@ I-vectors are off: this test's subject is the targets.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,8 @@ import torch
 
 from paravg.gmm.stages import mix_up_target
 from paravg.kaldi_io import load_scp
+from paravg.logs import read_job_resources
+from paravg.resources import BASE_MB, GMM_RULES, JOB_SHARE
 
 from .conftest import WARM, check_ok, run_snakemake
 
@@ -128,6 +131,49 @@ def test_each_em_iteration_is_a_fan_in_of_its_jobs_accumulators(workdir):
     for set_ in ("train", "test"):
         aligned, failed = _alignments(workdir, set_)
         assert aligned > 0 and len(failed) <= 0.05 * (aligned + len(failed)), failed
+
+
+def _granted(run_log: str) -> dict[str, tuple[str, int, int]]:
+    """Per job's log (relative to the workspace): (rule, mem_mb, runtime) that Snakemake
+    gave it, from the run's job blocks."""
+    granted = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", run_log):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        log = re.search(r"^\s+log: (\S+)$", block, re.M)
+        res = re.search(r"^\s+resources: .*$", block, re.M)
+        if rule and log and res:
+            mem, minutes = (re.search(rf"\b{k}=(\d+)", res[0]) for k in ("mem_mb", "runtime"))
+            granted[log[1]] = (rule[1], int(mem[1]), int(minutes[1]))
+    return granted
+
+
+def test_every_gmm_job_holds_in_the_resources_its_rule_declares(workdir, monkeypatch):
+    """Every GMM job's measured peak RSS and CPU time (its log's resource line) are within
+    the mem_mb and runtime of paravg/resources.py's formulas (what Snakemake gave the job:
+    rules/gmm.smk wires them), and mem_mb is not absurdly above the peak (at most 20 x
+    the peak + the base), as tests/pipeline/test_resources.py checks the other rules."""
+    from tests.pipeline.test_resources import workspace_dag
+
+    monkeypatch.chdir(workdir)  # the run's config: results relative to the workspace
+    dag = workspace_dag(Path("."), OVERLAY)
+    granted = _granted((workdir / "run.log").read_text())
+    for rule in GMM_RULES:
+        logs = sorted((workdir / "logs" / rule).rglob("*.log"))
+        if rule == "gmm_phones":  # chain experiments only
+            assert not logs
+            continue
+        assert logs, f"no logs of {rule}"
+        for log in logs:
+            measured = read_job_resources(log)
+            assert measured, f"{log} has no resource line"
+            stem = log.relative_to(workdir / "logs" / rule).with_suffix("")
+            set_ = stem.parts[0] if JOB_SHARE[rule][0] == "set" else None
+            declared, minutes = dag.mem_mb(rule, set_), dag.runtime(rule, set_)
+            peak = measured["max_rss_mb"]
+            assert peak <= declared <= 20 * peak + BASE_MB, (rule, str(stem), peak, declared)
+            assert measured["cpu_s"] <= 60 * minutes, (rule, str(stem), measured, minutes)
+            got = granted[str(log.relative_to(workdir))]
+            assert got == (rule, declared, minutes), (str(stem), got)
 
 
 def test_vosk_decodes_the_gmm_path_export_like_paravgs_decoder(workdir, tmp_path):

@@ -118,3 +118,42 @@ def test_the_ubm_subset_feeds_the_pca_and_ubm_only_and_shrinks_their_share(tmp_p
     plain = dag_with(tmp_path / "plain", {})
     assert plain.ivector.ubm_data() == plain.ivector.train_data()
     assert plain.ivector.pca_cmvn().endswith("train/cmvn.scp")
+
+
+def test_the_gmm_jobs_memory_is_bounded_and_their_share_is_the_source_train_sets(tmp_path):
+    """The GMM stage streams its tables: a job's mem_mb is the same at 1 h and 500 h (a
+    chunk, a model, an utterance; the demo's gmm_dict holds its text), its runtime grows
+    with its share; the share is gmm.nj's of data.train_set even when the network trains
+    on perturbed copies."""
+    from paravg.gmm.accumulate import CHUNK_FRAMES as GMM_CHUNK_FRAMES
+    from paravg.resources import GMM_DIM, GMM_RULES, MAX_GAUSS_PER_PDF
+
+    cfg = validate_config(deep_merge(yaml.safe_load(REPO_CONFIG.read_text()), {}))
+    small, big = JobData(1_000, 1.0), JobData(600_000, 500.0)
+    for rule in GMM_RULES:
+        if rule != "gmm_dict":
+            assert rule_mem_mb(rule, cfg, big) == rule_mem_mb(rule, cfg, small), rule
+    assert rule_mem_mb("gmm_dict", cfg, big) > rule_mem_mb("gmm_dict", cfg, small) + 5000
+    for rule in ("gmm_feats", "gmm_acc", "gmm_realign", "gmm_tree_acc", "gmm_align_set"):
+        assert rule_runtime(rule, cfg, big) > rule_runtime(rule, cfg, small) == 10, rule
+    # gmm_acc: 2 CPU-s an hour x 500 h x 10 / 60 = 167 minutes; its chunk's float64
+    # frames and a pdf's likelihoods, the model and its accumulators
+    assert rule_runtime("gmm_acc", cfg, big) == 167
+    chunk = GMM_CHUNK_FRAMES * 8 * (5 * GMM_DIM + 3 * MAX_GAUSS_PER_PDF) / 2**20
+    assert BASE_MB + chunk < rule_mem_mb("gmm_acc", cfg, big) <= BASE_MB + chunk + 100
+    # more Gaussians per pdf: more E-step work per frame
+    more = deep_merge(cfg, {"gmm": {"tri": {"tot_gauss": 5000}}})
+    assert rule_runtime("gmm_acc", more, big) == 334
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "utt2spk").write_text("".join(f"u{i} s\n" for i in range(720)))
+    (src / "text").write_text("")
+    (tmp_path / "dict").mkdir()
+    own = {"data": {"sets": {"train": str(src)}, "perturb": {"speed": [0.9, 1.0, 1.1]}},
+           "gmm": {"dict_dir": str(tmp_path / "dict")}, "eval_sets": []}  # fmt: skip
+    dag = dag_with(tmp_path / "res", own)
+    assert dag.job_data("gmm_acc") == JobData(360, 1.0)  # utt2spk at 10 s, gmm.nj 2
+    assert dag.job_data("gmm_tree") == JobData(720, 2.0)
+    assert dag.job_data("egs").hours == 0.0  # train_sp: not made yet
+    assert dag.job_data("gmm_feats", "train") == JobData(360, 1.0)

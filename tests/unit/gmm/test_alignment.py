@@ -162,3 +162,79 @@ def test_frame_and_boundary_agreement_by_hand():
     # reference boundaries at 2 and 8; ours at 3 and 7: both within 1 frame, not within 0
     assert boundary_agreement(ours, ref, phone_map, tolerance=1) == 1.0
     assert boundary_agreement(ours, ref, phone_map, tolerance=0) == 0.0
+
+
+def _tree_job(lang, tmp_path, utts: int = 9):
+    """A job of ``utts`` equally aligned utterances of "x y" / "z" (25-65 frames) with
+    random 3-dim features, as files (feats.scp, ali.1.ark, the model) and as mappings."""
+    from paravg.kaldi_io import write_ark_scp
+
+    rng = np.random.default_rng(7)
+    model = init_mono_model(lang / "lang", [rng.normal(size=(50, 3))])
+    model.save(tmp_path / "0.mdl")
+    words = read_transcripts(lang / "lang", lang / "text")
+    text = {f"a{i}": words["u1" if i % 2 else "u2"] for i in range(utts)}
+    graphs = compile_graphs(graph_compiler(model, lang / "lang"), text)
+    alis = align_equal(graphs, {u: 25 + 5 * i for i, u in enumerate(text)}).alignments
+    feats = {u: rng.normal(size=(len(a), 3)).astype(np.float32) for u, a in alis.items()}
+    write_ark_scp(sorted(feats.items()), tmp_path / "feats.ark", tmp_path / "feats.scp")
+    write_alignments(tmp_path / "ali.1.ark", alis)
+    return model, feats, alis
+
+
+def test_tree_stats_per_chunk_sum_to_one_pass_with_the_same_events(lang, tmp_path, monkeypatch):
+    """stages.tree_acc (gmm_tree_acc) streams the job's tables; with chunks of 100 frames
+    the chunks' stats, summed as sum-tree-stats sums jobs', have one pass's events in
+    its order and its counts, Σx and Σx² up to the order of the sums; in one chunk (a job
+    under CHUNK_FRAMES) they are one pass's, bit for bit."""
+    from paravg.gmm import accumulate as acc_module
+    from paravg.gmm.model import GmmModel
+    from paravg.gmm.stages import tree_acc
+    from paravg.gmm.tree_stats import TreeStats
+
+    _, feats, alis = _tree_job(lang, tmp_path)
+    model = GmmModel.load(tmp_path / "0.mdl")
+    sil = [int(x) for x in (lang / "lang/phones/context_indep.csl").read_text().strip().split(":")]
+    whole = acc_tree_stats(TransitionTable.of(model.trans), feats, alis, ci_phones=sil)
+    assert whole.count.sum() == sum(len(a) for a in alis.values()) == 405
+
+    def run(name):
+        tree_acc(lang / "lang", tmp_path / "0.mdl", tmp_path / "feats.scp",
+                 tmp_path / "ali.1.ark", tmp_path / name)  # fmt: skip
+        return TreeStats.load(tmp_path / name)
+
+    same = run("one.npz")
+    for field in ("events", "count", "x_stats", "x2_stats"):
+        np.testing.assert_array_equal(getattr(same, field), getattr(whole, field), field)
+    chunks, real = [], acc_module.frame_chunks
+    monkeypatch.setattr(acc_module, "CHUNK_FRAMES", 100)
+    monkeypatch.setattr(
+        acc_module, "frame_chunks", lambda u, n: (chunks.append(c) or c for c in real(u, n))
+    )
+    chunked = run("chunked.npz")
+    # utterances of 25, 30, …, 65 frames in chunks of at most 100
+    assert [sum(len(x) for _u, x, _a in c) for c in chunks] == [90, 85, 50, 55, 60, 65]
+    np.testing.assert_array_equal(chunked.events, whole.events)
+    np.testing.assert_array_equal(chunked.count, whole.count)
+    for field in ("x_stats", "x2_stats"):
+        got, want = getattr(chunked, field), getattr(whole, field)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+
+
+def test_tree_stats_of_an_unsorted_or_mismatched_table_name_file_and_utterance(lang, tmp_path):
+    from paravg.errors import DataError
+    from paravg.gmm.stages import tree_acc
+
+    _, _, alis = _tree_job(lang, tmp_path, utts=3)
+    ali = tmp_path / "ali.1.ark"
+    write_alignments(ali, {u: alis[u] for u in ("a0", "a2", "a1")})
+    args = (lang / "lang", tmp_path / "0.mdl", tmp_path / "feats.scp", ali, tmp_path / "t.npz")
+    with pytest.raises(DataError, match=rf"{ali}: not sorted: 'a1' after 'a2'"):
+        tree_acc(*args)
+    write_alignments(ali, {"a0": alis["a0"], "a1": alis["a1"][:-2], "a2": alis["a2"]})
+    with pytest.raises(DataError, match=rf"{ali}: utterance a1: alignment of 28 frames"):
+        tree_acc(*args)
+    write_alignments(ali, {"b0": alis["a0"]})
+    with pytest.raises(DataError, match="no utterance has both features"):
+        tree_acc(*args)
+    assert not (tmp_path / "t.npz").exists()

@@ -243,3 +243,87 @@ def test_init_mono_global_mean_and_init_model_per_leaf():
         leaf = int(leaves[np.flatnonzero(stats.events[:, 1] == phone)[0]])
         mean = tri.pdf_params(leaf)[1][0]
         np.testing.assert_allclose(mean, feats[contexts[:, 1] == phone].mean(0), rtol=1e-6)
+
+
+def _job_files(tmp_path, rng, table, lengths, order=None):
+    """A job's feats.scp and ali.1.ark (utterances ``u0..``, sorted unless ``order``)."""
+    from paravg.gmm.alignment import write_alignments
+    from paravg.kaldi_io import write_ark_scp
+
+    feats = {f"u{i}": rng.normal(size=(n, 3)).astype(np.float32) for i, n in enumerate(lengths)}
+    alis = {u: random_alignment(rng, table, len(x)) for u, x in feats.items()}
+    write_ark_scp(sorted(feats.items()), tmp_path / "feats.ark", tmp_path / "feats.scp")
+    keys = order or sorted(alis)
+    write_alignments(tmp_path / "ali.1.ark", {u: alis[u] for u in keys})
+    return feats, alis
+
+
+def test_frame_chunks_gather_whole_utterances_up_to_the_limit():
+    from paravg.gmm.accumulate import frame_chunks
+
+    utts = [(f"u{i}", np.zeros((n, 1)), None) for i, n in enumerate((40, 50, 30, 120, 10))]
+    chunks = [[u for u, _x, _a in c] for c in frame_chunks(utts, 100)]
+    # 40 + 50 fit; 30 + 120 do not; 120 alone (longer than the limit); then 10
+    assert chunks == [["u0", "u1"], ["u2"], ["u3"], ["u4"]]
+
+
+def test_the_streamed_job_accumulates_per_chunk_as_one_pass(tmp_path, monkeypatch):
+    """stages.acc (gmm_acc) reads feats.scp and ali.JOB one utterance at a time; in
+    chunks of 100 frames its statistics are one pass's up to the order of the sums (the
+    counts and frames exactly); in one chunk (every job smaller than CHUNK_FRAMES, as the
+    demo's) bit for bit."""
+    from paravg.gmm import accumulate as acc_module
+    from paravg.gmm.stages import acc
+
+    rng = np.random.default_rng(5)
+    small_model(rng).save(tmp_path / "0.mdl")
+    model = GmmModel.load(tmp_path / "0.mdl")  # the job's model, as the stage reads it
+    table = TransitionTable.of(model.trans)
+    feats, alis = _job_files(tmp_path, rng, table, [70, 45, 130, 20, 66, 90, 5])
+    whole = accumulate(model, feats, alis, table.pdf)  # two mappings, one chunk
+    assert whole.frames == 426
+
+    acc(tmp_path / "0.mdl", tmp_path / "feats.scp", tmp_path / "ali.1.ark", tmp_path / "a.acc")
+    same = GmmAccs.load(tmp_path / "a.acc")
+    for name in ("occ", "x", "x2", "trans_counts", "num_gauss"):
+        np.testing.assert_array_equal(getattr(same, name), getattr(whole, name), name)
+    assert same.tot_like == whole.tot_like and same.frames == whole.frames
+
+    chunks = []
+    real = acc_module.frame_chunks
+    monkeypatch.setattr(acc_module, "CHUNK_FRAMES", 100)
+    monkeypatch.setattr(
+        acc_module, "frame_chunks", lambda u, n: (chunks.append(c) or c for c in real(u, n))
+    )
+    acc(tmp_path / "0.mdl", tmp_path / "feats.scp", tmp_path / "ali.1.ark", tmp_path / "b.acc")
+    chunked = GmmAccs.load(tmp_path / "b.acc")
+    # utterances of 70, 45, 130, 20, 66, 90, 5 frames in chunks of at most 100
+    assert [sum(len(x) for _u, x, _a in c) for c in chunks] == [70, 45, 130, 20 + 66, 90 + 5]
+    np.testing.assert_array_equal(chunked.trans_counts, whole.trans_counts)
+    assert chunked.frames == whole.frames
+    for name in ("occ", "x", "x2"):
+        got, want = getattr(chunked, name), getattr(whole, name)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+    assert chunked.tot_like == pytest.approx(whole.tot_like, rel=1e-12)
+
+
+def test_a_streamed_table_out_of_order_or_of_the_wrong_length_names_file_and_utterance(
+    tmp_path,
+):
+    from paravg.errors import DataError
+    from paravg.gmm.alignment import write_alignments
+    from paravg.gmm.stages import acc
+
+    rng = np.random.default_rng(6)
+    model = small_model(rng)
+    model.save(tmp_path / "0.mdl")
+    table = TransitionTable.of(model.trans)
+    _, alis = _job_files(tmp_path, rng, table, [30, 40, 50], order=["u0", "u2", "u1"])
+    ali = tmp_path / "ali.1.ark"
+    with pytest.raises(DataError, match=rf"{ali}: not sorted: 'u1' after 'u2'"):
+        acc(tmp_path / "0.mdl", tmp_path / "feats.scp", ali, tmp_path / "a.acc")
+    write_alignments(ali, {"u0": alis["u0"], "u1": alis["u1"][:-1], "u2": alis["u2"]})
+    with pytest.raises(DataError, match=rf"{ali}: utterance u1: alignment of 39 frames, "
+                       rf"features \({tmp_path / 'feats.scp'}\) of 40"):  # fmt: skip
+        acc(tmp_path / "0.mdl", tmp_path / "feats.scp", ali, tmp_path / "a.acc")
+    assert not (tmp_path / "a.acc").exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from paravg.errors import DataError
 from paravg.gmm import stages
 from paravg.gmm.alignment import TransitionTable, read_alignments
 from paravg.gmm.data import write_dict_dir
@@ -137,3 +138,23 @@ def test_the_gmm_graph_carries_the_triphone_models_transition_ids(trained):
     aligned = {int(p) for f in trained["final"] for a in read_alignments(f).values()
                for p in table.pdf[a]}  # fmt: skip
     assert aligned <= pdfs
+
+
+def test_init_mono_reads_only_the_first_utterances_of_job_1(tmp_path):
+    """gmm_mono_init reads the first num_utts lines of feats.scp (not the job's share):
+    the lines after them may name an archive that is not there."""
+    rng = np.random.default_rng(3)
+    write_dict_dir(tmp_path / "dict", LEXICON, ["aa", "bb", "cc"])
+    stages.make_lang(tmp_path / "dict", "<unk>", tmp_path / "lang")
+    feats, _text = synthetic_job(rng, 10, 4)
+    write_ark_scp(sorted(feats.items()), tmp_path / "feats.ark", tmp_path / "feats.scp")
+    with open(tmp_path / "feats.scp", "a") as f:
+        f.write(f"u99 {tmp_path / 'missing.ark'}:17\n")
+    model = stages.init_mono(tmp_path / "lang", tmp_path / "feats.scp", 3, tmp_path / "0.mdl")
+    # gmm-init-mono: every pdf starts as the global mean and variance of those frames
+    frames = np.concatenate([feats[u] for u in sorted(feats)[:3]]).astype(np.float64)
+    _w, means, variances = model.pdf_params(0)
+    np.testing.assert_allclose(means[0], frames.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(variances[0], frames.var(0), rtol=1e-4)
+    with pytest.raises(DataError, match=r"feats.scp:5: utterance 'u99': archive .*missing.ark"):
+        stages.init_mono(tmp_path / "lang", tmp_path / "feats.scp", 5, tmp_path / "0.mdl")
