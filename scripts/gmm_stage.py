@@ -6,8 +6,12 @@ from pathlib import Path
 
 from paravg.gmm import stages
 from paravg.logs import setup_logging
+from paravg.malloc import MMAP_THRESHOLD_BYTES, fix_mmap_threshold
 
 setup_logging(snakemake.log[0])
+if fix_mmap_threshold():  # chunk-sized temporaries mapped, not fragmenting the heap
+    logging.getLogger("paravg.gmm").info("malloc: mmap threshold fixed at %d bytes",
+                                         MMAP_THRESHOLD_BYTES)  # fmt: skip
 rule, inp, out, params = snakemake.rule, snakemake.input, snakemake.output, snakemake.params
 wc = snakemake.wildcards
 
