@@ -29,8 +29,8 @@ PIPELINE_ORDER = (
     "test_failures.py",  # 179 s
     "test_chain.py",  # 178 s with the chain egs (chain_upstream, 9 s) it builds
     "test_sync_pipeline.py",  # 162 s
-    "test_gmm_targets.py",  # 159 s, the cluster down (~10 s of it scontrol's wait)
     "test_documented_checks.py",  # 128 s
+    "test_gmm_targets.py",  # 92 s (at load 1)
     "test_eval_set_edits.py",  # 82 s
     "test_cpu_paths.py",  # 67 s
     "test_data_edits.py",  # 64 s
