@@ -23,6 +23,14 @@
 #   LOCAL_SLURM_CLUSTER=paravg ClusterName in slurm.conf and in the accounting database.
 #   LOCAL_SLURM_WAIT=60        seconds to wait for each daemon and for the node to be idle.
 #   LOCAL_SLURM_DEF_MEM_PER_CPU=1000  MB given to a job that asks for no memory.
+#   LOCAL_SLURM_CRED_EXPIRE=20 AuthInfo=cred_expire: a job step credential's lifetime (s),
+#                              which is also how long a requeued job (NODE_FAIL) waits before
+#                              it may start again; SLURM's default is 120 s. Jobs here start
+#                              within a second of their credential, so 20 s is ample.
+#   LOCAL_SLURM_SCHED_INTERVAL=5  SchedulerParameters=sched_interval: seconds between the
+#                              main scheduling loop's passes over every pending job (SLURM's
+#                              default 60 s); only they start a requeued job once its wait is
+#                              over (the backfill loop runs only after a state change).
 #
 # What the fixes are for (each was needed on a bare Debian 12 container):
 #   - apt's policy-rc.d blocks service starts at install time and there is no systemd, so the
@@ -48,6 +56,8 @@ PARTITION="${LOCAL_SLURM_PARTITION:-main}"
 CLUSTER="${LOCAL_SLURM_CLUSTER:-paravg}"
 WAIT="${LOCAL_SLURM_WAIT:-60}"
 DEF_MEM_PER_CPU="${LOCAL_SLURM_DEF_MEM_PER_CPU:-1000}"
+CRED_EXPIRE="${LOCAL_SLURM_CRED_EXPIRE:-20}"
+SCHED_INTERVAL="${LOCAL_SLURM_SCHED_INTERVAL:-5}"
 
 ETC=/etc/slurm
 RUN=/run/local-slurm                     # fake GPU devices, pid files of munged/mariadbd
@@ -230,6 +240,8 @@ SlurmctldHost=$node(127.0.0.1)
 SlurmUser=slurm
 AuthType=auth/munge
 CredType=cred/munge
+# a requeued job (node failure) may start again after this many seconds (default 120)
+AuthInfo=cred_expire=$CRED_EXPIRE
 $addr_params
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
@@ -245,6 +257,8 @@ ReturnToService=2
 # a declared CPU count may exceed the hardware's (LOCAL_SLURM_CPUS)
 SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
+# a pending job whose begin time has passed (a requeued one) starts within this many seconds
+SchedulerParameters=sched_interval=$SCHED_INTERVAL
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=$DEF_MEM_PER_CPU

@@ -1,11 +1,12 @@
 """A user's data dirs: every edit is seen, every set is checked before heavy work.
 
-The tiny config's demo corpus is copied into two user data dirs (``user/train``,
-``user/test``, configured through ``data.sets``), prepared and featurised once. Each test
-then edits one file and asks Snakemake (``--dry-run``) exactly which jobs would run: the
-preparation of the edited set and the feature jobs downstream of it, nothing of the other
-set. The failure tests start from fresh workspaces and check that a bad eval set stops the
-run before any feature job starts.
+The tiny config's demo corpus (in a clone of the shared upstream workspace) is copied
+into two user data dirs (``user/train``, ``user/test``, configured through ``data.sets``),
+prepared and featurised once. Each test then edits one file and asks Snakemake
+(``--dry-run``) exactly which jobs would run: the preparation of the edited set and the
+feature jobs downstream of it, nothing of the other set. The failure tests start from
+fresh workspaces and check that a bad eval set stops the run before any feature job
+starts.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def make_user_dirs(ws: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    """A workspace with both user sets prepared and featurised (a finished run)."""
-    ws = tmp_path_factory.mktemp("data_edits")
-    check_ok(run_snakemake(ws, "--cores", "2", "results/demo/done"), "demo corpus")
+def prepared(clone_upstream) -> Path:
+    """A workspace with both user sets prepared and featurised (a finished run): a clone
+    of the shared upstream one (its demo corpus), the sets then read from the user dirs."""
+    ws = clone_upstream("data_edits")
     make_user_dirs(ws)
     check_ok(run_snakemake(ws, "--cores", "2", *FEATS, overlay=user_overlay(ws)), "features")
     return ws

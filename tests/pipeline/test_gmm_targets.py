@@ -180,13 +180,24 @@ def test_every_gmm_job_holds_in_the_resources_its_rule_declares(workdir, monkeyp
 
 def test_vosk_decodes_the_gmm_path_export_like_paravgs_decoder(workdir, tmp_path):
     """The export (triphone transition model, the GMM graph) in vosk: its best path at
-    acoustic scale 0.9 / LMWT equals paravg's at that LMWT (WIP 0) on the test set.
-    Measured on the tiny model (no i-vectors, WER ~99 %): 19/20 identical, same WER."""
-    from .vosk_checks import against_paravgs_decoding
+    acoustic scale 0.9 / LMWT equals paravg's at that LMWT (WIP 0), on every other test
+    utterance (sorted ids: 10 utterances, every voice; vosk's search on the tiny model's
+    flat scores costs ~9 s an utterance here). The two differ only where their features'
+    dither noise or their pruning (a lattice rescored at LMWT against vosk's direct search)
+    tips a near tie: measured on the tiny model (no i-vectors, WER ~99 %, hypotheses of 0-2
+    words) on all 19-20 test utterances, 19/20 and 19/19 identical, the same WER. So at
+    least 60 % identical, and the WERs at most 3 words apart (the 2.0 points of the ~180
+    reference words of all the test utterances this test once decoded)."""
+    from .vosk_checks import against_paravgs_decoding, reference_text
 
     r = workdir / "results"
-    stats, wer, vosk = against_paravgs_decoding(workdir, r / "exp/default", tmp_path, "gmm")
+    stats, wer, vosk = against_paravgs_decoding(
+        workdir, r / "exp/default", tmp_path, "gmm", every=2
+    )
+    assert stats["utterances"] == len(vosk) >= 10, stats
     assert stats["identical_fraction"] >= 0.6, stats
-    assert abs(wer["paravg"] - wer["vosk"]) <= 2.0, wer
+    ref_words = sum(len(reference_text(workdir)[u]) for u in vosk)
+    errors_apart = round(abs(wer["paravg"] - wer["vosk"]) * ref_words / 100)  # an integer
+    assert errors_apart <= 3, (wer, ref_words)
     words = set((r / "graph/words/words.txt").read_text().split()[::2])
     assert any(vosk.values()) and all(set(h.split()) <= words for h in vosk.values())
