@@ -105,12 +105,6 @@ def job_feats(data_dir: str | Path, nj: int, j: int, ark: str | Path, scp: str |
         raw_scp.unlink(missing_ok=True)
 
 
-def _feats(scp):
-    from paravg.gmm.data import read_feats
-
-    return read_feats(scp)
-
-
 def _transcribed(lang_dir, feats_scp, text) -> Iterator[tuple[str, np.ndarray, list[int]]]:
     """``(utt, feats, word ids)`` of the job's utterances with a transcript, streamed."""
     from paravg.gmm.job_tables import iter_feats, iter_transcripts, join_sorted
