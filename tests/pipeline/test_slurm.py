@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,15 +44,33 @@ POLL_TOY = "1"
 POLL_PIPELINE = "3"
 
 
+def snakemake_command(args: list[str], timeout_s: int) -> list[str]:
+    """snakemake with ``args`` under `timeout -k 30 timeout_s`."""
+    return ["timeout", "-k", "30", str(timeout_s), SNAKEMAKE, *args]
+
+
 def run_snakemake(args: list[str], cwd: Path, timeout_s: int) -> subprocess.CompletedProcess:
     """Run snakemake under `timeout -k 30`; the output is in the result, stdout + stderr."""
     return subprocess.run(
-        ["timeout", "-k", "30", str(timeout_s), SNAKEMAKE, *args],
+        snakemake_command(args, timeout_s),
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def start_snakemake(args: list[str], cwd: Path, timeout_s: int, output: Path) -> subprocess.Popen:
+    """Start snakemake under `timeout -k 30`, its stdout + stderr going to the file ``output``
+    (not a pipe: nobody has to read it while waiting for another run)."""
+    with output.open("w") as out:
+        return subprocess.Popen(
+            snakemake_command(args, timeout_s),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
 
 def check_ok(proc: subprocess.CompletedProcess, what: str) -> None:
@@ -356,12 +375,17 @@ def test_a_killed_warm_worker_is_noticed_and_its_job_rerun(
     assert [j["State"] for j in allocations].count("FAILED") == 1, allocations
 
 
-def toy_run(workdir: Path, *args: str, timeout_s: int = 600) -> subprocess.CompletedProcess:
-    """The toy workflow in ``workdir`` through the slurm profile (1 iteration x 2 jobs,
-    1-min train jobs)."""
-    if not (workdir / "Snakefile").exists():
-        shutil.copy(TOY, workdir / "Snakefile")
-    return run_snakemake([*toy_slurm_args(job_minutes=1), *args], workdir, timeout_s)
+def toy_start(workdir: Path, *args: str, timeout_s: int = 600) -> subprocess.Popen:
+    """Start the toy workflow in ``workdir`` through the slurm profile (1 iteration x 2 jobs,
+    1-min train jobs); its output goes to ``workdir``.out."""
+    workdir.mkdir(exist_ok=True)
+    shutil.copy(TOY, workdir / "Snakefile")
+    return start_snakemake(
+        [*toy_slurm_args(job_minutes=1), *args],
+        workdir,
+        timeout_s,
+        workdir.with_name(workdir.name + ".out"),
+    )
 
 
 def submissions(workdir: Path, since: float) -> dict[str, list[dict[str, str]]]:
@@ -372,42 +396,107 @@ def submissions(workdir: Path, since: float) -> dict[str, list[dict[str, str]]]:
     return out
 
 
+@dataclass
+class ToyRun:
+    workdir: Path
+    since: float  # when it started (epoch s), for submissions()
+    proc: subprocess.CompletedProcess  # its output (stdout + stderr) in .stdout
+
+
+@pytest.fixture(scope="module")
+def time_limit_runs(slurm_cluster, tmp_path_factory) -> dict[str, ToyRun]:
+    """Two runs of the toy workflow side by side, each waiting out a train job's 1-min time
+    limit, so that the two waits overlap instead of following each other:
+
+    - "time_limit": train job (1, 1) hangs on its first attempt only (the profile's
+      retries: 1);
+    - "hanging": train job (1, 0) hangs on every attempt, with --retries 0.
+
+    Each run lists only its own jobs (sacct by job id, :func:`sacct_jobs` by work dir). The
+    cluster has 2 CPUs, one per job: "hanging" starts first and "time_limit" only once both
+    of hanging's train jobs run, so that hanging's other job (1, 1) cannot wait behind the
+    two hanging jobs until its own run fails and cancels it. Either test alone still runs
+    both (one wait all the same)."""
+    root = tmp_path_factory.mktemp("time_limits")
+    markers = {"time_limit": "hang_once/1_1", "hanging": "hang/1_0"}
+    for name, marker in markers.items():
+        (root / name / marker).parent.mkdir(parents=True)
+        (root / name / marker).touch()
+    since: dict[str, float] = {}
+    started: dict[str, subprocess.Popen] = {}
+
+    def output(name: str) -> str:
+        return (root / f"{name}.out").read_text()
+
+    try:
+        since["hanging"] = time.time()
+        started["hanging"] = toy_start(root / "hanging", "--retries", "0")
+        logs = [root / "hanging" / "logs" / "train_job" / f"1_{j}.log" for j in (0, 1)]
+        deadline = time.time() + 240
+        while not all(log.exists() for log in logs):
+            assert time.time() < deadline and started["hanging"].poll() is None, (
+                "hanging: its train jobs never both ran:\n" + output("hanging")[-4000:]
+            )
+            time.sleep(0.5)
+        since["time_limit"] = time.time()
+        started["time_limit"] = toy_start(root / "time_limit")
+        for proc in started.values():
+            proc.wait(timeout=660)
+    finally:
+        for proc in started.values():
+            if proc.poll() is None:  # the fixture failed: snakemake cancels its SLURM jobs
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=60)
+    return {
+        name: ToyRun(
+            root / name,
+            since[name],
+            subprocess.CompletedProcess(proc.args, proc.returncode, output(name)),
+        )
+        for name, proc in started.items()
+    }
+
+
 @pytest.mark.slurm
-def test_a_job_killed_at_its_time_limit_is_retried_alone_with_more_time(slurm_cluster, tmp_path):
+def test_a_job_killed_at_its_time_limit_is_retried_alone_with_more_time(time_limit_runs):
     """Job 1 of iteration 0 hangs on its first attempt: SLURM ends it at its runtime limit
     (1 min), snakemake resubmits only it, with the attempt-scaled limit (2 min), and the
-    run completes with every other job submitted once."""
-    (tmp_path / "hang_once").mkdir()
-    (tmp_path / "hang_once" / "1_1").touch()
-    since = time.time()
-    check_ok(toy_run(tmp_path), "SLURM run with a job over its time limit")
-    jobs = submissions(tmp_path, since)
+    run completes with every other job submitted once. (Run beside the next test's run:
+    :func:`time_limit_runs`.)"""
+    run = time_limit_runs["time_limit"]
+    check_ok(run.proc, "time_limit: SLURM run with a job over its time limit")
+    jobs = submissions(run.workdir, run.since)
     retried = jobs.pop("rule_train_job_wildcards_1_1")
     assert [(j["State"], j["TimelimitRaw"]) for j in retried] == [
         ("TIMEOUT", "1"),
         ("COMPLETED", "2"),
-    ], retried
-    assert set(jobs) == {"rule_init", "rule_train_job_wildcards_1_0", "rule_sync_wildcards_1"}
-    assert all(len(runs) == 1 and runs[0]["State"] == "COMPLETED" for runs in jobs.values())
-    assert (tmp_path / "out" / "model.1.txt").exists()
+    ], f"time_limit: the job over its time limit and its retry: {retried}"
+    assert set(jobs) == {"rule_init", "rule_train_job_wildcards_1_0", "rule_sync_wildcards_1"}, (
+        f"time_limit: the jobs other than the one over its time limit: {jobs}"
+    )
+    assert all(len(runs) == 1 and runs[0]["State"] == "COMPLETED" for runs in jobs.values()), (
+        f"time_limit: a job other than the one over its time limit ran twice or failed: {jobs}"
+    )
+    assert (run.workdir / "out" / "model.1.txt").exists(), "time_limit: no final model"
 
 
 @pytest.mark.slurm
-def test_a_hanging_job_is_ended_by_its_runtime_and_reported(slurm_cluster, tmp_path):
-    """A job that never ends is ended by SLURM at its runtime; snakemake stops and names it."""
-    (tmp_path / "hang").mkdir()
-    (tmp_path / "hang" / "1_0").touch()
-    since = time.time()
-    proc = toy_run(tmp_path, "--retries", "0")
-    assert proc.returncode != 0
-    jobs = submissions(tmp_path, since)
+def test_a_hanging_job_is_ended_by_its_runtime_and_reported(time_limit_runs):
+    """A job that never ends is ended by SLURM at its runtime; snakemake stops and names it.
+    (Run beside the previous test's run: :func:`time_limit_runs`.)"""
+    run = time_limit_runs["hanging"]
+    proc, workdir = run.proc, run.workdir
+    assert proc.returncode != 0, f"hanging: the run did not fail:\n{proc.stdout[-4000:]}"
+    jobs = submissions(workdir, run.since)
     hung = jobs["rule_train_job_wildcards_1_0"]
-    assert [j["State"] for j in hung] == ["TIMEOUT"], hung
-    assert "Error in rule train_job" in proc.stdout, proc.stdout[-4000:]
-    assert "TIMEOUT" in proc.stdout and hung[0]["JobIDRaw"] in proc.stdout, proc.stdout[-4000:]
-    assert "logs/train_job/1_0.log" in proc.stdout  # where the job's own output is
-    assert not (tmp_path / "out" / "1" / "job0.txt").exists()
-    assert (tmp_path / "out" / "1" / "job1.txt").exists()  # the other job's output stays
+    assert [j["State"] for j in hung] == ["TIMEOUT"], f"hanging: the hanging job: {hung}"
+    reported = f"hanging: the report of the hanging job:\n{proc.stdout[-4000:]}"
+    assert "Error in rule train_job" in proc.stdout, reported
+    assert "TIMEOUT" in proc.stdout and hung[0]["JobIDRaw"] in proc.stdout, reported
+    assert "logs/train_job/1_0.log" in proc.stdout, reported  # where the job's own output is
+    assert not (workdir / "out" / "1" / "job0.txt").exists(), "hanging: the hung job's output"
+    # the other job's output stays
+    assert (workdir / "out" / "1" / "job1.txt").exists(), "hanging: the other job's output"
 
 
 @pytest.mark.slurm
