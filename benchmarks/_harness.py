@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import wave
 from dataclasses import dataclass
@@ -57,6 +59,15 @@ def process_cpu(pid: int) -> float | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def process_threads(pid: int) -> int | None:
+    """The threads process ``pid`` holds now (/proc/<pid>/status); None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))
 
 
 def benchmark_cpu_seconds(paths: list[Path]) -> float:
@@ -126,6 +137,54 @@ def run_snakemake(
     if check and proc.returncode != 0:
         raise RuntimeError(f"snakemake {' '.join(map(str, args))} failed:\n{proc.stdout[-5000:]}")
     return run
+
+
+def run_measured(cmd: list[str], cwd: Path, timeout_s: int, name: str) -> dict:
+    """Run ``cmd`` (snakemake); its own CPU when it starts its first job and at its end
+    (the last reading before it exits, polled every 50 ms), its wall time, jobs run and
+    the most threads it held at a reading. A failure raises RuntimeError with the end of
+    its output, kept whole in ``<tmp>/<name>.failed.log``."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    last = {"cpu": 0.0, "threads": 0}
+
+    def poll() -> None:
+        while p.poll() is None:
+            cpu = process_cpu(p.pid)
+            threads = process_threads(p.pid)
+            if cpu is not None and p.poll() is None:
+                last["cpu"] = cpu
+                last["threads"] = max(last["threads"], threads or 0)
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    lines, first_cpu = [], None
+    for line in p.stdout:
+        lines.append(line)
+        s = line.strip()
+        if first_cpu is None and s.startswith(("rule ", "localrule ")) and s.endswith(":"):
+            first_cpu = process_cpu(p.pid)
+        if time.perf_counter() - t0 > timeout_s:
+            p.kill()
+    p.wait()
+    poller.join()
+    out = "".join(lines)
+    if p.returncode:
+        log = Path(tempfile.gettempdir()) / f"{name}.failed.log"
+        log.write_text(out)
+        at = max(out.find("Error in rule"), 0)
+        raise RuntimeError(
+            f"snakemake failed (exit {p.returncode}; its whole output: {log}):\n"
+            f"{out[at : at + 6000]}"
+        )
+    return {
+        "wall": time.perf_counter() - t0,
+        "start_cpu": first_cpu or 0.0,
+        "end_cpu": last["cpu"],
+        "jobs": len(re.findall(r"^Finished jobid", out, re.M)),
+        "threads": last["threads"],
+    }
 
 
 def plan_of(configs: list, name: str = "default", info: dict | None = None):

@@ -35,20 +35,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import yaml
 from _harness import (
     FRAMES_PER_EG,
     TINY,
-    process_cpu,
+    run_measured,
     snakemake_cmd,
     upstream_workspace,
     widen_egs,
@@ -58,50 +54,6 @@ from paravg.config import REPO_CONFIG
 from paravg.layout import Layout
 from paravg.plan import experiment_plans
 from paravg.progress import load_config
-
-
-def run_measured(cmd: list[str], cwd: Path, timeout_s: int) -> dict:
-    """Run ``cmd`` (snakemake); its own CPU when it starts its first job and at its end
-    (the last reading before it exits, polled every 50 ms), its wall time and jobs run."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    last = {"cpu": 0.0}
-
-    def poll() -> None:
-        while p.poll() is None:
-            cpu = process_cpu(p.pid)
-            if cpu is not None and p.poll() is None:
-                last["cpu"] = cpu
-            time.sleep(0.05)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    lines, first_cpu = [], None
-    for line in p.stdout:
-        lines.append(line)
-        s = line.strip()
-        if first_cpu is None and s.startswith(("rule ", "localrule ")) and s.endswith(":"):
-            first_cpu = process_cpu(p.pid)
-        if time.perf_counter() - t0 > timeout_s:
-            p.kill()
-    p.wait()
-    poller.join()
-    out = "".join(lines)
-    if p.returncode:
-        log = Path(tempfile.gettempdir()) / "bench_main_snakemake.failed.log"
-        log.write_text(out)
-        at = max(out.find("Error in rule"), 0)
-        raise RuntimeError(
-            f"snakemake failed (exit {p.returncode}; its whole output: {log}):\n"
-            f"{out[at : at + 6000]}"
-        )
-    return {
-        "wall": time.perf_counter() - t0,
-        "start_cpu": first_cpu or 0.0,
-        "end_cpu": last["cpu"],
-        "jobs": len(re.findall(r"^Finished jobid", out, re.M)),
-    }
-
 
 #: where the jobs of average get their start (module docstring)
 MODES = {
@@ -164,7 +116,7 @@ def main() -> None:
                     *targets,
                 ]  # fmt: skip
                 print(f"N = {n}, {mode}: {args.iterations} iterations ...", flush=True)
-                m = run_measured(cmd, ws, 3600)
+                m = run_measured(cmd, ws, 3600, "bench_main_snakemake")
                 m["after"] = m["end_cpu"] - m["start_cpu"]
                 m["start"] = ("<t>.pt" if synced else f"{n} models") + (
                     " *" if synced == by_default else ""
