@@ -26,20 +26,27 @@ from __future__ import annotations
 
 import threading
 
+_TIMER_LOCK = threading.Lock()
+
 
 def _schedule_one_reevaluation(scheduler, delay: float) -> None:
-    """Start the scheduler's re-evaluation timer unless one is already pending."""
+    """Start the scheduler's re-evaluation timer unless one is already pending. The timer
+    marks itself fired before it wakes the loop, so the pass it wakes may start the next
+    one (a check of the timer thread's liveness would still see it alive there, and the
+    re-evaluation a rate-limited run waits for would be lost)."""
+
+    def fire() -> None:
+        with _TIMER_LOCK:
+            scheduler._paravg_reevaluation_timer = None
+        scheduler._open_jobs.release()
+
     with _TIMER_LOCK:
-        pending = getattr(scheduler, "_paravg_reevaluation_timer", None)
-        if pending is not None and pending.is_alive():
+        if getattr(scheduler, "_paravg_reevaluation_timer", None) is not None:
             return
-        timer = threading.Timer(delay, scheduler._open_jobs.release)
+        timer = threading.Timer(delay, fire)
         timer.daemon = True
         scheduler._paravg_reevaluation_timer = timer
         timer.start()
-
-
-_TIMER_LOCK = threading.Lock()
 
 
 def coalesce_scheduler_wakeups() -> bool:

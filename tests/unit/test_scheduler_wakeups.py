@@ -24,6 +24,7 @@ def test_one_pending_timer_however_many_passes_ask_for_one():
     assert threading.active_count() == before + 1
     assert first.daemon, "a non-daemon timer holds the run's interpreter at its end"
     first.join(5)
+    assert scheduler._paravg_reevaluation_timer is None, "a fired timer still counts as pending"
     assert scheduler._open_jobs.acquire(blocking=False), "the timer woke the loop"
     assert not scheduler._open_jobs.acquire(blocking=False), "the loop was woken twice"
     _schedule_one_reevaluation(scheduler, 0.01)
@@ -33,14 +34,37 @@ def test_one_pending_timer_however_many_passes_ask_for_one():
     assert scheduler._open_jobs.acquire(blocking=False)
 
 
+def test_the_pass_a_timer_wakes_can_start_the_next_timer():
+    """The loop's pass woken by the timer runs while the timer's thread is still alive; its
+    ask for the next re-evaluation must start one, or a run held by the rate limiter waits
+    for a job to end instead of the timespan."""
+    started = []
+
+    class WakeAndAskAgain:
+        def release(self):
+            if not started:
+                _schedule_one_reevaluation(scheduler, 0.01)
+                started.append(scheduler._paravg_reevaluation_timer)
+
+    scheduler = types.SimpleNamespace(_open_jobs=WakeAndAskAgain())
+    _schedule_one_reevaluation(scheduler, 0.01)
+    first = scheduler._paravg_reevaluation_timer
+    first.join(5)
+    assert started and started[0] not in (None, first), "the woken pass started no timer"
+    started[0].join(5)
+
+
 def test_each_scheduler_has_its_own_pending_timer():
     """A pending timer of one scheduler does not stand in for another's."""
     a = types.SimpleNamespace(_open_jobs=threading.Semaphore(0))
     b = types.SimpleNamespace(_open_jobs=threading.Semaphore(0))
     _schedule_one_reevaluation(a, 0.05)
+    timer_a = a._paravg_reevaluation_timer
     _schedule_one_reevaluation(b, 0.05)
-    a._paravg_reevaluation_timer.join(5)
-    b._paravg_reevaluation_timer.join(5)
+    timer_b = b._paravg_reevaluation_timer
+    assert timer_a is not None and timer_b is not None and timer_a is not timer_b
+    timer_a.join(5)
+    timer_b.join(5)
     assert a._open_jobs.acquire(blocking=False) and b._open_jobs.acquire(blocking=False)
 
 
